@@ -1,0 +1,34 @@
+// Finite-difference gradient checker, in float64: analytic gradients from backward() against central
+// differences, per input tensor. Used by every op's test and by `attograd gradcheck`.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace ag {
+
+struct GradcheckOptions {
+  double eps = 1e-6;  // central-difference step
+  // Relative error of one element: |analytic - numeric| / max(|analytic|, |numeric|, floor). The floor
+  // keeps near-zero gradients from turning round-off into a large relative error.
+  double floor = 1e-3;
+  uint64_t seed = 1234;  // for the random projection of a non-scalar output
+};
+
+struct GradcheckResult {
+  std::vector<double> worst_rel_error;  // one per input, over its elements
+  std::vector<int64_t> worst_index;     // the element where that happened
+  double worst() const;
+  std::string report(const std::vector<std::string>& names = {}) const;
+};
+
+// f maps the inputs to any tensor; its output is reduced to a scalar by a fixed random projection
+// sum(w * f(x)), so every output element is checked. Only inputs with requires_grad are perturbed
+// (the others report 0).
+GradcheckResult gradcheck(const std::function<Tensor<double>(const std::vector<Tensor<double>>&)>& f,
+                          std::vector<Tensor<double>> inputs, const GradcheckOptions& options = {});
+
+}  // namespace ag

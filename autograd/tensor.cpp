@@ -1,0 +1,212 @@
+// Tensor storage, the backward pass (iterative topological sort), and the no-grad scope.
+#include "autograd/tensor.h"
+
+#include <stdexcept>
+#include <unordered_set>
+
+namespace ag {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}  // namespace
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+NoGradScope::NoGradScope() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradScope::~NoGradScope() { g_grad_enabled = previous_; }
+bool grad_enabled() { return g_grad_enabled; }
+
+template <typename T>
+Node<T>::~Node() {
+  // Take over the inputs that only we keep alive, and release them from a local stack.
+  std::vector<std::shared_ptr<Node>> pending = std::move(inputs);
+  backward = nullptr;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    if (n && n.use_count() == 1) {
+      for (auto& in : n->inputs) pending.push_back(std::move(in));
+      n->inputs.clear();
+      n->backward = nullptr;
+    }
+  }
+}
+
+template <typename T>
+T* Node<T>::grad_buffer() {
+  if (grad.empty()) grad.assign(value.size(), T(0));
+  return grad.data();
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::empty(const Shape& shape, bool requires_grad) {
+  for (int64_t d : shape)
+    if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape " + shape_str(shape));
+  if (shape.size() > 4) throw std::invalid_argument("Tensor: at most 4 dims, got " + shape_str(shape));
+  auto node = std::make_shared<Node<T>>();
+  node->shape = shape;
+  node->value.resize(static_cast<size_t>(numel_of(shape)));
+  node->requires_grad = requires_grad;
+  return Tensor(std::move(node));
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::zeros(const Shape& shape, bool requires_grad) {
+  return full(shape, T(0), requires_grad);
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::full(const Shape& shape, T value, bool requires_grad) {
+  Tensor t = empty(shape, requires_grad);
+  std::fill(t.node_->value.begin(), t.node_->value.end(), value);
+  return t;
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::from(const Shape& shape, std::vector<T> values, bool requires_grad) {
+  if (static_cast<int64_t>(values.size()) != numel_of(shape))
+    throw std::invalid_argument("Tensor::from: " + std::to_string(values.size()) +
+                                " values do not fill shape " + shape_str(shape));
+  Tensor t = empty(shape, requires_grad);
+  t.node_->value = std::move(values);
+  return t;
+}
+
+template <typename T>
+int64_t Tensor<T>::size(int64_t d) const {
+  const int64_t n = dim();
+  if (d < 0) d += n;
+  if (d < 0 || d >= n)
+    throw std::out_of_range("Tensor::size: dim " + std::to_string(d) + " out of range for shape " +
+                            shape_str(shape()));
+  return node_->shape[d];
+}
+
+template <typename T>
+T Tensor<T>::item() const {
+  if (numel() != 1) throw std::invalid_argument("Tensor::item: shape " + shape_str(shape()) + " is not one value");
+  return node_->value[0];
+}
+
+template <typename T>
+Tensor<T>& Tensor<T>::set_requires_grad(bool on) {
+  node_->requires_grad = on;
+  return *this;
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::grad_tensor() const {
+  Tensor g = zeros(shape());
+  if (!node_->grad.empty()) g.node_->value = node_->grad;
+  return g;
+}
+
+template <typename T>
+void Tensor<T>::zero_grad() {
+  node_->grad.clear();
+  node_->grad.shrink_to_fit();
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::detach() const {
+  return from(shape(), node_->value);
+}
+
+template <typename T>
+MatMap<T> Tensor<T>::mat() {
+  const int64_t cols = dim() == 0 ? 1 : shape().back();
+  return MatMap<T>(data(), cols == 0 ? 0 : numel() / cols, cols);
+}
+
+template <typename T>
+ConstMatMap<T> Tensor<T>::mat() const {
+  const int64_t cols = dim() == 0 ? 1 : shape().back();
+  return ConstMatMap<T>(data(), cols == 0 ? 0 : numel() / cols, cols);
+}
+
+template <typename T>
+void Tensor<T>::backward() {
+  if (numel() != 1)
+    throw std::invalid_argument("backward: needs a one-element tensor (got shape " + shape_str(shape()) +
+                                "); pass a seed gradient instead");
+  backward(std::vector<T>{T(1)});
+}
+
+template <typename T>
+void Tensor<T>::backward(const std::vector<T>& seed) {
+  if (static_cast<int64_t>(seed.size()) != numel())
+    throw std::invalid_argument("backward: seed of " + std::to_string(seed.size()) + " values for shape " +
+                                shape_str(shape()));
+  if (!node_->requires_grad) throw std::logic_error("backward: tensor does not require grad");
+
+  // Post-order DFS with an explicit stack: every node comes after all of its inputs.
+  std::vector<Node<T>*> order;
+  std::unordered_set<Node<T>*> visited;
+  std::vector<std::pair<Node<T>*, size_t>> stack{{node_.get(), 0}};
+  visited.insert(node_.get());
+  while (!stack.empty()) {
+    auto& [n, next_input] = stack.back();
+    if (next_input < n->inputs.size()) {
+      Node<T>* in = n->inputs[next_input++].get();
+      if (in->requires_grad && visited.insert(in).second) stack.push_back({in, 0});
+    } else {
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+
+  T* g = node_->grad_buffer();
+  for (size_t i = 0; i < seed.size(); ++i) g[i] += seed[i];
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node<T>* n = *it;
+    if (n->backward && !n->grad.empty()) n->backward(*n);
+  }
+  // Release the graph: interior nodes drop their closures, inputs and gradients (only leaves keep grads).
+  for (Node<T>* n : order) {
+    if (!n->backward) continue;
+    n->backward = nullptr;
+    n->inputs.clear();
+    if (n != node_.get()) n->grad = {};
+  }
+}
+
+template <typename T>
+bool needs_grad(std::initializer_list<const Tensor<T>*> inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor<T>* t : inputs)
+    if (t->requires_grad()) return true;
+  return false;
+}
+
+template <typename T>
+void attach(Tensor<T>& out, const char* op, std::vector<std::shared_ptr<Node<T>>> inputs,
+            std::function<void(Node<T>&)> backward) {
+  Node<T>* n = out.node();
+  n->requires_grad = true;
+  n->op = op;
+  n->inputs = std::move(inputs);
+  n->backward = std::move(backward);
+}
+
+template struct Node<float>;
+template struct Node<double>;
+template class Tensor<float>;
+template class Tensor<double>;
+template bool needs_grad<float>(std::initializer_list<const Tensor<float>*>);
+template bool needs_grad<double>(std::initializer_list<const Tensor<double>*>);
+template void attach<float>(Tensor<float>&, const char*, std::vector<std::shared_ptr<Node<float>>>,
+                            std::function<void(Node<float>&)>);
+template void attach<double>(Tensor<double>&, const char*, std::vector<std::shared_ptr<Node<double>>>,
+                             std::function<void(Node<double>&)>);
+
+}  // namespace ag

@@ -1,0 +1,142 @@
+// Tensor: an N-d (up to 4-d), row-major, contiguous buffer with an optional gradient and the graph edge
+// that produced it. This file holds the data structure, the backward pass and the no-grad scope; the ops
+// live in ops.h. Dimensions are in PyTorch order: (batch, heads, seq, features).
+//
+// A Tensor is a cheap handle (a shared_ptr to a Node); copying it shares the data, as in PyTorch.
+// T is float for training and double for gradient checks; both are explicitly instantiated in tensor.cpp.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ag {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel_of(const Shape& shape);
+std::string shape_str(const Shape& shape);
+
+template <typename T>
+using Vec = Eigen::Array<T, Eigen::Dynamic, 1>;
+template <typename T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using VecMap = Eigen::Map<Vec<T>>;
+template <typename T>
+using MatMap = Eigen::Map<Mat<T>>;
+template <typename T>
+using ConstVecMap = Eigen::Map<const Vec<T>>;
+template <typename T>
+using ConstMatMap = Eigen::Map<const Mat<T>>;
+
+// One value in the graph. Ops fill `inputs` and `backward`; backward() calls `backward(node)` once the
+// node's grad is complete, and the closure adds into its inputs' grads (always +=, so a tensor used twice
+// receives the sum).
+template <typename T>
+struct Node {
+  Shape shape;
+  std::vector<T> value;
+  std::vector<T> grad;  // empty until something flows into it
+  bool requires_grad = false;
+  const char* op = "leaf";
+  std::vector<std::shared_ptr<Node>> inputs;
+  std::function<void(Node&)> backward;
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  // Unlinks the graph iteratively: a chain of 100,000 nodes would overflow the stack by recursive release.
+  ~Node();
+
+  int64_t numel() const { return static_cast<int64_t>(value.size()); }
+  // The gradient buffer, zero-filled on first use.
+  T* grad_buffer();
+};
+
+template <typename T>
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<Node<T>> node) : node_(std::move(node)) {}
+
+  // Factories. Values are uninitialised for empty(), copied for from().
+  static Tensor empty(const Shape& shape, bool requires_grad = false);
+  static Tensor zeros(const Shape& shape, bool requires_grad = false);
+  static Tensor full(const Shape& shape, T value, bool requires_grad = false);
+  static Tensor from(const Shape& shape, std::vector<T> values, bool requires_grad = false);
+  static Tensor scalar(T value, bool requires_grad = false) { return from({}, {value}, requires_grad); }
+
+  bool defined() const { return node_ != nullptr; }
+  const Shape& shape() const { return node_->shape; }
+  int64_t dim() const { return static_cast<int64_t>(node_->shape.size()); }
+  // Size of dimension d; negative d counts from the end.
+  int64_t size(int64_t d) const;
+  int64_t numel() const { return node_->numel(); }
+
+  T* data() { return node_->value.data(); }
+  const T* data() const { return node_->value.data(); }
+  std::vector<T>& values() { return node_->value; }
+  const std::vector<T>& values() const { return node_->value; }
+  T item() const;  // the value of a one-element tensor
+
+  bool requires_grad() const { return node_->requires_grad; }
+  Tensor& set_requires_grad(bool on = true);
+  bool has_grad() const { return !node_->grad.empty(); }
+  // The gradient (zeros if nothing flowed in yet), allocated on first use.
+  T* grad() { return node_->grad_buffer(); }
+  Tensor grad_tensor() const;  // a copy of the gradient as a tensor without a graph
+  void zero_grad();            // frees the gradient buffer; the next backward starts from zero
+
+  // A new tensor sharing nothing with the graph: same values (copied), no history, no grad.
+  Tensor detach() const;
+  Tensor clone() const { return detach(); }
+
+  // Reverse-mode pass from this tensor. With no argument the tensor must hold one element and is seeded
+  // with 1. Afterwards the graph below this tensor is released (inputs and closures dropped).
+  void backward();
+  void backward(const std::vector<T>& seed);
+
+  // Eigen views over the buffer.
+  VecMap<T> vec() { return VecMap<T>(data(), numel()); }
+  ConstVecMap<T> vec() const { return ConstVecMap<T>(data(), numel()); }
+  // The buffer as a rows x cols matrix, rows = product of all dims but the last.
+  MatMap<T> mat();
+  ConstMatMap<T> mat() const;
+
+  Node<T>* node() const { return node_.get(); }
+  const std::shared_ptr<Node<T>>& node_ptr() const { return node_; }
+
+ private:
+  std::shared_ptr<Node<T>> node_;
+};
+
+// Recording: inside a NoGradScope, ops build no graph (outputs never require grad). Scopes nest.
+class NoGradScope {
+ public:
+  NoGradScope();
+  ~NoGradScope();
+  NoGradScope(const NoGradScope&) = delete;
+  NoGradScope& operator=(const NoGradScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool grad_enabled();
+
+// For op implementations: whether an op with these inputs records a graph edge, and attaching it.
+template <typename T>
+bool needs_grad(std::initializer_list<const Tensor<T>*> inputs);
+template <typename T>
+void attach(Tensor<T>& out, const char* op, std::vector<std::shared_ptr<Node<T>>> inputs,
+            std::function<void(Node<T>&)> backward);
+
+extern template class Tensor<float>;
+extern template class Tensor<double>;
+extern template struct Node<float>;
+extern template struct Node<double>;
+
+}  // namespace ag
