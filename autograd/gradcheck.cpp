@@ -54,7 +54,8 @@ GradcheckResult gradcheck(const std::function<Tensor<double>(const std::vector<T
   // Analytic: backward of the projection, seeded with the weights.
   for (auto& x : inputs) x.zero_grad();
   Tensor<double> out = projected(true);
-  if (!out.requires_grad()) throw std::logic_error("gradcheck: output does not depend on any input with grad");
+  if (!out.requires_grad())
+    throw std::logic_error("gradcheck: output does not depend on any input with grad");
   out.backward(weights);
 
   auto objective = [&]() {

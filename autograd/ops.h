@@ -20,62 +20,90 @@
 namespace ag {
 
 // ---- Elementwise, with NumPy broadcasting (ops_elementwise.cpp) ----
-template <typename T> Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b);
-template <typename T> Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b);
-template <typename T> Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b);
-template <typename T> Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b);
-template <typename T> Tensor<T> scale(const Tensor<T>& a, T s);       // a * s
-template <typename T> Tensor<T> add_scalar(const Tensor<T>& a, T s);  // a + s
-template <typename T> Tensor<T> neg(const Tensor<T>& a);
+template <typename T>
+Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b);
+template <typename T>
+Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b);
+template <typename T>
+Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b);
+template <typename T>
+Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b);
+template <typename T>
+Tensor<T> scale(const Tensor<T>& a, T s);  // a * s
+template <typename T>
+Tensor<T> add_scalar(const Tensor<T>& a, T s);  // a + s
+template <typename T>
+Tensor<T> neg(const Tensor<T>& a);
 // The broadcast shape of a and b, or an exception naming `op` and both shapes.
 Shape broadcast_shape(const Shape& a, const Shape& b, const char* op);
 
 // ---- Unary functions (ops_unary.cpp) ----
-template <typename T> Tensor<T> exp(const Tensor<T>& a);
-template <typename T> Tensor<T> log(const Tensor<T>& a);
-template <typename T> Tensor<T> tanh(const Tensor<T>& a);
-template <typename T> Tensor<T> relu(const Tensor<T>& a);
+template <typename T>
+Tensor<T> exp(const Tensor<T>& a);
+template <typename T>
+Tensor<T> log(const Tensor<T>& a);
+template <typename T>
+Tensor<T> tanh(const Tensor<T>& a);
+template <typename T>
+Tensor<T> relu(const Tensor<T>& a);
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch's approximate="tanh".
-template <typename T> Tensor<T> gelu(const Tensor<T>& a);
+template <typename T>
+Tensor<T> gelu(const Tensor<T>& a);
 
 // ---- Matrix products (ops_matmul.cpp) ----
 // a (..., M, K) x b (..., K, N) -> (..., M, N). b may be 2-d (K, N): then a's leading dims are flattened
 // into one GEMM (the Linear case). Otherwise both have the same leading dims and each is one GEMM.
-template <typename T> Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b);
+template <typename T>
+Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b);
 // x (..., in) times weight (out, in) transposed, plus bias (out) if defined: PyTorch's F.linear, without
 // materialising the transpose.
-template <typename T> Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias);
+template <typename T>
+Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias);
 
 // ---- Shape ops (ops_shape.cpp) ----
 // Swaps the last two dims (a copy: every tensor stays contiguous).
-template <typename T> Tensor<T> transpose(const Tensor<T>& a);
+template <typename T>
+Tensor<T> transpose(const Tensor<T>& a);
 // Same values, new shape; one dim may be -1.
-template <typename T> Tensor<T> reshape(const Tensor<T>& a, Shape shape);
+template <typename T>
+Tensor<T> reshape(const Tensor<T>& a, Shape shape);
 // out.shape[i] = a.shape[perm[i]].
-template <typename T> Tensor<T> permute(const Tensor<T>& a, const std::vector<int64_t>& perm);
-template <typename T> Tensor<T> concat(const std::vector<Tensor<T>>& parts, int64_t dim);
-template <typename T> std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& sizes, int64_t dim);
+template <typename T>
+Tensor<T> permute(const Tensor<T>& a, const std::vector<int64_t>& perm);
+template <typename T>
+Tensor<T> concat(const std::vector<Tensor<T>>& parts, int64_t dim);
+template <typename T>
+std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& sizes, int64_t dim);
 
 // ---- Reductions (ops_reduce.cpp) ----
-template <typename T> Tensor<T> sum(const Tensor<T>& a);  // all elements -> shape []
-template <typename T> Tensor<T> sum(const Tensor<T>& a, int64_t dim, bool keepdim = false);
-template <typename T> Tensor<T> mean(const Tensor<T>& a);
-template <typename T> Tensor<T> mean(const Tensor<T>& a, int64_t dim, bool keepdim = false);
+template <typename T>
+Tensor<T> sum(const Tensor<T>& a);  // all elements -> shape []
+template <typename T>
+Tensor<T> sum(const Tensor<T>& a, int64_t dim, bool keepdim = false);
+template <typename T>
+Tensor<T> mean(const Tensor<T>& a);
+template <typename T>
+Tensor<T> mean(const Tensor<T>& a, int64_t dim, bool keepdim = false);
 
 // ---- Softmax family and masks (ops_softmax.cpp) ----
 // Along the last dim, max-shifted. A row whose entries are all -inf gives zeros (and zero gradient).
-template <typename T> Tensor<T> softmax(const Tensor<T>& a);
-template <typename T> Tensor<T> log_softmax(const Tensor<T>& a);
+template <typename T>
+Tensor<T> softmax(const Tensor<T>& a);
+template <typename T>
+Tensor<T> log_softmax(const Tensor<T>& a);
 // Where mask (broadcast to a's shape; nonzero = masked) is set, the output is `value`; elsewhere a.
 // No gradient flows to masked positions. Use value = -infinity before softmax.
-template <typename T> Tensor<T> masked_fill(const Tensor<T>& a, const Tensor<T>& mask, T value);
+template <typename T>
+Tensor<T> masked_fill(const Tensor<T>& a, const Tensor<T>& mask, T value);
 // Mean negative log-likelihood of targets under softmax(logits) over the rows whose target is not
 // `ignore_index`: logits (..., V), targets one int per row. Fused log-softmax + NLL.
 template <typename T>
-Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& targets, int32_t ignore_index = -1);
+Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& targets,
+                        int32_t ignore_index = -1);
 
 // ---- Normalisation and lookup (ops_norm.cpp, ops_embedding.cpp) ----
-// Over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, biased variance as PyTorch. Fused backward.
+// Over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, biased variance as PyTorch. Fused
+// backward.
 template <typename T>
 Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, T eps = T(1e-5));
 // Rows of weight (V, D) picked by ids -> shape ids_shape + [D]. Backward scatter-adds into weight.
@@ -83,10 +111,25 @@ template <typename T>
 Tensor<T> embedding(const Tensor<T>& weight, const std::vector<int32_t>& ids, const Shape& ids_shape);
 
 // Operators for readable model code.
-template <typename T> Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) { return add(a, b); }
-template <typename T> Tensor<T> operator-(const Tensor<T>& a, const Tensor<T>& b) { return sub(a, b); }
-template <typename T> Tensor<T> operator*(const Tensor<T>& a, const Tensor<T>& b) { return mul(a, b); }
-template <typename T> Tensor<T> operator/(const Tensor<T>& a, const Tensor<T>& b) { return div(a, b); }
-template <typename T> Tensor<T> operator-(const Tensor<T>& a) { return neg(a); }
+template <typename T>
+Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) {
+  return add(a, b);
+}
+template <typename T>
+Tensor<T> operator-(const Tensor<T>& a, const Tensor<T>& b) {
+  return sub(a, b);
+}
+template <typename T>
+Tensor<T> operator*(const Tensor<T>& a, const Tensor<T>& b) {
+  return mul(a, b);
+}
+template <typename T>
+Tensor<T> operator/(const Tensor<T>& a, const Tensor<T>& b) {
+  return div(a, b);
+}
+template <typename T>
+Tensor<T> operator-(const Tensor<T>& a) {
+  return neg(a);
+}
 
 }  // namespace ag

@@ -22,9 +22,15 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
-NoGradScope::NoGradScope() : previous_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradScope::~NoGradScope() { g_grad_enabled = previous_; }
-bool grad_enabled() { return g_grad_enabled; }
+NoGradScope::NoGradScope() : previous_(g_grad_enabled) {
+  g_grad_enabled = false;
+}
+NoGradScope::~NoGradScope() {
+  g_grad_enabled = previous_;
+}
+bool grad_enabled() {
+  return g_grad_enabled;
+}
 
 template <typename T>
 Node<T>::~Node() {
@@ -94,7 +100,8 @@ int64_t Tensor<T>::size(int64_t d) const {
 
 template <typename T>
 T Tensor<T>::item() const {
-  if (numel() != 1) throw std::invalid_argument("Tensor::item: shape " + shape_str(shape()) + " is not one value");
+  if (numel() != 1)
+    throw std::invalid_argument("Tensor::item: shape " + shape_str(shape()) + " is not one value");
   return node_->value[0];
 }
 
@@ -189,8 +196,9 @@ bool needs_grad(std::initializer_list<const Tensor<T>*> inputs) {
 }
 
 template <typename T>
-void attach(Tensor<T>& out, const char* op, std::vector<std::shared_ptr<Node<T>>> inputs,
-            std::function<void(Node<T>&)> backward) {
+void attach(Tensor<T>& out, const char* op,
+            typename NoDeduce<std::vector<std::shared_ptr<Node<T>>>>::type inputs,
+            typename NoDeduce<std::function<void(Node<T>&)>>::type backward) {
   Node<T>* n = out.node();
   n->requires_grad = true;
   n->op = op;

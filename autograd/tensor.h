@@ -32,6 +32,8 @@ template <typename T>
 using ConstVecMap = Eigen::Map<const Vec<T>>;
 template <typename T>
 using ConstMatMap = Eigen::Map<const Mat<T>>;
+template <typename T>
+using ConstRowMap = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>;
 
 // One value in the graph. Ops fill `inputs` and `backward`; backward() calls `backward(node)` once the
 // node's grad is complete, and the closure adds into its inputs' grads (always +=, so a tensor used twice
@@ -130,9 +132,15 @@ bool grad_enabled();
 // For op implementations: whether an op with these inputs records a graph edge, and attaching it.
 template <typename T>
 bool needs_grad(std::initializer_list<const Tensor<T>*> inputs);
+// (The inputs and closure are non-deduced contexts, so braced lists and lambdas convert; T comes from out.)
+template <typename U>
+struct NoDeduce {
+  using type = U;
+};
 template <typename T>
-void attach(Tensor<T>& out, const char* op, std::vector<std::shared_ptr<Node<T>>> inputs,
-            std::function<void(Node<T>&)> backward);
+void attach(Tensor<T>& out, const char* op,
+            typename NoDeduce<std::vector<std::shared_ptr<Node<T>>>>::type inputs,
+            typename NoDeduce<std::function<void(Node<T>&)>>::type backward);
 
 extern template class Tensor<float>;
 extern template class Tensor<double>;

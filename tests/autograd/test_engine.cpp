@@ -1,0 +1,116 @@
+// The engine itself: backward order and accumulation, no-grad, graph release, deep chains, detach.
+#define BOOST_TEST_MODULE engine
+#include <boost/test/unit_test.hpp>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+
+using ag::Tensor;
+using T = Tensor<double>;
+
+BOOST_AUTO_TEST_CASE(tensor_used_twice_gets_the_sum_of_both_gradients) {
+  T x = T::from({3}, {1.0, 2.0, 3.0}, true);
+  T y = ag::sum(ag::mul(x, x));  // d/dx sum(x^2) = 2x, through both uses of x
+  y.backward();
+  BOOST_TEST(x.grad_tensor().values() == std::vector<double>({2.0, 4.0, 6.0}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(gradients_accumulate_across_backward_calls_until_zero_grad) {
+  T x = T::from({2}, {1.0, -1.0}, true);
+  ag::sum(ag::scale(x, 3.0)).backward();
+  ag::sum(ag::scale(x, 3.0)).backward();
+  BOOST_TEST(x.grad()[0] == 6.0);
+  x.zero_grad();
+  BOOST_TEST(!x.has_grad());
+  ag::sum(x).backward();
+  BOOST_TEST(x.grad()[1] == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(nothing_is_recorded_under_no_grad) {
+  T x = T::from({2}, {1.0, 2.0}, true);
+  T y;
+  {
+    ag::NoGradScope no_grad;
+    BOOST_TEST(!ag::grad_enabled());
+    y = ag::mul(x, x);
+    { ag::NoGradScope nested; }
+    BOOST_TEST(!ag::grad_enabled());  // nesting restores the outer state, not "on"
+  }
+  BOOST_TEST(ag::grad_enabled());
+  BOOST_TEST(!y.requires_grad());
+  BOOST_TEST(y.node()->inputs.empty());
+  BOOST_TEST(!y.node()->backward);
+}
+
+BOOST_AUTO_TEST_CASE(a_chain_of_100000_nodes_backpropagates_without_overflowing_the_stack) {
+  T x = T::from({1}, {0.5}, true);
+  T y = x;
+  for (int i = 0; i < 100000; ++i) y = ag::add_scalar(y, 1e-6);
+  ag::sum(y).backward();
+  BOOST_TEST(x.grad()[0] == 1.0);
+  BOOST_TEST(y.item() == 0.5 + 0.1, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(an_unused_chain_of_100000_nodes_is_freed_without_overflowing_the_stack) {
+  T x = T::from({1}, {0.5}, true);
+  {
+    T y = x;
+    for (int i = 0; i < 100000; ++i) y = ag::add_scalar(y, 1.0);
+  }  // dropped without backward: the destructor unlinks iteratively
+  BOOST_TEST(x.node_ptr().use_count() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(backward_releases_the_graph) {
+  T x = T::from({2}, {1.0, 2.0}, true);
+  T h = ag::exp(x);
+  T y = ag::sum(h);
+  y.backward();
+  BOOST_TEST(y.node()->inputs.empty());
+  BOOST_TEST(h.node()->inputs.empty());
+  BOOST_TEST(!h.node()->backward);
+  BOOST_TEST(x.node_ptr().use_count() == 1);  // only our handle keeps the leaf alive now
+}
+
+BOOST_AUTO_TEST_CASE(detach_copies_values_and_drops_history) {
+  T x = T::from({2}, {1.0, 2.0}, true);
+  T y = ag::scale(x, 2.0);
+  T d = y.detach();
+  BOOST_TEST(!d.requires_grad());
+  BOOST_TEST(d.values() == std::vector<double>({2.0, 4.0}), boost::test_tools::per_element());
+  d.data()[0] = 100.0;
+  BOOST_TEST(y.data()[0] == 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(backward_needs_a_scalar_or_a_seed) {
+  T x = T::from({2}, {1.0, 2.0}, true);
+  T y = ag::scale(x, 2.0);
+  BOOST_CHECK_THROW(y.backward(), std::invalid_argument);
+  y.backward({1.0, 10.0});
+  BOOST_TEST(x.grad()[1] == 20.0);
+}
+
+BOOST_AUTO_TEST_CASE(factories_validate_their_shapes) {
+  BOOST_CHECK_THROW(T::from({2, 2}, {1.0, 2.0, 3.0}), std::invalid_argument);
+  BOOST_CHECK_THROW(T::zeros({1, 1, 1, 1, 1}), std::invalid_argument);
+  BOOST_TEST(T::zeros({2, 0}).numel() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_catches_a_wrong_backward) {
+  // y = 2x with a backward that claims dy/dx = 3: the checker must see the difference.
+  auto wrong_double = [](const std::vector<T>& in) {
+    T out = T::empty(in[0].shape());
+    out.vec() = in[0].vec() * 2.0;
+    if (ag::needs_grad<double>({&in[0]}))
+      ag::attach(out, "wrong", {in[0].node_ptr()}, [](ag::Node<double>& n) {
+        for (int64_t i = 0; i < n.numel(); ++i) n.inputs[0]->grad_buffer()[i] += 3.0 * n.grad[i];
+      });
+    return out;
+  };
+  T x = T::from({3}, {0.1, 0.2, 0.3}, true);
+  const ag::GradcheckResult r = ag::gradcheck(wrong_double, {x});
+  BOOST_TEST(r.worst() > 0.3);
+  const ag::GradcheckResult ok =
+      ag::gradcheck([](const std::vector<T>& in) { return ag::scale(in[0], 2.0); }, {x});
+  BOOST_TEST(ok.worst() < 1e-9);
+}

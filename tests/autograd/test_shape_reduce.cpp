@@ -1,0 +1,98 @@
+// Shape ops (transpose, reshape, permute, concat, split) and reductions (sum, mean): values, errors,
+// float64 gradient checks.
+#define BOOST_TEST_MODULE shape_reduce
+#include <boost/test/unit_test.hpp>
+
+#include "autograd/ops.h"
+#include "common/random_tensor.h"
+
+using ag::Tensor;
+using T = Tensor<double>;
+using testing::check_gradients;
+using testing::random_tensor;
+using Inputs = std::vector<T>;
+namespace tt = boost::test_tools;
+
+BOOST_AUTO_TEST_CASE(transpose_and_permute_move_values_as_pytorch_does) {
+  T a = T::from({2, 3}, {1, 2, 3, 4, 5, 6});
+  BOOST_TEST(ag::transpose(a).values() == std::vector<double>({1, 4, 2, 5, 3, 6}), tt::per_element());
+  // (B=1, T=2, H=2, dk=2) -> (B, H, T, dk): the head split of attention.
+  T x = T::from({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  T p = ag::permute(x, {0, 2, 1, 3});
+  BOOST_TEST(p.shape() == ag::Shape({1, 2, 2, 2}), tt::per_element());
+  BOOST_TEST(p.values() == std::vector<double>({1, 2, 5, 6, 3, 4, 7, 8}), tt::per_element());
+  BOOST_CHECK_THROW(ag::permute(x, {0, 1, 1, 3}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(reshape_infers_one_dim_and_rejects_bad_sizes) {
+  T a = T::zeros({2, 3, 4});
+  BOOST_TEST(ag::reshape(a, {6, -1}).shape() == ag::Shape({6, 4}), tt::per_element());
+  try {
+    ag::reshape(a, {5, 5});
+    BOOST_FAIL("no exception");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()) == "reshape: cannot view shape [2, 3, 4] as [5, 5]");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(concat_and_split_are_inverse) {
+  T a = T::from({2, 2}, {1, 2, 3, 4});
+  T b = T::from({2, 1}, {9, 8});
+  T c = ag::concat<double>({a, b}, 1);
+  BOOST_TEST(c.values() == std::vector<double>({1, 2, 9, 3, 4, 8}), tt::per_element());
+  auto parts = ag::split(c, {2, 1}, -1);
+  BOOST_TEST(parts[0].values() == a.values(), tt::per_element());
+  BOOST_TEST(parts[1].values() == b.values(), tt::per_element());
+  BOOST_CHECK_THROW(ag::split(c, {2, 2}, 1), std::invalid_argument);
+  BOOST_CHECK_THROW(ag::concat<double>({a, T::zeros({3, 1})}, 1), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(sum_and_mean_values) {
+  T a = T::from({2, 3}, {1, 2, 3, 4, 5, 6});
+  BOOST_TEST(ag::sum(a).item() == 21.0);
+  BOOST_TEST(ag::mean(a).item() == 3.5);
+  BOOST_TEST(ag::sum(a, 0).values() == std::vector<double>({5, 7, 9}), tt::per_element());
+  BOOST_TEST(ag::mean(a, 1, true).shape() == ag::Shape({2, 1}), tt::per_element());
+  BOOST_TEST(ag::mean(a, -1).values() == std::vector<double>({2, 5}), tt::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_transpose_reshape_permute) {
+  check_gradients([](const Inputs& x) { return ag::transpose(x[0]); }, {random_tensor({2, 3, 4}, 1)});
+  check_gradients([](const Inputs& x) { return ag::reshape(x[0], {4, -1}); }, {random_tensor({2, 3, 4}, 2)});
+  check_gradients(
+      [](const Inputs& x) {
+        return ag::permute(x[0], {0, 2, 1, 3});
+      },
+      {random_tensor({2, 3, 4, 5}, 3)});
+  check_gradients(
+      [](const Inputs& x) {
+        return ag::permute(x[0], {2, 0, 1});
+      },
+      {random_tensor({2, 3, 4}, 4)});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_concat_and_split) {
+  check_gradients(
+      [](const Inputs& x) {
+        return ag::concat<double>({x[0], x[1], x[0]}, 1);
+      },
+      {random_tensor({2, 3, 2}, 5), random_tensor({2, 1, 2}, 6)});
+  check_gradients(
+      [](const Inputs& x) {
+        auto p = ag::split(x[0], {1, 3}, -1);
+        return ag::mul(p[0], p[1]);  // both pieces feed back into one output
+      },
+      {random_tensor({3, 4}, 7)});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_sum_and_mean) {
+  check_gradients([](const Inputs& x) { return ag::sum(x[0]); }, {random_tensor({2, 3}, 8)});
+  check_gradients([](const Inputs& x) { return ag::mean(x[0]); }, {random_tensor({2, 3}, 9)});
+  for (int64_t dim : {0, 1, 2, -1})
+    for (bool keep : {false, true}) {
+      check_gradients([=](const Inputs& x) { return ag::sum(x[0], dim, keep); },
+                      {random_tensor({2, 3, 4}, 10)});
+      check_gradients([=](const Inputs& x) { return ag::mean(x[0], dim, keep); },
+                      {random_tensor({2, 3, 4}, 11)});
+    }
+}
