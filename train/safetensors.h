@@ -1,0 +1,62 @@
+// The checkpoint file format: safetensors (https://huggingface.co/docs/safetensors), F32 only.
+// A file is an 8-byte little-endian u64 N, then N bytes of JSON header
+//   {"__metadata__": {str: str}, name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...}
+// padded with spaces so the data starts at a multiple of 8, then the raw little-endian tensor bytes with
+// offsets relative to the start of that data section.
+//
+// This file only reads and writes such files and checks their names and shapes. It knows no model, optimiser
+// or RNG: those are flattened to NamedArrays (and integers in the metadata, via the helpers below) by the
+// checkpoint code. Every error is a std::runtime_error with one line: `<path>: <what is wrong> (<field>)`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ag {
+
+// One named tensor, row-major, in PyTorch's dimension order.
+struct NamedArray {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;  // numel(shape) values
+};
+
+struct SafetensorsFile {
+  std::map<std::string, std::string> metadata;
+  std::vector<NamedArray> tensors;  // in the order of their data in the file (the order they were written)
+
+  // The tensor with this name, or nullptr.
+  const NamedArray* find(const std::string& name) const;
+};
+
+// Writes `tensors` (in the given order) and `metadata` to `path` atomically: the bytes go to `path + ".tmp"`,
+// which is synced and then renamed over `path`; the directory is synced last. On failure the temp file is
+// removed, an existing file at `path` is left as it was, and std::runtime_error names the file.
+void write_safetensors(const std::string& path, const std::vector<NamedArray>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+// Reads and validates a whole file. The header is checked completely (sizes, JSON, dtypes, shapes, offsets
+// that tile the data section exactly) before any tensor memory is allocated, so a corrupt or hostile file
+// costs at most its header and never crashes.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// Checks that `file` holds exactly the `expected` tensors (any order) with these shapes; throws on the first
+// missing tensor, shape mismatch (naming both shapes) or unexpected tensor. `path` is named in the error.
+void expect_tensors(const SafetensorsFile& file,
+                    const std::vector<std::pair<std::string, std::vector<int64_t>>>& expected,
+                    const std::string& path);
+
+// Metadata values are strings. Integers (optimiser step, RNG words) go in as decimal strings, and a double
+// that must survive bit-exactly (the RNG's cached normal) as the decimal string of its 64 bits.
+std::string u64_to_metadata(uint64_t value);
+std::string f64_bits_to_metadata(double value);
+// Reads them back; throws `<path>: <what> (<key>)` if the key is missing or is not a plain decimal u64.
+const std::string& metadata_string(const SafetensorsFile& file, const std::string& key,
+                                   const std::string& path);
+uint64_t metadata_u64(const SafetensorsFile& file, const std::string& key, const std::string& path);
+double metadata_f64_bits(const SafetensorsFile& file, const std::string& key, const std::string& path);
+
+}  // namespace ag
