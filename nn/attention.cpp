@@ -1,0 +1,113 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nn/init.h"
+
+namespace nn {
+
+template <typename T>
+AttentionResult<T> scaled_dot_product_attention(const ag::Tensor<T>& q, const ag::Tensor<T>& k,
+                                                const ag::Tensor<T>& v, const ag::Tensor<T>& mask) {
+  const int64_t dk = q.size(-1);
+  // Dot products grow like sqrt(dk); dividing keeps softmax out of saturation, where its gradient vanishes.
+  ag::Tensor<T> scores = ag::scale(ag::matmul(q, ag::transpose(k)), T(1) / std::sqrt(T(dk)));  // (..., T, S)
+  if (mask.defined()) scores = ag::masked_fill(scores, mask, -std::numeric_limits<T>::infinity());
+  ag::Tensor<T> weights = ag::softmax(scores);
+  return {ag::matmul(weights, v), weights};
+}
+
+template <typename T>
+ag::Tensor<T> causal_mask(int64_t t) {
+  ag::Tensor<T> m = ag::Tensor<T>::zeros({t, t});
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = i + 1; j < t; ++j) m.data()[i * t + j] = T(1);
+  return m;
+}
+
+template <typename T>
+ag::Tensor<T> padding_mask(const std::vector<uint8_t>& is_padding, int64_t batch, int64_t t) {
+  if (static_cast<int64_t>(is_padding.size()) != batch * t)
+    throw std::invalid_argument("padding_mask: " + std::to_string(is_padding.size()) + " flags for batch " +
+                                std::to_string(batch) + " x T " + std::to_string(t));
+  ag::Tensor<T> m = ag::Tensor<T>::zeros({batch, 1, 1, t});
+  for (int64_t i = 0; i < batch * t; ++i) m.data()[i] = is_padding[i] ? T(1) : T(0);
+  return m;
+}
+
+template <typename T>
+SelfAttention<T>::SelfAttention(int64_t d_model, int64_t dk, int64_t dv, ag::Rng& rng)
+    : wq(this->register_parameter("wq", xavier_normal<T>({d_model, dk}, d_model, dk, rng))),
+      wk(this->register_parameter("wk", xavier_normal<T>({d_model, dk}, d_model, dk, rng))),
+      wv(this->register_parameter("wv", xavier_normal<T>({d_model, dv}, d_model, dv, rng))) {}
+
+template <typename T>
+AttentionResult<T> SelfAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask) const {
+  return scaled_dot_product_attention(ag::matmul(x, wq), ag::matmul(x, wk), ag::matmul(x, wv), mask);
+}
+
+template <typename T>
+MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag::Rng& rng)
+    : n_heads(n_heads_),
+      d_model(d_model_),
+      dk(d_model_ / n_heads_),
+      wq(d_model_, d_model_, rng),
+      wk(d_model_, d_model_, rng),
+      wv(d_model_, d_model_, rng),
+      wo(d_model_, d_model_, rng) {
+  if (n_heads_ < 1 || d_model_ % n_heads_ != 0)
+    throw std::invalid_argument("MultiHeadAttention: n_heads " + std::to_string(n_heads_) +
+                                " does not divide d_model " + std::to_string(d_model_));
+  this->register_module("wq", &wq);
+  this->register_module("wk", &wk);
+  this->register_module("wv", &wv);
+  this->register_module("wo", &wo);
+}
+
+template <typename T>
+ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask) {
+  if (x.dim() != 3 || x.size(2) != d_model)
+    throw std::invalid_argument("MultiHeadAttention: expected x (B, T, " + std::to_string(d_model) +
+                                "), got " + ag::shape_str(x.shape()));
+  const int64_t B = x.size(0), t = x.size(1);
+  // (B, T, D) -> (B, T, H, dk) -> (B, H, T, dk)
+  auto split_heads = [&](const ag::Tensor<T>& y) {
+    return ag::permute(ag::reshape(y, {B, t, n_heads, dk}), {0, 2, 1, 3});
+  };
+  AttentionResult<T> r = scaled_dot_product_attention(split_heads(wq.forward(x)), split_heads(wk.forward(x)),
+                                                      split_heads(wv.forward(x)), mask);
+  ag::Tensor<T> heads = r.output;  // (B, H, T, dk)
+  if (keep_weights) last_weights = r.weights;
+  if (keep_head_outputs) last_head_outputs = heads;
+  if (!patches.empty()) {
+    // Patched copies are for measurement only: they carry no gradient.
+    heads = heads.detach();
+    for (const HeadPatch<T>& p : patches) {
+      if (p.head < 0 || p.head >= n_heads || (p.replacement.defined() && p.replacement.numel() != t * dk))
+        throw std::invalid_argument("MultiHeadAttention: patch for head " + std::to_string(p.head) +
+                                    " needs head < " + std::to_string(n_heads) +
+                                    " and a (T, dk) replacement");
+      for (int64_t b = 0; b < B; ++b) {
+        T* dst = heads.data() + (b * n_heads + p.head) * t * dk;
+        for (int64_t i = 0; i < t * dk; ++i)
+          dst[i] = p.replacement.defined() ? p.replacement.data()[i] : T(0);
+      }
+    }
+  }
+  // (B, H, T, dk) -> (B, T, H, dk) -> (B, T, D), then Wo mixes the heads.
+  return wo.forward(ag::reshape(ag::permute(heads, {0, 2, 1, 3}), {B, t, d_model}));
+}
+
+#define ATTOGRAD_INSTANTIATE(T)                                                                            \
+  template AttentionResult<T> scaled_dot_product_attention<T>(const ag::Tensor<T>&, const ag::Tensor<T>&,  \
+                                                              const ag::Tensor<T>&, const ag::Tensor<T>&); \
+  template ag::Tensor<T> causal_mask<T>(int64_t);                                                          \
+  template ag::Tensor<T> padding_mask<T>(const std::vector<uint8_t>&, int64_t, int64_t);                   \
+  template class SelfAttention<T>;                                                                         \
+  template class MultiHeadAttention<T>;
+ATTOGRAD_INSTANTIATE(float)
+ATTOGRAD_INSTANTIATE(double)
+#undef ATTOGRAD_INSTANTIATE
+
+}  // namespace nn

@@ -1,0 +1,68 @@
+// Attention, as the lesson builds it: scaled dot-product attention, the lesson's one-head SelfAttention,
+// and MultiHeadAttention with its output projection Wo (DESIGN.md's layout: head h owns output rows
+// [h*dk, (h+1)*dk) of wq/wk/wv and input columns [h*dk, (h+1)*dk) of wo).
+// Dimension letters: B batch, H heads, T query positions, S key positions, D d_model, dk per-head width.
+#pragma once
+
+#include <optional>
+
+#include "nn/layers.h"
+
+namespace nn {
+
+template <typename T>
+struct AttentionResult {
+  ag::Tensor<T> output;   // (..., T, dv)
+  ag::Tensor<T> weights;  // (..., T, S): row i says where query i looks; rows sum to 1 (or 0 if fully masked)
+};
+
+// softmax(Q K^T / sqrt(dk) + mask) V. mask: undefined, or nonzero where a query may NOT look, broadcastable
+// to (..., T, S): causal (T, S), padding (B, 1, 1, S), or any (B, 1 or H, T, S). A fully masked row gives
+// zero weights, zero output and zero gradient.
+template <typename T>
+AttentionResult<T> scaled_dot_product_attention(const ag::Tensor<T>& q, const ag::Tensor<T>& k,
+                                                const ag::Tensor<T>& v, const ag::Tensor<T>& mask = {});
+
+// Masks (1 = masked), as tensors of the model's scalar type.
+template <typename T>
+ag::Tensor<T> causal_mask(int64_t t);  // (T, T): key j > query i is masked
+// (B, 1, 1, T) from per-sequence flags (1 = padding), key positions only.
+template <typename T>
+ag::Tensor<T> padding_mask(const std::vector<uint8_t>& is_padding, int64_t batch, int64_t t);
+
+// The lesson's module: one head, no biases, Wq, Wk (d x dk) and Wv (d x dv) applied as x W.
+template <typename T>
+class SelfAttention : public Module<T> {
+ public:
+  SelfAttention(int64_t d_model, int64_t dk, int64_t dv, ag::Rng& rng);
+  AttentionResult<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask = {}) const;
+  ag::Tensor<T>&wq, &wk, &wv;
+};
+
+// What to do to one head's output before Wo, to measure its causal effect (attograd ablate).
+template <typename T>
+struct HeadPatch {
+  int head = 0;
+  // Undefined: zero the head. Otherwise (T, dk): replace the head's output at every batch entry.
+  ag::Tensor<T> replacement;
+};
+
+template <typename T>
+class MultiHeadAttention : public Module<T> {
+ public:
+  MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng);
+  // x (B, T, D) -> (B, T, D).
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask = {});
+
+  int64_t n_heads, d_model, dk;
+  Linear<T> wq, wk, wv, wo;
+
+  // Study hooks. With keep_weights, last_weights holds the per-head weights (B, H, T, T) of the last
+  // forward; with keep_head_outputs, last_head_outputs holds (B, H, T, dk) before the heads are merged.
+  bool keep_weights = false;
+  bool keep_head_outputs = false;
+  ag::Tensor<T> last_weights, last_head_outputs;
+  std::vector<HeadPatch<T>> patches;
+};
+
+}  // namespace nn

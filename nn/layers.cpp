@@ -1,0 +1,38 @@
+#include "nn/layers.h"
+
+#include "nn/init.h"
+
+namespace nn {
+
+template <typename T>
+Linear<T>::Linear(int64_t in, int64_t out, ag::Rng& rng, bool with_bias)
+    : weight(this->register_parameter("weight", xavier_normal<T>({out, in}, in, out, rng))) {
+  if (with_bias) bias = this->register_parameter("bias", ag::Tensor<T>::zeros({out}));
+}
+
+template <typename T>
+Embedding<T>::Embedding(int64_t vocab, int64_t dim, ag::Rng& rng)
+    : weight(this->register_parameter("weight", xavier_normal<T>({vocab, dim}, vocab, dim, rng))) {}
+
+template <typename T>
+LayerNorm<T>::LayerNorm(int64_t dim, T eps_)
+    : weight(this->register_parameter("weight", ag::Tensor<T>::full({dim}, T(1)))),
+      bias(this->register_parameter("bias", ag::Tensor<T>::zeros({dim}))),
+      eps(eps_) {}
+
+template <typename T>
+MLP<T>::MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng) : fc1(d_model, d_ff, rng), fc2(d_ff, d_model, rng) {
+  this->register_module("fc1", &fc1);
+  this->register_module("fc2", &fc2);
+}
+
+template class Linear<float>;
+template class Linear<double>;
+template class Embedding<float>;
+template class Embedding<double>;
+template class LayerNorm<float>;
+template class LayerNorm<double>;
+template class MLP<float>;
+template class MLP<double>;
+
+}  // namespace nn

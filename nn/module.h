@@ -1,0 +1,60 @@
+// Module: the base of every nn/ building block. It keeps its parameters and children by name so the
+// optimiser, the checkpoint writer and the gradient checker can walk them with DESIGN.md's names
+// ("blocks.0.attn.wq.weight"). Modules are templates on the scalar type: float to train, double to check.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace nn {
+
+template <typename T>
+class Module {
+ public:
+  Module() = default;
+  Module(const Module&) = delete;  // parameters are registered by address: a copy would dangle
+  Module& operator=(const Module&) = delete;
+  virtual ~Module() = default;
+
+  struct NamedParameter {
+    std::string name;
+    ag::Tensor<T>* tensor;
+  };
+  // Every parameter of this module and its children, in registration order, names joined with '.'.
+  std::vector<NamedParameter> named_parameters(const std::string& prefix = "") const {
+    std::vector<NamedParameter> out;
+    collect(prefix, out);
+    return out;
+  }
+  int64_t parameter_count() const {
+    int64_t n = 0;
+    for (const auto& p : named_parameters()) n += p.tensor->numel();
+    return n;
+  }
+  void zero_grad() {
+    for (auto& p : named_parameters()) p.tensor->zero_grad();
+  }
+
+ protected:
+  ag::Tensor<T>& register_parameter(const std::string& name, ag::Tensor<T> tensor) {
+    tensor.set_requires_grad(true);
+    parameters_.push_back({name, std::make_unique<ag::Tensor<T>>(std::move(tensor))});
+    return *parameters_.back().second;
+  }
+  void register_module(const std::string& name, Module* child) { children_.push_back({name, child}); }
+
+ private:
+  void collect(const std::string& prefix, std::vector<NamedParameter>& out) const {
+    const std::string p = prefix.empty() ? "" : prefix + ".";
+    for (const auto& [name, tensor] : parameters_) out.push_back({p + name, tensor.get()});
+    for (const auto& [name, child] : children_) child->collect(p + name, out);
+  }
+
+  std::vector<std::pair<std::string, std::unique_ptr<ag::Tensor<T>>>> parameters_;
+  std::vector<std::pair<std::string, Module*>> children_;
+};
+
+}  // namespace nn

@@ -1,0 +1,52 @@
+// The pre-LayerNorm GPT of DESIGN.md: TransformerBlock and CausalLM.
+//   x = tok_emb[tokens] + pos_emb[positions]
+//   per block: x = x + Wo(MHA(ln1(x)));  x = x + fc2(gelu_tanh(fc1(ln2(x))))   (no ln2/mlp if attention_only)
+//   logits = lm_head(ln_f(x))
+// Parameter names (and so checkpoint names) follow DESIGN.md's table through the Module registry.
+#pragma once
+
+#include <memory>
+
+#include "nn/attention.h"
+
+namespace nn {
+
+struct ModelShape {
+  int64_t vocab = 0, max_len = 0, d_model = 64, n_heads = 4, n_layers = 2, d_ff = 256;
+  bool attention_only = false;
+};
+
+template <typename T>
+class TransformerBlock : public Module<T> {
+ public:
+  TransformerBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, bool attention_only, ag::Rng& rng);
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask);
+
+  LayerNorm<T> ln1;
+  MultiHeadAttention<T> attn;
+  std::unique_ptr<LayerNorm<T>> ln2;  // null when attention_only
+  std::unique_ptr<MLP<T>> mlp;
+};
+
+template <typename T>
+class CausalLM : public Module<T> {
+ public:
+  // Parameters are drawn from rng in registration order: tok_emb, pos_emb, blocks, ln_f, lm_head.
+  CausalLM(const ModelShape& shape, ag::Rng& rng);
+
+  // ids (B*T, row-major) -> logits (B, T, vocab). The causal mask is always applied; is_padding (B*T, 1 =
+  // padding key) additionally hides padded keys. With keep_attention, attention_weights() returns each
+  // layer's (B, H, T, T) weights of this forward.
+  ag::Tensor<T> forward(const std::vector<int32_t>& ids, int64_t batch, int64_t t,
+                        const std::vector<uint8_t>& is_padding = {});
+  void set_keep_attention(bool on);
+  std::vector<ag::Tensor<T>> attention_weights() const;
+
+  ModelShape shape;
+  Embedding<T> tok_emb, pos_emb;
+  std::vector<std::unique_ptr<TransformerBlock<T>>> blocks;
+  LayerNorm<T> ln_f;
+  Linear<T> lm_head;
+};
+
+}  // namespace nn

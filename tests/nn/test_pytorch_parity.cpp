@@ -1,0 +1,107 @@
+// PyTorch parity in float32 against committed float64 references (tests/fixtures/, made by
+// make_fixtures.py): the lesson's nn.MultiheadAttention, and 2-layer / attention-only CausalLMs with
+// logits, loss, attention weights and every parameter gradient. Each tensor's error is reported.
+#define BOOST_TEST_MODULE pytorch_parity
+#include <boost/test/unit_test.hpp>
+
+#include "common/fixture.h"
+#include "nn/transformer.h"
+
+using testing::compare;
+using testing::Fixture;
+using F = ag::Tensor<float>;
+
+namespace {
+
+template <typename M>
+void load_parameters(M& module, const Fixture& fx) {
+  for (auto& p : module.named_parameters()) {
+    BOOST_REQUIRE_MESSAGE(fx.has(p.name), "fixture lacks " << p.name);
+    F ref = fx.tensor<float>(p.name);
+    BOOST_REQUIRE_MESSAGE(ref.shape() == p.tensor->shape(),
+                          p.name << ": shape " << ag::shape_str(ref.shape()));
+    p.tensor->values() = ref.values();
+  }
+}
+
+void expect_close(const std::string& what, const F& ours, const ag::Tensor<double>& ref, double rtol) {
+  const testing::Difference d = compare(ours, ref);
+  BOOST_TEST_MESSAGE(what << ": max |diff| " << d.max_abs << ", relative to max|ref| " << d.relative());
+  BOOST_TEST(d.within(rtol, 1e-6),
+             what << ": max |diff| " << d.max_abs << " > " << rtol << " * " << d.ref_scale);
+}
+
+// Mean over heads: (B, H, T, S) -> (B, T, S), as average_attn_weights=True.
+F head_average(const F& w) {
+  const int64_t B = w.size(0), H = w.size(1), T = w.size(2), S = w.size(3);
+  F out = F::zeros({B, T, S});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T * S; ++i) out.data()[b * T * S + i] += w.data()[(b * H + h) * T * S + i] / H;
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(multihead_attention_matches_torch_multiheadattention) {
+  Fixture fx("mha_lesson.json");
+  ag::Rng rng(0);
+  nn::MultiHeadAttention<float> mha(8, 2, rng);
+  mha.keep_weights = true;
+  load_parameters(mha, fx);
+  F x = fx.tensor<float>("x");
+
+  F out = mha.forward(x);
+  expect_close("output", out, fx.tensor<double>("output"), 1e-5);
+  expect_close("weights (head average)", head_average(mha.last_weights), fx.tensor<double>("weights"), 1e-5);
+  expect_close("weights per head", mha.last_weights, fx.tensor<double>("weights_per_head"), 1e-5);
+
+  F causal = mha.forward(x, nn::causal_mask<float>(6));
+  expect_close("output causal", causal, fx.tensor<double>("output_causal"), 1e-5);
+  expect_close("weights causal", head_average(mha.last_weights), fx.tensor<double>("weights_causal"), 1e-5);
+}
+
+void check_causal_lm(const std::string& file) {
+  Fixture fx(file);
+  const auto& m = fx.meta();
+  nn::ModelShape shape;
+  shape.vocab = m.at("vocab");
+  shape.max_len = m.at("max_len");
+  shape.d_model = m.at("d_model");
+  shape.n_heads = m.at("n_heads");
+  shape.n_layers = m.at("n_layers");
+  shape.d_ff = m.at("d_ff");
+  shape.attention_only = m.at("attention_only");
+  ag::Rng rng(0);
+  nn::CausalLM<float> model(shape, rng);
+  load_parameters(model, fx);
+  model.set_keep_attention(true);
+  const int64_t B = m.at("batch"), T = m.at("seq_len");
+  const std::vector<int32_t> tokens = m.at("tokens"), targets = m.at("targets");
+
+  F logits = model.forward(tokens, B, T);
+  F loss = ag::cross_entropy(logits, targets, -1);
+  expect_close(file + " logits", logits, fx.tensor<double>("logits"), 1e-4);
+  expect_close(file + " loss", loss, fx.tensor<double>("loss"), 1e-4);
+  const auto weights = model.attention_weights();
+  for (size_t l = 0; l < weights.size(); ++l)
+    expect_close(file + " attn." + std::to_string(l), weights[l],
+                 fx.tensor<double>("attn." + std::to_string(l)), 1e-4);
+
+  loss.backward();
+  int checked = 0;
+  for (auto& p : model.named_parameters()) {
+    expect_close(file + " grad." + p.name, p.tensor->grad_tensor(), fx.tensor<double>("grad." + p.name),
+                 1e-4);
+    ++checked;
+  }
+  BOOST_TEST(checked == static_cast<int>(model.named_parameters().size()));
+}
+
+BOOST_AUTO_TEST_CASE(two_layer_causal_lm_matches_torch_logits_loss_and_every_gradient) {
+  check_causal_lm("causal_lm.json");
+}
+
+BOOST_AUTO_TEST_CASE(attention_only_causal_lm_matches_torch) {
+  check_causal_lm("causal_lm_attn_only.json");
+}
