@@ -1,0 +1,305 @@
+#define BOOST_TEST_MODULE config
+#include <boost/test/unit_test.hpp>
+
+// Config loading: every bad-config case gives its exact one-line message, --set overrides go through the
+// same validation, every committed config loads, and the resolved config round-trips.
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+
+namespace ag {
+// For Boost.Test's messages when two configs differ.
+std::ostream& operator<<(std::ostream& out, const Config& config) {
+  return out << to_json(config).dump();
+}
+}  // namespace ag
+
+namespace fs = std::filesystem;
+using ag::Config;
+using ag::ConfigError;
+using ag::load_config;
+
+namespace {
+
+// Writes `text` to a fresh file in the temp directory and returns its path.
+std::string write_config(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::temp_directory_path() / "attograd_test_config";
+  fs::create_directories(dir);
+  const fs::path path = dir / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// The ConfigError message of loading, or "" when it loads.
+std::string error_of(const std::string& path, const std::vector<std::string>& overrides = {}) {
+  try {
+    load_config(path, overrides);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// The message of a config made of `text`, with `<file>` standing for its path.
+std::string error_of_text(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  const std::string path = write_config("case.json", text);
+  std::string message = error_of(path, overrides);
+  const size_t at = message.find(path);
+  if (at != std::string::npos) message.replace(at, path.size(), "<file>");
+  return message;
+}
+
+const std::string kSource = ATTOGRAD_SOURCE_DIR;
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(empty_object_gives_design_defaults) {
+  const Config config = load_config(write_config("empty.json", "{}"));
+  BOOST_TEST(config.name == "reverse");
+  BOOST_TEST(config.seed == 42u);
+  BOOST_TEST(config.task.kind == "reverse");
+  BOOST_TEST(config.task.vocab == 10);
+  BOOST_TEST(config.task.length == 8);
+  BOOST_TEST(config.model.d_model == 64);
+  BOOST_TEST(config.model.n_heads == 4);
+  BOOST_TEST(config.model.n_layers == 2);
+  BOOST_TEST(config.model.d_ff == 256);
+  BOOST_TEST(!config.model.attention_only);
+  BOOST_TEST(config.model.max_len == 17);  // BOS + 8 + SEP + 8 answers, minus the last token
+  BOOST_TEST(config.model.vocab == 12);    // 10 values + BOS + SEP
+  BOOST_TEST(config.train.steps == 3000);
+  BOOST_TEST(config.train.batch_size == 64);
+  BOOST_TEST(config.train.lr == 0.001);
+  BOOST_TEST(config.train.warmup == 100);
+  BOOST_TEST(config.train.schedule == "cosine");
+  BOOST_TEST(config.train.weight_decay == 0.01);
+  BOOST_TEST(config.train.grad_clip == 1.0);
+  BOOST_TEST(config.train.threads == 2);
+  BOOST_TEST(config.train.eval_every == 250);
+  BOOST_TEST(config.train.log_every == 50);
+  BOOST_TEST(config.train.eval_size == 512);
+  BOOST_TEST(config.output.dir == "runs/reverse");
+  BOOST_TEST(config.output.attention_every == 500);
+  BOOST_TEST(config.output.probes == 4);
+  BOOST_TEST(config.output.checkpoint_every == 1000);
+}
+
+BOOST_AUTO_TEST_CASE(output_dir_follows_the_name_unless_given) {
+  BOOST_TEST(load_config(write_config("named.json", R"({"name": "mine"})")).output.dir == "runs/mine");
+  BOOST_TEST(
+      load_config(write_config("dir.json", R"({"name": "mine", "output": {"dir": "x/y"}})")).output.dir ==
+      "x/y");
+}
+
+BOOST_AUTO_TEST_CASE(model_max_len_and_vocab_follow_the_task_unless_given) {
+  const Config config =
+      load_config(write_config("sizes.json", R"({"task": {"kind": "copy", "vocab": 5, "length": 4},
+                                     "model": {"max_len": 32, "vocab": 20}})"));
+  BOOST_TEST(config.model.max_len == 32);
+  BOOST_TEST(config.model.vocab == 20);
+  const Config random = load_config(write_config("random.json", R"({"task": {"kind": "random", "vocab": 16,
+                                                                             "length": 32}})"));
+  BOOST_TEST(random.model.max_len == 32);
+  BOOST_TEST(random.model.vocab == 16);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_keys_are_errors_at_every_level) {
+  BOOST_TEST(error_of_text(R"({"nme": "x"})") == "<file>: /nme: unknown key");
+  BOOST_TEST(error_of_text(R"({"train": {"stepz": 5}})") == "<file>: /train/stepz: unknown key");
+  BOOST_TEST(error_of_text(R"({"task": {"modulus": 7}})") == "<file>: /task/modulus: unknown key");
+  BOOST_TEST(error_of_text(R"({"output": {"a/b": 1}})") == "<file>: /output/a~1b: unknown key");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_types_name_what_was_expected) {
+  BOOST_TEST(error_of_text(R"({"train": {"steps": "100"}})") ==
+             "<file>: /train/steps: expected an integer, got string \"100\"");
+  BOOST_TEST(error_of_text(R"({"train": {"steps": 2.5}})") ==
+             "<file>: /train/steps: expected an integer, got 2.5");
+  BOOST_TEST(error_of_text(R"({"train": {"lr": "fast"}})") ==
+             "<file>: /train/lr: expected a number, got string \"fast\"");
+  BOOST_TEST(error_of_text(R"({"model": {"attention_only": 1}})") ==
+             "<file>: /model/attention_only: expected true or false, got 1");
+  BOOST_TEST(error_of_text(R"({"name": null})") == "<file>: /name: expected a string, got null");
+  BOOST_TEST(error_of_text(R"({"seed": -1})") == "<file>: /seed: expected a non-negative integer, got -1");
+  BOOST_TEST(error_of_text(R"({"model": [1, 2]})") == "<file>: /model: expected an object, got an array");
+  BOOST_TEST(error_of_text(R"([1, 2])") == "<file>: /: expected an object, got an array");
+  BOOST_TEST(error_of_text(R"({"train": {"steps": 3000000000}})") ==
+             "<file>: /train/steps: integer out of range, got 3000000000");
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_values) {
+  BOOST_TEST(error_of_text(R"({"model": {"n_heads": 3}})") ==
+             "<file>: /model/n_heads: 3 does not divide d_model 64");
+  BOOST_TEST(error_of_text(R"({"model": {"d_model": 0}})") == "<file>: /model/d_model: must be >= 1, got 0");
+  BOOST_TEST(error_of_text(R"({"train": {"lr": 0}})") == "<file>: /train/lr: must be > 0, got 0");
+  BOOST_TEST(error_of_text(R"({"train": {"lr": -0.5}})") == "<file>: /train/lr: must be > 0, got -0.5");
+  BOOST_TEST(error_of_text(R"({"train": {"steps": 0}})") == "<file>: /train/steps: must be >= 1, got 0");
+  BOOST_TEST(error_of_text(R"({"train": {"batch_size": 0}})") ==
+             "<file>: /train/batch_size: must be >= 1, got 0");
+  BOOST_TEST(error_of_text(R"({"train": {"threads": 0}})") == "<file>: /train/threads: must be >= 1, got 0");
+  BOOST_TEST(error_of_text(R"({"train": {"warmup": -1}})") == "<file>: /train/warmup: must be >= 0, got -1");
+  BOOST_TEST(error_of_text(R"({"train": {"grad_clip": -1}})") ==
+             "<file>: /train/grad_clip: must be >= 0, got -1");
+  BOOST_TEST(error_of_text(R"({"train": {"eval_every": 0}})") ==
+             "<file>: /train/eval_every: must be >= 1, got 0");
+  BOOST_TEST(error_of_text(R"({"train": {"log_every": 0}})") ==
+             "<file>: /train/log_every: must be >= 1, got 0");
+  BOOST_TEST(error_of_text(R"({"train": {"schedule": "linear"}})") ==
+             "<file>: /train/schedule: expected \"cosine\" or \"constant\", got \"linear\"");
+  BOOST_TEST(
+      error_of_text(R"({"task": {"kind": "add"}})") ==
+      "<file>: /task/kind: unknown task \"add\"; expected one of copy, reverse, sort, induction, modadd, "
+      "counting, random");
+  BOOST_TEST(error_of_text(R"({"name": ""})") == "<file>: /name: must not be empty");
+}
+
+BOOST_AUTO_TEST_CASE(sequence_longer_than_max_len) {
+  BOOST_TEST(
+      error_of_text(R"({"model": {"max_len": 16}})") ==
+      "<file>: /model/max_len: 16 is shorter than the task's sequence length 17 (0 = follow the task)");
+}
+
+BOOST_AUTO_TEST_CASE(vocabulary_too_small_for_the_task) {
+  BOOST_TEST(error_of_text(R"({"model": {"vocab": 11}})") ==
+             "<file>: /model/vocab: 11 is smaller than the task's vocabulary 12 (0 = follow the task)");
+  BOOST_TEST(error_of_text(R"({"task": {"kind": "induction", "vocab": 6, "length": 8}})") ==
+             "<file>: /task/vocab: induction draws length 8 distinct values, so vocab must be >= 8, got 6");
+  BOOST_TEST(
+      error_of_text(R"({"task": {"kind": "counting", "vocab": 8, "length": 8}})") ==
+      "<file>: /task/vocab: counting writes counts up to length 8 as value tokens, so vocab must be > 8, "
+      "got 8");
+  BOOST_TEST(error_of_text(R"({"task": {"vocab": 1}})") == "<file>: /task/vocab: must be >= 2, got 1");
+  BOOST_TEST(
+      error_of_text(R"({"task": {"kind": "modadd", "vocab": 5, "length": 2}})") ==
+      "<file>: /task/length: modadd with vocab 5 and length 2 has fewer than 50 distinct sequences, too "
+      "few to hold some out for evaluation");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_json_reports_line_and_column) {
+  // The stray comma sits on line 3; the parser notices at the "}" that follows it, line 4 column 1.
+  const std::string message = error_of_text("{\n  \"name\": \"x\",\n  \"seed\": 1,\n}\n");
+  BOOST_TEST(message.rfind("<file>: line 4, column 1: malformed JSON (", 0) == 0, message);
+  const std::string truncated = error_of_text("{\"task\": {\"kind\": \"copy\"");
+  BOOST_TEST(truncated.rfind("<file>: line 1, column 25: malformed JSON (", 0) == 0, truncated);
+  const std::string bad_value = error_of_text("{\n\"seed\": tru\n}");
+  BOOST_TEST(bad_value.rfind("<file>: line 2, column ", 0) == 0, bad_value);
+  BOOST_TEST(message.find('\n') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_keys_are_errors) {
+  BOOST_TEST(error_of_text(R"({"train": {"steps": 1, "steps": 2}})") ==
+             "<file>: /train/steps: duplicate key");
+}
+
+BOOST_AUTO_TEST_CASE(missing_file_says_so) {
+  const std::string path = (fs::temp_directory_path() / "attograd_no_such_config.json").string();
+  BOOST_TEST(error_of(path) == path + ": cannot open (No such file or directory)");
+}
+
+BOOST_AUTO_TEST_CASE(set_overrides_apply) {
+  const std::string path = kSource + "/configs/reverse.json";
+  const Config config = load_config(path, {"train.steps=100", "task.kind=copy", "model.attention_only=true",
+                                           "train.lr=3e-4", "name=\"quoted\"", "output.dir=runs/x y"});
+  BOOST_TEST(config.train.steps == 100);
+  BOOST_TEST(config.task.kind == "copy");
+  BOOST_TEST(config.model.attention_only);
+  BOOST_TEST(config.train.lr == 3e-4);
+  BOOST_TEST(config.name == "quoted");
+  BOOST_TEST(config.output.dir == "runs/x y");
+  // A later override wins, and a whole section can be set as JSON.
+  BOOST_TEST(load_config(path, {"train.steps=5", "train.steps=6"}).train.steps == 6);
+  const Config task = load_config(path, {R"(task={"kind": "sort", "vocab": 4, "length": 5})"});
+  BOOST_TEST(task.task.kind == "sort");
+  BOOST_TEST(task.task.vocab == 4);
+  BOOST_TEST(task.model.max_len == 11);
+  // A section the file lacks is created.
+  BOOST_TEST(load_config(write_config("empty.json", "{}"), {"output.probes=0"}).output.probes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(set_errors_name_the_override) {
+  const std::string path = kSource + "/configs/reverse.json";
+  BOOST_TEST(error_of(path, {"train.stepz=5"}) == "--set train.stepz=5: /train/stepz: unknown key");
+  BOOST_TEST(error_of(path, {"train.steps.x=5"}) == "--set train.steps.x=5: /train/steps/x: unknown key");
+  BOOST_TEST(error_of(path, {"train.steps=abc"}) ==
+             "--set train.steps=abc: /train/steps: expected an integer, got string \"abc\"");
+  BOOST_TEST(error_of(path, {"train.lr=0"}) == "--set train.lr=0: /train/lr: must be > 0, got 0");
+  BOOST_TEST(error_of(path, {"model.n_heads=5"}) ==
+             "--set model.n_heads=5: /model/n_heads: 5 does not divide d_model 64");
+  BOOST_TEST(error_of(path, {R"(task={"kind": "copy", "lenght": 3})"}) ==
+             R"(--set task={"kind": "copy", "lenght": 3}: /task/lenght: unknown key)");
+  BOOST_TEST(error_of(path, {"train.steps"}) ==
+             "--set train.steps: expected key.path=value, e.g. train.steps=100");
+  BOOST_TEST(error_of(path, {"=5"}) == "--set =5: expected key.path=value, e.g. train.steps=100");
+  // A bad value that the file wrote is still the file's, even when an override touched another field.
+  const std::string bad = write_config("bad_heads.json", R"({"model": {"n_heads": 3}})");
+  BOOST_TEST(error_of(bad, {"train.steps=10"}) == bad + ": /model/n_heads: 3 does not divide d_model 64");
+}
+
+BOOST_AUTO_TEST_CASE(every_committed_config_loads) {
+  int loaded = 0;
+  for (const char* folder : {"/configs", "/bench/configs"}) {
+    for (const auto& entry : fs::directory_iterator(kSource + folder)) {
+      if (entry.path().extension() != ".json") continue;
+      BOOST_TEST_CONTEXT(entry.path().string()) {
+        BOOST_CHECK_NO_THROW(load_config(entry.path().string()));
+        ++loaded;
+      }
+    }
+  }
+  BOOST_TEST(loaded >= 9);
+  // The default config is DESIGN.md's example.
+  BOOST_TEST(load_config(kSource + "/configs/reverse.json") == load_config(write_config("empty.json", "{}")));
+}
+
+BOOST_AUTO_TEST_CASE(bench_configs_have_issue_6_sizes) {
+  const Config tiny = load_config(kSource + "/bench/configs/tiny.json");
+  BOOST_TEST(tiny.task.kind == "random");
+  BOOST_TEST(tiny.model.vocab == 16);
+  BOOST_TEST(tiny.model.max_len == 32);
+  BOOST_TEST(tiny.train.batch_size == 32);
+  const Config small = load_config(kSource + "/bench/configs/small.json");
+  BOOST_TEST(small.model.vocab == 64);
+  BOOST_TEST(small.model.d_model == 128);
+  BOOST_TEST(small.model.n_layers == 4);
+  BOOST_TEST(small.model.max_len == 64);
+  const Config medium = load_config(kSource + "/bench/configs/medium.json");
+  BOOST_TEST(medium.model.vocab == 256);
+  BOOST_TEST(medium.model.d_model == 512);
+  BOOST_TEST(medium.model.n_heads == 8);
+  BOOST_TEST(medium.model.d_ff == 2048);
+  BOOST_TEST(medium.model.max_len == 128);
+  BOOST_TEST(medium.train.batch_size == 16);
+}
+
+BOOST_AUTO_TEST_CASE(resolved_config_round_trips) {
+  for (const char* name : {"reverse", "copy", "sort", "induction", "modadd", "counting"}) {
+    BOOST_TEST_CONTEXT(name) {
+      const Config config = load_config(kSource + "/configs/" + name + ".json", {"train.lr=0.0003"});
+      const nlohmann::json resolved = ag::to_json(config);
+      // Every field is written, the resolved sizes included.
+      BOOST_TEST(resolved["model"]["max_len"].get<int>() == config.model.max_len);
+      BOOST_TEST(resolved["model"]["vocab"].get<int>() == config.model.vocab);
+      BOOST_TEST(resolved["train"].size() == 11u);
+      BOOST_TEST(ag::from_json(resolved) == config);
+      // Through text, as RUN/config.json is written and read back.
+      const std::string path = write_config("resolved.json", resolved.dump(2));
+      BOOST_TEST(load_config(path) == config);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(from_json_names_its_source) {
+  nlohmann::json document = {{"train", {{"threads", 0}}}};
+  try {
+    ag::from_json(document, "model.safetensors");
+    BOOST_FAIL("expected a ConfigError");
+  } catch (const ConfigError& error) {
+    BOOST_TEST(std::string(error.what()) == "model.safetensors: /train/threads: must be >= 1, got 0");
+  }
+  // Integers built in code are signed; a seed written that way is still accepted.
+  BOOST_TEST(ag::from_json({{"seed", 7}}).seed == 7u);
+}

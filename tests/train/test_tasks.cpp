@@ -1,0 +1,331 @@
+#define BOOST_TEST_MODULE tasks
+#include <boost/test/unit_test.hpp>
+
+// The toy tasks: each format on a sampled batch, the scored mask, token names, determinism, the held-out
+// split and its own stream, the ideal attention keys on hand-built sequences, and exact-match accuracy.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "train/tasks.h"
+
+using ag::Batch;
+using ag::Rng;
+using ag::Task;
+using ag::TaskConfig;
+using Sequence = std::vector<int32_t>;
+
+namespace {
+
+std::unique_ptr<Task> task_of(const std::string& kind, int vocab, int length) {
+  return ag::make_task(TaskConfig{kind, vocab, length});
+}
+
+// Sequence b of the batch as the task wrote it (T + 1 ids): the inputs plus the last target. Every task
+// scores its last position, so the last token is always there.
+Sequence full_sequence(const Batch& batch, int b) {
+  Sequence sequence(batch.inputs.begin() + b * batch.T, batch.inputs.begin() + (b + 1) * batch.T);
+  sequence.push_back(batch.targets[(b + 1) * batch.T - 1]);
+  return sequence;
+}
+
+// The values of ids [first, last) of a sequence, as the task names them.
+std::vector<int> values(const Task& task, const Sequence& sequence, int first, int last) {
+  std::vector<int> out;
+  for (int i = first; i < last; ++i) out.push_back(std::stoi(task.token_name(sequence[i])));
+  return out;
+}
+
+// Checks what every task shares: sizes, targets -1 exactly off the scored positions, and on them the next
+// input token (the causal-LM shift).
+void check_batch_shape(const Task& task, const Batch& batch, int batch_size) {
+  BOOST_TEST(batch.B == batch_size);
+  BOOST_TEST(batch.T == task.seq_len());
+  BOOST_REQUIRE(batch.inputs.size() == size_t(batch.B * batch.T));
+  BOOST_REQUIRE(batch.targets.size() == size_t(batch.B * batch.T));
+  const std::set<int> scored(task.scored_positions().begin(), task.scored_positions().end());
+  BOOST_TEST(scored.count(task.seq_len() - 1) == 1u);
+  for (int b = 0; b < batch.B; ++b) {
+    for (int t = 0; t < batch.T; ++t) {
+      const int32_t input = batch.inputs[b * batch.T + t];
+      const int32_t target = batch.targets[b * batch.T + t];
+      BOOST_TEST((input >= 0 && input < task.vocab_size()));
+      if (!scored.count(t)) {
+        BOOST_TEST(target == -1);
+      } else {
+        BOOST_TEST((target >= 0 && target < task.vocab_size()));
+        if (t + 1 < batch.T) BOOST_TEST(target == batch.inputs[b * batch.T + t + 1]);
+      }
+    }
+  }
+}
+
+std::vector<int> range(int first, int last) {
+  std::vector<int> out;
+  for (int i = first; i <= last; ++i) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sizes_and_scored_positions) {
+  struct Expected {
+    std::string kind;
+    int vocab, length, vocab_size, seq_len;
+    std::vector<int> scored;
+  };
+  const std::vector<Expected> cases = {
+      {"copy", 10, 8, 12, 17, range(9, 16)},
+      {"reverse", 10, 8, 12, 17, range(9, 16)},
+      {"sort", 10, 8, 12, 17, range(9, 16)},
+      {"induction", 16, 10, 17, 20, range(11, 19)},
+      {"modadd", 23, 2, 26, 5, {4}},
+      {"modadd", 11, 3, 14, 7, {6}},
+      {"counting", 10, 8, 12, 17, range(9, 16)},
+      {"random", 16, 32, 16, 32, range(0, 31)},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.kind << " vocab " << c.vocab << " length " << c.length) {
+      const auto task = task_of(c.kind, c.vocab, c.length);
+      BOOST_TEST(task->vocab_size() == c.vocab_size);
+      BOOST_TEST(task->seq_len() == c.seq_len);
+      BOOST_TEST(task->scored_positions() == c.scored);
+      BOOST_TEST(!task->describe().empty());
+      BOOST_TEST(task->config().kind == c.kind);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(copy_reverse_sort_formats) {
+  const int n = 8;
+  for (const std::string kind : {"copy", "reverse", "sort"}) {
+    BOOST_TEST_CONTEXT(kind) {
+      const auto task = task_of(kind, 10, n);
+      Rng rng(1);
+      const Batch batch = task->sample(rng, 32);
+      check_batch_shape(*task, batch, 32);
+      for (int b = 0; b < batch.B; ++b) {
+        const Sequence s = full_sequence(batch, b);
+        BOOST_TEST(task->token_name(s[0]) == "BOS");
+        BOOST_TEST(task->token_name(s[n + 1]) == "SEP");
+        std::vector<int> expected = values(*task, s, 1, n + 1);
+        if (kind == "reverse") std::reverse(expected.begin(), expected.end());
+        if (kind == "sort") std::sort(expected.begin(), expected.end());
+        BOOST_TEST(values(*task, s, n + 2, 2 * n + 2) == expected);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(induction_format) {
+  const int n = 10;
+  const auto task = task_of("induction", 16, n);
+  Rng rng(2);
+  const Batch batch = task->sample(rng, 32);
+  check_batch_shape(*task, batch, 32);
+  for (int b = 0; b < batch.B; ++b) {
+    const Sequence s = full_sequence(batch, b);
+    BOOST_TEST(task->token_name(s[0]) == "BOS");
+    const std::vector<int> first = values(*task, s, 1, n + 1);
+    BOOST_TEST(std::set<int>(first.begin(), first.end()).size() == size_t(n));  // distinct
+    BOOST_TEST(values(*task, s, n + 1, 2 * n + 1) == first);
+    // The repeat's first token is not scored: nothing before it predicts it.
+    BOOST_TEST(batch.targets[b * batch.T + n] == -1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(modadd_format) {
+  for (int length : {2, 3}) {
+    const int p = 23;
+    const auto task = task_of("modadd", p, length);
+    Rng rng(3);
+    const Batch batch = task->sample(rng, 32);
+    check_batch_shape(*task, batch, 32);
+    for (int b = 0; b < batch.B; ++b) {
+      const Sequence s = full_sequence(batch, b);
+      BOOST_TEST(task->token_name(s[0]) == "BOS");
+      int sum = 0;
+      for (int i = 1; i <= length; ++i) {
+        sum += std::stoi(task->token_name(s[2 * i - 1]));
+        BOOST_TEST(task->token_name(s[2 * i]) == (i < length ? "+" : "="));
+      }
+      BOOST_TEST(std::stoi(task->token_name(s[2 * length + 1])) == sum % p);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(counting_format) {
+  const int n = 8;
+  const auto task = task_of("counting", 10, n);
+  Rng rng(4);
+  const Batch batch = task->sample(rng, 32);
+  check_batch_shape(*task, batch, 32);
+  for (int b = 0; b < batch.B; ++b) {
+    const Sequence s = full_sequence(batch, b);
+    BOOST_TEST(task->token_name(s[n + 1]) == "SEP");
+    const std::vector<int> prompt = values(*task, s, 1, n + 1);
+    std::vector<int> counts;
+    for (int a : prompt) counts.push_back(int(std::count(prompt.begin(), prompt.end(), a)));
+    BOOST_TEST(values(*task, s, n + 2, 2 * n + 2) == counts);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(random_format) {
+  const auto task = task_of("random", 16, 32);
+  Rng rng(5);
+  const Batch batch = task->sample(rng, 8);
+  check_batch_shape(*task, batch, 8);
+  BOOST_TEST(std::count(batch.targets.begin(), batch.targets.end(), -1) == 0);
+  // No special tokens: every id is a value and names itself.
+  for (int id = 0; id < 16; ++id) BOOST_TEST(task->token_name(id) == std::to_string(id));
+  // Uniform enough to use every token in 8 x 33 draws.
+  BOOST_TEST(std::set<int32_t>(batch.inputs.begin(), batch.inputs.end()).size() == 16u);
+}
+
+BOOST_AUTO_TEST_CASE(token_names_round_trip) {
+  const auto reverse = task_of("reverse", 10, 8);
+  // DESIGN.md's example: --tokens "BOS 3 1 4" is --ids "0 5 3 6".
+  BOOST_TEST(reverse->token_name(0) == "BOS");
+  BOOST_TEST(reverse->token_name(1) == "SEP");
+  BOOST_TEST(reverse->token_name(5) == "3");
+  BOOST_TEST(*reverse->token_id("BOS") == 0);
+  BOOST_TEST(*reverse->token_id("3") == 5);
+  BOOST_TEST(*reverse->token_id("9") == 11);
+  for (const char* bad : {"10", "-1", "03", "", "bos", " 3", "x", "99999999999"}) {
+    BOOST_TEST(!reverse->token_id(bad).has_value(), bad);
+  }
+  BOOST_CHECK_THROW(reverse->token_name(12), std::out_of_range);
+  BOOST_CHECK_THROW(reverse->token_name(-1), std::out_of_range);
+
+  const auto modadd = task_of("modadd", 23, 2);
+  BOOST_TEST(modadd->token_name(1) == "+");
+  BOOST_TEST(modadd->token_name(2) == "=");
+  BOOST_TEST(*modadd->token_id("=") == 2);
+  BOOST_TEST(*modadd->token_id("0") == 3);
+
+  for (const std::string& kind : ag::task_kinds()) {
+    const auto task = task_of(kind, 12, 3);
+    for (int id = 0; id < task->vocab_size(); ++id) BOOST_TEST(*task->token_id(task->token_name(id)) == id);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(same_seed_same_batch) {
+  for (const std::string& kind : ag::task_kinds()) {
+    BOOST_TEST_CONTEXT(kind) {
+      const auto task = task_of(kind, 12, kind == "modadd" ? 2 : 6);
+      Rng a(7), b(7), c(8);
+      const Batch first = task->sample(a, 16);
+      const Batch again = task->sample(b, 16);
+      BOOST_TEST(first.inputs == again.inputs);
+      BOOST_TEST(first.targets == again.targets);
+      BOOST_TEST(task->sample(c, 16).inputs != first.inputs);
+      BOOST_TEST(task->eval_set(7, 16).inputs == task->eval_set(7, 16).inputs);
+      BOOST_TEST(task->eval_set(7, 16).inputs != task->eval_set(8, 16).inputs);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(eval_set_is_its_own_stream_and_held_out) {
+  const auto reverse = task_of("reverse", 10, 8);
+  // Not the training stream of the same seed.
+  Rng training(42);
+  BOOST_TEST(reverse->eval_set(42, 64).inputs != reverse->sample(training, 64).inputs);
+  const Batch eval = reverse->eval_set(42, 64);
+  check_batch_shape(*reverse, eval, 64);
+
+  // Modular addition's space is small enough to see all of it: training and evaluation pairs never meet,
+  // and between them they cover every pair.
+  const auto modadd = task_of("modadd", 23, 2);
+  std::set<Sequence> trained, held_out;
+  Rng rng(1);
+  for (int i = 0; i < 100; ++i) {
+    const Batch batch = modadd->sample(rng, 64);
+    for (int b = 0; b < batch.B; ++b) trained.insert(full_sequence(batch, b));
+  }
+  const Batch eval_pairs = modadd->eval_set(1, 2000);
+  for (int b = 0; b < eval_pairs.B; ++b) held_out.insert(full_sequence(eval_pairs, b));
+  for (const Sequence& s : held_out) BOOST_TEST(!trained.count(s));
+  BOOST_TEST(trained.size() + held_out.size() == size_t(23 * 23));
+  // About one pair in five is held out.
+  BOOST_TEST(held_out.size() > 23u * 23 / 10);
+  BOOST_TEST(held_out.size() < 23u * 23 * 3 / 10);
+}
+
+BOOST_AUTO_TEST_CASE(ideal_keys_on_hand_built_sequences) {
+  using Keys = std::vector<std::vector<int>>;
+  // ids: BOS 0, SEP 1, value k = k + 2.  BOS 1 2 3 SEP, then the answers so far (the inputs drop the last).
+  const Sequence prompt_123 = {0, 3, 4, 5, 1, 5, 4};
+  BOOST_TEST(task_of("copy", 10, 3)->ideal_keys(prompt_123) == (Keys{{}, {}, {}, {}, {1}, {2}, {3}}));
+  BOOST_TEST(task_of("reverse", 10, 3)->ideal_keys(prompt_123) == (Keys{{}, {}, {}, {}, {3}, {2}, {1}}));
+  // sort of 3 1 3 is 1 3 3: the row for "1" looks at position 2, the rows for "3" at positions 1 and 3.
+  const Sequence prompt_313 = {0, 5, 3, 5, 1, 3, 5};
+  BOOST_TEST(task_of("sort", 10, 3)->ideal_keys(prompt_313) == (Keys{{}, {}, {}, {}, {2}, {1, 3}, {1, 3}}));
+  // counting of 1 2 1 3: rows 5..8 predict the counts of a1..a4 and look at the positions holding each.
+  const Sequence counting = {0, 3, 4, 3, 5, 1, 4, 3, 4};
+  BOOST_TEST(task_of("counting", 10, 4)->ideal_keys(counting) ==
+             (Keys{{}, {}, {}, {}, {}, {1, 3}, {2}, {1, 3}, {4}}));
+  // induction (BOS 0, value k = k + 1): BOS 5 7 2 | 5 7. Row 4 holds 5, whose first occurrence is at 1:
+  // look at 2 (the 7 that follows). Row 5 holds 7 (first at 2): look at 3.
+  const Sequence induction = {0, 6, 8, 3, 6, 8};
+  BOOST_TEST(task_of("induction", 10, 3)->ideal_keys(induction) == (Keys{{}, {}, {}, {}, {2}, {3}}));
+  // modadd (BOS 0, "+" 1, "=" 2, value k = k + 3): BOS 3 + 4 = ; the "=" row looks at both operands.
+  const Sequence modadd = {0, 6, 1, 7, 2};
+  BOOST_TEST(task_of("modadd", 10, 2)->ideal_keys(modadd) == (Keys{{}, {}, {}, {}, {1, 3}}));
+  BOOST_TEST(task_of("random", 4, 5)->ideal_keys({0, 1, 2, 3, 0}) == Keys(5));
+  // A sequence of the wrong length is an error, not a wrong answer.
+  BOOST_CHECK_THROW(task_of("copy", 10, 3)->ideal_keys({0, 3, 4}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(ideal_keys_of_sampled_sequences_point_at_the_answer) {
+  // For copy, reverse and induction the key holds exactly the token the row must predict.
+  for (const std::string kind : {"copy", "reverse", "induction"}) {
+    const auto task = task_of(kind, 16, 6);
+    Rng rng(9);
+    const Batch batch = task->sample(rng, 16);
+    for (int b = 0; b < batch.B; ++b) {
+      const Sequence inputs(batch.inputs.begin() + b * batch.T, batch.inputs.begin() + (b + 1) * batch.T);
+      const auto keys = task->ideal_keys(inputs);
+      for (int t : task->scored_positions()) {
+        BOOST_REQUIRE(keys[t].size() == 1u);
+        BOOST_TEST(keys[t][0] <= t);  // causal
+        BOOST_TEST(inputs[keys[t][0]] == batch.targets[b * batch.T + t]);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(exact_match_accuracy) {
+  const auto task = task_of("reverse", 10, 8);
+  Rng rng(11);
+  const Batch batch = task->sample(rng, 10);
+  // The targets where scored, anything elsewhere: all right.
+  std::vector<int32_t> predictions(batch.targets.size());
+  for (size_t i = 0; i < predictions.size(); ++i)
+    predictions[i] = batch.targets[i] >= 0 ? batch.targets[i] : 0;
+  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 1.0);
+  // A wrong prediction where nothing is scored changes nothing.
+  predictions[0] = 7;
+  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 1.0);
+  // One wrong answer token fails its whole sequence; two in one sequence still fail one.
+  const int last = batch.T - 1;
+  predictions[last] = (batch.targets[last] + 1) % task->vocab_size();
+  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 0.9);
+  predictions[last - 1] = (batch.targets[last - 1] + 1) % task->vocab_size();
+  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 0.9);
+  predictions[3 * batch.T + last] = (batch.targets[3 * batch.T + last] + 1) % task->vocab_size();
+  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 0.8);
+  BOOST_CHECK_THROW(ag::exact_match_accuracy({1, 2}, batch), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(bad_task_configs_are_refused) {
+  BOOST_CHECK_THROW(task_of("nope", 10, 8), std::invalid_argument);
+  BOOST_CHECK_THROW(task_of("induction", 5, 8), std::invalid_argument);
+  BOOST_CHECK_THROW(task_of("modadd", 10, 1), std::invalid_argument);
+  const auto problem = ag::find_task_problem(TaskConfig{"copy", 10, 0});
+  BOOST_REQUIRE(problem.has_value());
+  BOOST_TEST(problem->field == "length");
+  BOOST_TEST(problem->message == "copy needs length >= 1, got 0");
+  BOOST_TEST(!ag::find_task_problem(TaskConfig{}).has_value());
+}

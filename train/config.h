@@ -1,0 +1,90 @@
+// The run configuration: typed structs with DESIGN.md's defaults, loading from a JSON file plus --set
+// overrides, validation of every field, and the resolved JSON written to RUN/config.json.
+// docs/configs.md is the user's reference for every field below; keep the two in step.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ag {
+
+// A bad config: the message is one line, `<file>: <JSON pointer>: <what was expected>`, e.g.
+// `configs/x.json: /model/n_heads: 3 does not divide d_model 64`. The command line prints it and exits 2.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Which toy task to train on; train/tasks.h defines each kind's format and what `vocab` and `length` mean.
+struct TaskConfig {
+  std::string kind = "reverse";
+  int vocab =
+      10;  // number of value tokens 0..vocab-1 (the modulus p for modadd), special tokens not included
+  int length = 8;  // number of values in the prompt (operands for modadd, tokens for random)
+};
+
+struct ModelConfig {
+  int d_model = 64;
+  int n_heads = 4;
+  int n_layers = 2;
+  int d_ff = 256;
+  bool attention_only = false;  // blocks without LN2 and MLP
+  int max_len = 0;              // 0 = the task's sequence length (resolved by load_config / from_json)
+  int vocab = 0;                // 0 = the task's vocabulary, special tokens included (resolved likewise)
+};
+
+struct TrainConfig {
+  int steps = 3000;
+  int batch_size = 64;
+  double lr = 0.001;
+  int warmup = 100;                 // linear warmup steps
+  std::string schedule = "cosine";  // "cosine" or "constant" after warmup
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;  // global gradient norm limit; 0 = no clipping
+  int threads = 2;
+  int eval_every = 250;
+  int log_every = 50;
+  int eval_size = 512;  // held-out sequences per evaluation
+};
+
+struct OutputConfig {
+  std::string dir = "runs/reverse";  // when absent from the JSON: "runs/" + name
+  int attention_every = 500;         // 0 = no attention maps during training
+  int probes = 4;                    // fixed probe inputs whose attention maps are saved
+  int checkpoint_every = 1000;       // 0 = a checkpoint only at the end
+};
+
+struct Config {
+  std::string name = "reverse";
+  uint64_t seed = 42;
+  TaskConfig task;
+  ModelConfig model;
+  TrainConfig train;
+  OutputConfig output;
+};
+
+// Reads the JSON file at `path`, applies `overrides` ("key.path=value", from --set; the value is parsed as
+// JSON when it parses, otherwise taken as a string), validates everything and resolves model.max_len and
+// model.vocab from the task. Throws ConfigError naming the file (or the override) and the JSON pointer.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Validates a config document (missing fields take their defaults) and resolves it as load_config does;
+// errors name `source` as the file. Used for configs that are not files, e.g. a checkpoint's metadata.
+Config from_json(const nlohmann::json& document, const std::string& source = "<config>");
+
+// The resolved config with every field present; from_json(to_json(c)) == c.
+nlohmann::json to_json(const Config& config);
+
+bool operator==(const TaskConfig& a, const TaskConfig& b);
+bool operator==(const ModelConfig& a, const ModelConfig& b);
+bool operator==(const TrainConfig& a, const TrainConfig& b);
+bool operator==(const OutputConfig& a, const OutputConfig& b);
+bool operator==(const Config& a, const Config& b);
+inline bool operator!=(const Config& a, const Config& b) {
+  return !(a == b);
+}
+
+}  // namespace ag
