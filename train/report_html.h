@@ -1,0 +1,47 @@
+// RUN/report.html: one self-contained page (inline CSS, JS and SVG; nothing fetched from the network) to
+// study a run: loss and accuracy curves, head scores over training and at the end, and the attention grid
+// at every dumped step with a slider and a probe selector, so a reader can watch a pattern form.
+// The dumps travel as JSON in a <script type="application/json"> tag (weights rounded to 1e-3) and a small
+// script draws the selected step as SVG, so ten dumps of 4 probes x 8 heads x T=17 stay well under 1 MB.
+// Not for computing anything: scores come from head_scores, pictures' colours from svg_heatmap.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/attention_maps.h"
+#include "train/head_scores.h"
+
+namespace ag {
+
+// One line of RUN/metrics.jsonl (DESIGN.md); eval fields only at eval steps.
+struct MetricsRecord {
+  int64_t step = 0;
+  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0;
+  std::optional<double> eval_loss, eval_acc;
+};
+
+// Validates one metrics object: "step" integer >= 0; "loss", "lr", "grad_norm", "tokens_per_s" numbers;
+// optional numbers "eval_loss", "eval_acc"; other keys ignored. Errors: "SOURCE: /key: expected ...".
+MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::string& source);
+// Every non-blank line of a metrics.jsonl file; errors name "PATH:LINE".
+std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path);
+
+struct ReportInputs {
+  std::string title;                   // e.g. the config's name; "attograd run" when empty
+  std::vector<MetricsRecord> metrics;  // in step order
+  HeadScoresFile scores;               // the final head scores (and ablation, when measured)
+  std::vector<AttentionDump> dumps;    // one per dumped step, in step order
+  // Scores at each dumped step, for the "scores over training" charts. When empty, the report computes
+  // them from the dumps alone: previous-token, first-token, and induction over each probe's own repeated
+  // tokens (no task score, since the ideal keys belong to the task); the page says which it shows.
+  std::vector<HeadScoresFile> score_history;
+};
+
+std::string report_html(const ReportInputs& inputs);
+void write_report_html(const std::string& path, const ReportInputs& inputs);  // atomic
+
+}  // namespace ag
