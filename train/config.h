@@ -21,8 +21,8 @@ class ConfigError : public std::runtime_error {
 // Which toy task to train on; train/tasks.h defines each kind's format and what `vocab` and `length` mean.
 struct TaskConfig {
   std::string kind = "reverse";
-  int vocab =
-      10;  // number of value tokens 0..vocab-1 (the modulus p for modadd), special tokens not included
+  // The number of value tokens 0..vocab-1 (the modulus p for modadd), special tokens not included.
+  int vocab = 10;
   int length = 8;  // number of values in the prompt (operands for modadd, tokens for random)
 };
 
