@@ -1,0 +1,99 @@
+// Unary elementwise functions: exp, log, tanh, relu and GELU (tanh form), each forward with its backward.
+// All of them are one Eigen array expression over the whole contiguous buffer, which Eigen vectorises.
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/ops.h"
+
+namespace ag {
+
+namespace {
+
+// GELU's tanh-form constants, as torch's approximate="tanh".
+template <typename T>
+constexpr T kGeluC = T(0.7978845608028654);  // sqrt(2 / pi)
+template <typename T>
+constexpr T kGeluK = T(0.044715);
+
+// Shared shape of every op here: forward(x, y) fills the output y, and backward(x, y, dy, dx) adds into a's
+// grad dx. Both write through maps themselves, so no Eigen expression outlives the lambda that built it.
+template <typename T, typename Forward, typename Backward>
+Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward grad_fn) {
+  if (!a.defined()) throw std::invalid_argument(std::string(op) + ": input tensor is undefined");
+  Tensor<T> out = Tensor<T>::empty(a.shape());
+  VecMap<T> y = out.vec();
+  forward(a.vec(), y);
+  if (needs_grad<T>({&a}))
+    attach(out, op, {a.node_ptr()}, [grad_fn](Node<T>& n) {
+      Node<T>& in = *n.inputs[0];
+      if (!in.requires_grad) return;
+      const Eigen::Index size = static_cast<Eigen::Index>(n.numel());
+      ConstVecMap<T> x(in.value.data(), size), y(n.value.data(), size), dy(n.grad.data(), size);
+      VecMap<T> dx(in.grad_buffer(), size);
+      grad_fn(x, y, dy, dx);
+    });
+  return out;
+}
+
+// Argument types of the forward and backward lambdas below.
+template <typename T>
+using In = const ConstVecMap<T>&;
+template <typename T>
+using Out = VecMap<T>&;
+
+}  // namespace
+
+template <typename T>
+Tensor<T> exp(const Tensor<T>& a) {
+  return unary(
+      a, "exp", [](In<T> x, Out<T> y) { y = x.exp(); },
+      [](In<T>, In<T> y, In<T> dy, Out<T> dx) { dx += dy * y; });
+}
+
+template <typename T>
+Tensor<T> log(const Tensor<T>& a) {
+  return unary(
+      a, "log", [](In<T> x, Out<T> y) { y = x.log(); },
+      [](In<T> x, In<T>, In<T> dy, Out<T> dx) { dx += dy / x; });
+}
+
+template <typename T>
+Tensor<T> tanh(const Tensor<T>& a) {
+  // The derivative 1 - y^2 uses the saved output: no second tanh in backward.
+  return unary(
+      a, "tanh", [](In<T> x, Out<T> y) { y = x.tanh(); },
+      [](In<T>, In<T> y, In<T> dy, Out<T> dx) { dx += dy * (T(1) - y.square()); });
+}
+
+template <typename T>
+Tensor<T> relu(const Tensor<T>& a) {
+  // Subgradient 0 at x == 0, as PyTorch.
+  return unary(
+      a, "relu", [](In<T> x, Out<T> y) { y = x.max(T(0)); },
+      [](In<T> x, In<T>, In<T> dy, Out<T> dx) { dx += (x > T(0)).select(dy, T(0)); });
+}
+
+template <typename T>
+Tensor<T> gelu(const Tensor<T>& a) {
+  const T c = kGeluC<T>, k = kGeluK<T>;
+  // Backward recomputes tanh(u) from x rather than keeping it alive from forward to backward.
+  return unary(
+      a, "gelu", [c, k](In<T> x, Out<T> y) { y = T(0.5) * x * (T(1) + (c * (x + k * x.cube())).tanh()); },
+      [c, k](In<T> x, In<T>, In<T> dy, Out<T> dx) {
+        const Vec<T> t = (c * (x + k * x.cube())).tanh();
+        dx += dy * T(0.5) * ((T(1) + t) + x * (T(1) - t.square()) * c * (T(1) + T(3) * k * x.square()));
+      });
+}
+
+template Tensor<float> exp<float>(const Tensor<float>&);
+template Tensor<double> exp<double>(const Tensor<double>&);
+template Tensor<float> log<float>(const Tensor<float>&);
+template Tensor<double> log<double>(const Tensor<double>&);
+template Tensor<float> tanh<float>(const Tensor<float>&);
+template Tensor<double> tanh<double>(const Tensor<double>&);
+template Tensor<float> relu<float>(const Tensor<float>&);
+template Tensor<double> relu<double>(const Tensor<double>&);
+template Tensor<float> gelu<float>(const Tensor<float>&);
+template Tensor<double> gelu<double>(const Tensor<double>&);
+
+}  // namespace ag

@@ -1,0 +1,168 @@
+#define BOOST_TEST_MODULE unary_ops
+#include <boost/test/unit_test.hpp>
+
+// exp, log, tanh, relu and gelu: forward values against PyTorch, float64 gradient checks, and the float32
+// path against float64.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+
+using ag::Shape;
+using ag::Tensor;
+
+namespace {
+
+Tensor<double> randn(const Shape& shape, uint64_t seed, double std = 1.0, double offset = 0.0) {
+  ag::Rng rng(seed);
+  Tensor<double> t = Tensor<double>::empty(shape, true);
+  for (double& v : t.values()) v = offset + rng.normal(0.0, std);
+  return t;
+}
+
+template <typename T>
+void check_close(const std::vector<T>& got, const std::vector<double>& want, double tol,
+                 const std::string& what) {
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    BOOST_CHECK_MESSAGE(
+        std::abs(static_cast<double>(got[i]) - want[i]) <= tol * std::max(1.0, std::abs(want[i])),
+        what << "[" << i << "]: got " << got[i] << ", want " << want[i]);
+}
+
+void check_gradients(const std::string& name,
+                     const std::function<Tensor<double>(const std::vector<Tensor<double>>&)>& f,
+                     const std::vector<Tensor<double>>& inputs) {
+  const ag::GradcheckResult r = ag::gradcheck(f, inputs);
+  BOOST_TEST_MESSAGE("gradcheck " << name << ": worst relative error " << r.worst());
+  BOOST_CHECK_MESSAGE(r.worst() < 1e-6, "gradcheck " << name << ": worst " << r.worst() << "\n"
+                                                     << r.report());
+}
+
+// Reference values from PyTorch 1.13 in float64, made offline by
+//   x = torch.tensor([-2.5, -1.0, -0.3, 0.2, 0.7, 1.5, 3.0], dtype=torch.float64, requires_grad=True)
+//   torch.exp(x), torch.tanh(x), torch.relu(x), g = F.gelu(x, approximate="tanh"); g.sum().backward(); x.grad
+//   torch.log(torch.tensor([0.1, 0.5, 1.0, 2.0, 10.0], dtype=torch.float64))
+const std::vector<double> kX = {-2.5, -1.0, -0.3, 0.2, 0.7, 1.5, 3.0};
+const std::vector<double> kExp = {0.0820849986238988, 0.36787944117144233, 0.74081822068171788,
+                                  1.2214027581601699, 2.0137527074704766,  4.4816890703380645,
+                                  20.085536923187668};
+const std::vector<double> kTanh = {-0.98661429815143031, -0.76159415595576485, -0.2913126124515909,
+                                   0.19737532022490401,  0.6043677771171635,   0.9051482536448664,
+                                   0.99505475368673046};
+const std::vector<double> kRelu = {0, 0, 0, 0.2, 0.7, 1.5, 3};
+const std::vector<double> kGelu = {-0.015084266089998577, -0.15880800939172324, -0.11462907645724074,
+                                   0.11585142978210627,   0.53057013470511671,  1.3995715769802328,
+                                   2.9963626079182268};
+const std::vector<double> kGeluGrad = {-0.037951576212666177, -0.082964083845782521, 0.26770454836119817,
+                                       0.65745814919569956,   0.97635721865610403,   1.127710793151433,
+                                       1.0115841666309695};
+const std::vector<double> kLogX = {0.1, 0.5, 1.0, 2.0, 10.0};
+const std::vector<double> kLog = {-2.3025850929940455, -0.69314718055994529, 0, 0.69314718055994529,
+                                  2.3025850929940459};
+
+template <typename T>
+Tensor<T> tensor_of(const std::vector<double>& v, bool requires_grad = false) {
+  return Tensor<T>::from({static_cast<int64_t>(v.size())}, std::vector<T>(v.begin(), v.end()), requires_grad);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(forward_values_match_torch_in_float64) {
+  const auto x = tensor_of<double>(kX);
+  check_close(ag::exp(x).values(), kExp, 1e-14, "exp");
+  check_close(ag::tanh(x).values(), kTanh, 1e-14, "tanh");
+  check_close(ag::relu(x).values(), kRelu, 0.0, "relu");
+  check_close(ag::gelu(x).values(), kGelu, 1e-14, "gelu");
+  check_close(ag::log(tensor_of<double>(kLogX)).values(), kLog, 1e-14, "log");
+}
+
+BOOST_AUTO_TEST_CASE(forward_values_match_torch_in_float32) {
+  const auto x = tensor_of<float>(kX);
+  check_close(ag::exp(x).values(), kExp, 1e-6, "exp");
+  check_close(ag::tanh(x).values(), kTanh, 1e-6, "tanh");
+  check_close(ag::relu(x).values(), kRelu, 1e-7, "relu");
+  check_close(ag::gelu(x).values(), kGelu, 1e-6, "gelu");
+  check_close(ag::log(tensor_of<float>(kLogX)).values(), kLog, 1e-6, "log");
+}
+
+BOOST_AUTO_TEST_CASE(gelu_gradient_matches_torch) {
+  auto x = tensor_of<double>(kX, true);
+  ag::gelu(x).backward(std::vector<double>(kX.size(), 1.0));
+  check_close(x.grad_tensor().values(), kGeluGrad, 1e-13, "gelu grad");
+
+  auto xf = tensor_of<float>(kX, true);
+  ag::gelu(xf).backward(std::vector<float>(kX.size(), 1.0f));
+  check_close(xf.grad_tensor().values(), kGeluGrad, 1e-5, "gelu grad float32");
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_exp) {
+  check_gradients("exp", [](const auto& in) { return ag::exp(in[0]); }, {randn({3, 4}, 1)});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_log) {
+  // Positive inputs only: values in about [0.6, 3.4].
+  auto x = randn({3, 4}, 2, 0.5, 2.0);
+  for (double v : x.values()) BOOST_REQUIRE(v > 0.1);
+  check_gradients("log", [](const auto& in) { return ag::log(in[0]); }, {x});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_tanh) {
+  check_gradients("tanh", [](const auto& in) { return ag::tanh(in[0]); }, {randn({2, 3, 4}, 3, 1.5)});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_relu) {
+  // Keep every input at least 0.1 from the kink at 0, where finite differences straddle it.
+  auto x = randn({3, 5}, 4);
+  for (double& v : x.values()) v = v < 0 ? v - 0.1 : v + 0.1;
+  check_gradients("relu", [](const auto& in) { return ag::relu(in[0]); }, {x});
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_gelu) {
+  check_gradients("gelu", [](const auto& in) { return ag::gelu(in[0]); }, {randn({4, 6}, 5, 2.0)});
+}
+
+BOOST_AUTO_TEST_CASE(float32_path_matches_float64) {
+  const auto xd = randn({5, 7}, 6, 1.5);
+  const std::vector<double> seed = randn({5, 7}, 7).values();
+  using Fd = Tensor<double> (*)(const Tensor<double>&);
+  using Ff = Tensor<float> (*)(const Tensor<float>&);
+  const std::vector<std::pair<Fd, Ff>> ops = {{ag::exp<double>, ag::exp<float>},
+                                              {ag::tanh<double>, ag::tanh<float>},
+                                              {ag::relu<double>, ag::relu<float>},
+                                              {ag::gelu<double>, ag::gelu<float>},
+                                              {ag::log<double>, ag::log<float>}};
+  const std::vector<std::string> names = {"exp", "tanh", "relu", "gelu", "log"};
+  for (size_t k = 0; k < ops.size(); ++k) {
+    std::vector<double> xv = xd.values();
+    if (names[k] == "log")
+      for (double& v : xv) v = std::abs(v) + 0.5;
+    auto x64 = Tensor<double>::from(xd.shape(), xv, true);
+    auto x32 = Tensor<float>::from(xd.shape(), std::vector<float>(xv.begin(), xv.end()), true);
+    auto y64 = ops[k].first(x64);
+    auto y32 = ops[k].second(x32);
+    check_close(y32.values(), y64.values(), 1e-6, names[k] + " float32 value");
+    y64.backward(seed);
+    y32.backward(std::vector<float>(seed.begin(), seed.end()));
+    check_close(x32.grad_tensor().values(), x64.grad_tensor().values(), 2e-6, names[k] + " float32 grad");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(backward_accumulates_into_existing_grad) {
+  // Two graphs over the same leaf add up: the closures use +=, never =.
+  auto x = tensor_of<double>({0.3, -1.2}, true);
+  ag::exp(x).backward({1.0, 1.0});
+  ag::exp(x).backward({1.0, 1.0});
+  check_close(x.grad_tensor().values(), {2 * std::exp(0.3), 2 * std::exp(-1.2)}, 1e-15, "exp grad twice");
+}
+
+BOOST_AUTO_TEST_CASE(no_graph_without_grad) {
+  auto x = tensor_of<double>(kX, false);
+  BOOST_CHECK(!ag::gelu(x).requires_grad());
+  auto w = tensor_of<double>(kX, true);
+  ag::NoGradScope no_grad;
+  BOOST_CHECK(!ag::tanh(w).requires_grad());
+}
