@@ -76,7 +76,8 @@ struct Series {
 std::string line_chart(const std::string& title, const std::vector<Series>& series,
                        const std::string& x_label, const std::string& y_label,
                        std::optional<std::pair<double, double>> y_fixed, bool legend = true) {
-  const double W = 440, H = 250, L = 58, R = 14, T = 30, B = 44;
+  // With a legend, its entries sit in a row under the title, never over the data.
+  const double W = 440, H = 250, L = 58, R = 14, T = legend ? 46 : 30, B = 44;
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const Series& s : series)
     for (const auto& [x, y] : s.points) {
@@ -128,10 +129,10 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
       for (const auto& [x, y] : s.points)
         put(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.6\" fill=\"%s\"/>", X(x), Y(y), s.colour.c_str());
     if (legend) {
-      const double ly = T + 4 + 15 * shown++;
-      put(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>",
-          W - R - 110, W - R - 92, ly, ly, s.colour.c_str());
-      put(out, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\">%s</text>", W - R - 86, ly + 4,
+      const double lx = L + 130 * shown++, ly = 33;
+      put(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>", lx,
+          lx + 18, ly, ly, s.colour.c_str());
+      put(out, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\">%s</text>", lx + 24, ly + 4,
           xml_escape(s.name).c_str());
     }
   }
@@ -267,7 +268,9 @@ constexpr const char* kJs = R"JS(
     p.maps.forEach(function (m) { (layers[m.layer] = layers[m.layer] || []).push(m); maxHead = Math.max(maxHead, m.head); });
     var order = Object.keys(layers).map(Number).sort(function (a, b) { return a - b; });
     var W = (maxHead + 1) * (pw + gap), H = order.length * (ph + gap);
-    var svg = el('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-family': 'DejaVu Sans, sans-serif'}, grid);
+    // Natural size when it fits, scaled down (labels included) when the window is narrower.
+    var svg = el('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-family': 'DejaVu Sans, sans-serif',
+                         style: 'max-width:100%;height:auto'}, grid);
     var defs = el('defs', {}, svg);
     var pat = el('pattern', {id: 'masked', patternUnits: 'userSpaceOnUse', width: 6, height: 6, patternTransform: 'rotate(45)'}, defs);
     el('rect', {width: 6, height: 6, fill: '#eeeeee'}, pat);
@@ -310,6 +313,9 @@ constexpr const char* kJs = R"JS(
   if (!data.dumps.length) { grid.textContent = 'No attention dumps in this run.'; slider.disabled = true; play.disabled = true; return; }
   slider.max = data.dumps.length - 1;
   slider.value = data.dumps.length - 1;
+  // A link can open a given dump and probe: report.html#dump=0&probe=2 (indices from 0).
+  var want = /dump=(\d+)/.exec(location.hash), wantProbe = /probe=(\d+)/.exec(location.hash);
+  if (want) slider.value = Math.min(+want[1], data.dumps.length - 1);
   slider.addEventListener('input', function () { fillProbes(); draw(); });
   probeSel.addEventListener('change', draw);
   play.addEventListener('click', function () {
@@ -323,6 +329,7 @@ constexpr const char* kJs = R"JS(
     }, 900);
   });
   fillProbes();
+  if (wantProbe) probeSel.value = Math.min(+wantProbe[1], probeSel.options.length - 1);
   draw();
   document.body.setAttribute('data-rendered', 'yes');
 })();
