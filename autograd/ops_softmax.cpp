@@ -35,11 +35,13 @@ Rows rows_of(const Tensor<T>& a, const char* op) {
   return r;
 }
 
-// exp(x - shift), with an exact 0 where x is -inf: Eigen's vectorised exp returns a tiny denormal there
-// (about 5e-309 in double), which would leak weight onto masked positions.
-template <typename T, typename Row>
-auto shifted_exp(const Row& x, T shift) {
-  return (x == kNegInf<T>).select(T(0), (x - shift).exp());
+// Eigen's vectorised exp maps -inf to a denormal (about 5e-309 in double) rather than 0. Sums of exp after
+// the max-shift are >= 1, so that is harmless there; softmax outputs, though, must be exactly 0 where
+// masked. A plain fix-up loop after the exp keeps the exp vectorised (an Eigen select() would not be).
+template <typename T>
+void zero_where_masked(const T* x, T* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    if (x[j] == kNegInf<T>) y[j] = T(0);
 }
 
 }  // namespace
@@ -60,7 +62,8 @@ Tensor<T> softmax(const Tensor<T>& a) {
       yr.setZero();
       continue;
     }
-    yr = shifted_exp(xr, m);
+    yr = (xr - m).exp();
+    zero_where_masked(xr.data(), yr.data(), cols);
     yr *= T(1) / yr.sum();
   }
   if (needs_grad<T>({&a}))
@@ -100,7 +103,7 @@ Tensor<T> log_softmax(const Tensor<T>& a) {
       masked[r] = 1;
       continue;
     }
-    const T lse = m + std::log(shifted_exp(xr, m).sum());
+    const T lse = m + std::log((xr - m).exp().sum());
     yr = xr - lse;
   }
   if (needs_grad<T>({&a}))
@@ -115,7 +118,7 @@ Tensor<T> log_softmax(const Tensor<T>& a) {
       for (int64_t r = 0; r < rows; ++r) {
         if (masked[r]) continue;
         ConstVecMap<T> yr(y + r * cols, cols), dyr(dy + r * cols, cols);
-        VecMap<T>(dx + r * cols, cols) += dyr - shifted_exp(yr, T(0)) * dyr.sum();
+        VecMap<T>(dx + r * cols, cols) += dyr - yr.exp() * dyr.sum();
       }
     });
   return out;
@@ -229,7 +232,7 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
     ConstVecMap<T> xr(x + r * cols, cols);
     const T m = xr.maxCoeff();
     // A row masked everywhere has lse = -inf and loss +inf: an honest answer for an impossible target.
-    lse[r] = m == kNegInf<T> ? m : m + std::log(shifted_exp(xr, m).sum());
+    lse[r] = m == kNegInf<T> ? m : m + std::log((xr - m).exp().sum());
     loss[r] = static_cast<double>(lse[r]) - static_cast<double>(xr[targets[r]]);
   }
   double total = 0;
@@ -249,7 +252,7 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
              for (int64_t r = 0; r < rows; ++r) {
                if (targets[r] == ignore_index || lse[r] == kNegInf<T>) continue;
                VecMap<T> dxr(dx + r * cols, cols);
-               dxr += scale * shifted_exp(ConstVecMap<T>(x + r * cols, cols), lse[r]);
+               dxr += scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
                dxr[targets[r]] -= scale;
              }
            });

@@ -1,5 +1,6 @@
 // Unary elementwise functions: exp, log, tanh, relu and GELU (tanh form), each forward with its backward.
 // All of them are one Eigen array expression over the whole contiguous buffer, which Eigen vectorises.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -15,8 +16,15 @@ constexpr T kGeluC = T(0.7978845608028654);  // sqrt(2 / pi)
 template <typename T>
 constexpr T kGeluK = T(0.044715);
 
+// Backward runs over chunks of this many elements, so a backward that needs a scratch array (gelu) keeps
+// it on the stack and in L1 instead of allocating (and page-faulting) one as large as the tensor.
+constexpr Eigen::Index kChunk = 2048;
+template <typename T>
+using Scratch = Eigen::Array<T, Eigen::Dynamic, 1, Eigen::ColMajor, kChunk, 1>;
+
 // Shared shape of every op here: forward(x, y) fills the output y, and backward(x, y, dy, dx) adds into a's
-// grad dx. Both write through maps themselves, so no Eigen expression outlives the lambda that built it.
+// grad dx, chunk by chunk. Both write through maps themselves, so no Eigen expression outlives the lambda
+// that built it.
 template <typename T, typename Forward, typename Backward>
 Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward grad_fn) {
   if (!a.defined()) throw std::invalid_argument(std::string(op) + ": input tensor is undefined");
@@ -28,9 +36,13 @@ Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward gr
       Node<T>& in = *n.inputs[0];
       if (!in.requires_grad) return;
       const Eigen::Index size = static_cast<Eigen::Index>(n.numel());
-      ConstVecMap<T> x(in.value.data(), size), y(n.value.data(), size), dy(n.grad.data(), size);
-      VecMap<T> dx(in.grad_buffer(), size);
-      grad_fn(x, y, dy, dx);
+      T* dx = in.grad_buffer();
+      for (Eigen::Index i = 0; i < size; i += kChunk) {
+        const Eigen::Index len = std::min(kChunk, size - i);
+        ConstVecMap<T> xs(in.value.data() + i, len), ys(n.value.data() + i, len), dys(n.grad.data() + i, len);
+        VecMap<T> dxs(dx + i, len);
+        grad_fn(xs, ys, dys, dxs);
+      }
     });
   return out;
 }
@@ -80,7 +92,7 @@ Tensor<T> gelu(const Tensor<T>& a) {
   return unary(
       a, "gelu", [c, k](In<T> x, Out<T> y) { y = T(0.5) * x * (T(1) + (c * (x + k * x.cube())).tanh()); },
       [c, k](In<T> x, In<T>, In<T> dy, Out<T> dx) {
-        const Vec<T> t = (c * (x + k * x.cube())).tanh();
+        const Scratch<T> t = (c * (x + k * x.cube())).tanh();
         dx += dy * T(0.5) * ((T(1) + t) + x * (T(1) - t.square()) * c * (T(1) + T(3) * k * x.square()));
       });
 }
