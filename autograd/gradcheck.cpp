@@ -70,7 +70,7 @@ GradcheckResult gradcheck(const std::function<Tensor<double>(const std::vector<T
     double worst = 0;
     int64_t worst_at = -1;
     if (x.requires_grad()) {
-      const std::vector<double> analytic = x.grad_tensor().values();
+      const std::vector<double> analytic = x.grad_tensor().to_vector();
       for (int64_t i = 0; i < x.numel(); ++i) {
         const double saved = x.data()[i];
         x.data()[i] = saved + options.eps;

@@ -107,7 +107,8 @@ Tensor<T> reshape(const Tensor<T>& a, Shape shape) {
   if (numel_of(shape) != a.numel())
     throw std::invalid_argument("reshape: cannot view shape " + shape_str(a.shape()) + " as " +
                                 shape_str(shape));
-  Tensor<T> out = Tensor<T>::from(shape, a.values());
+  Tensor<T> out = Tensor<T>::empty(shape);
+  out.values() = a.values();
   if (needs_grad<T>({&a}))
     attach(out, "reshape", {a.node_ptr()}, [](Node<T>& n) {
       VecMap<T>(n.inputs[0]->grad_buffer(), n.numel()) += ConstVecMap<T>(n.grad.data(), n.numel());

@@ -84,8 +84,16 @@ Tensor<T> Tensor<T>::from(const Shape& shape, std::vector<T> values, bool requir
     throw std::invalid_argument("Tensor::from: " + std::to_string(values.size()) +
                                 " values do not fill shape " + shape_str(shape));
   Tensor t = empty(shape, requires_grad);
-  t.node_->value = std::move(values);
+  std::copy(values.begin(), values.end(), t.node_->value.begin());
   return t;
+}
+
+template <typename T>
+void Tensor<T>::assign(const std::vector<T>& values) {
+  if (static_cast<int64_t>(values.size()) != numel())
+    throw std::invalid_argument("Tensor::assign: " + std::to_string(values.size()) + " values for shape " +
+                                shape_str(shape()));
+  std::copy(values.begin(), values.end(), node_->value.begin());
 }
 
 template <typename T>
@@ -126,7 +134,9 @@ void Tensor<T>::zero_grad() {
 
 template <typename T>
 Tensor<T> Tensor<T>::detach() const {
-  return from(shape(), node_->value);
+  Tensor t = empty(shape());
+  t.node_->value = node_->value;
+  return t;
 }
 
 template <typename T>
@@ -150,9 +160,9 @@ void Tensor<T>::backward() {
 }
 
 template <typename T>
-void Tensor<T>::backward(const std::vector<T>& seed) {
-  if (static_cast<int64_t>(seed.size()) != numel())
-    throw std::invalid_argument("backward: seed of " + std::to_string(seed.size()) + " values for shape " +
+void Tensor<T>::backward(const T* seed, size_t n) {
+  if (static_cast<int64_t>(n) != numel())
+    throw std::invalid_argument("backward: seed of " + std::to_string(n) + " values for shape " +
                                 shape_str(shape()));
   if (!node_->requires_grad) throw std::logic_error("backward: tensor does not require grad");
 
@@ -173,7 +183,7 @@ void Tensor<T>::backward(const std::vector<T>& seed) {
   }
 
   T* g = node_->grad_buffer();
-  for (size_t i = 0; i < seed.size(); ++i) g[i] += seed[i];
+  for (size_t i = 0; i < n; ++i) g[i] += seed[i];
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node<T>* n = *it;
     if (n->backward && !n->grad.empty()) n->backward(*n);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <Eigen/StdVector>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +17,12 @@
 namespace ag {
 
 using Shape = std::vector<int64_t>;
+
+// Tensor storage, aligned to the widest SIMD width Eigen uses (64 bytes with AVX-512). Eigen peels the
+// unaligned head of a buffer differently depending on its address, which changes summation order: with
+// every buffer aligned, results depend only on the data and shapes, never on where malloc put them.
+template <typename T>
+using Buffer = std::vector<T, Eigen::aligned_allocator<T>>;
 
 int64_t numel_of(const Shape& shape);
 std::string shape_str(const Shape& shape);
@@ -41,8 +48,8 @@ using ConstRowMap = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>;
 template <typename T>
 struct Node {
   Shape shape;
-  std::vector<T> value;
-  std::vector<T> grad;  // empty until something flows into it
+  Buffer<T> value;
+  Buffer<T> grad;  // empty until something flows into it
   bool requires_grad = false;
   const char* op = "leaf";
   std::vector<std::shared_ptr<Node>> inputs;
@@ -81,8 +88,12 @@ class Tensor {
 
   T* data() { return node_->value.data(); }
   const T* data() const { return node_->value.data(); }
-  std::vector<T>& values() { return node_->value; }
-  const std::vector<T>& values() const { return node_->value; }
+  Buffer<T>& values() { return node_->value; }
+  const Buffer<T>& values() const { return node_->value; }
+  // The values as a plain vector (a copy), e.g. for JSON and checkpoints.
+  std::vector<T> to_vector() const { return std::vector<T>(node_->value.begin(), node_->value.end()); }
+  // Replaces the values with as many from `values` (which must hold numel() of them).
+  void assign(const std::vector<T>& values);
   T item() const;  // the value of a one-element tensor
 
   bool requires_grad() const { return node_->requires_grad; }
@@ -100,7 +111,8 @@ class Tensor {
   // Reverse-mode pass from this tensor. With no argument the tensor must hold one element and is seeded
   // with 1. Afterwards the graph below this tensor is released (inputs and closures dropped).
   void backward();
-  void backward(const std::vector<T>& seed);
+  void backward(const std::vector<T>& seed) { backward(seed.data(), seed.size()); }
+  void backward(const T* seed, size_t n);
 
   // Eigen views over the buffer.
   VecMap<T> vec() { return VecMap<T>(data(), numel()); }

@@ -1,7 +1,56 @@
-// The attograd program (placeholder until the subcommands land).
+// attograd: one program, one subcommand per job (DESIGN.md "The command line"). This file only dispatches
+// and turns failures into one-line messages and exit codes: 0 success, 1 the run failed, 2 bad input.
 #include <cstdio>
+#include <map>
 
-int main() {
-  std::puts("attograd: the command line is being built; see README.md");
-  return 0;
+#include "cli/commands.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "attograd: a tiny autograd engine for attention; train small transformers and study their heads"};
+  app.require_subcommand(1);
+  app.failure_message(CLI::FailureMessage::simple);
+  std::map<CLI::App*, cli::Command> commands;
+  auto add = [&](cli::Command (*f)(CLI::App&)) {
+    cli::Command c = f(app);
+    commands[app.get_subcommands({}).back()] = std::move(c);
+  };
+  add(cli::add_train);
+  add(cli::add_eval);
+  add(cli::add_forward);
+  add(cli::add_attend);
+  add(cli::add_compare);
+  add(cli::add_ablate);
+  add(cli::add_gradcheck);
+  add(cli::add_demo);
+  add(cli::add_bench);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (what.empty()) what = e.get_name();
+    std::fprintf(stderr, "attograd: %s (see attograd --help)\n", what.c_str());
+    return 2;
+  }
+  for (auto& [sub, command] : commands) {
+    if (!sub->parsed()) continue;
+    try {
+      return command();
+    } catch (const ag::TrainingDiverged& e) {
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      // Config errors, unreadable or corrupt files, bad arguments: all name their source in one line.
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      return 2;
+    }
+  }
+  return 2;
 }

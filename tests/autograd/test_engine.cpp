@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(backward_needs_a_scalar_or_a_seed) {
   T x = T::from({2}, {1.0, 2.0}, true);
   T y = ag::scale(x, 2.0);
   BOOST_CHECK_THROW(y.backward(), std::invalid_argument);
-  y.backward({1.0, 10.0});
+  y.backward(std::vector<double>{1.0, 10.0});
   BOOST_TEST(x.grad()[1] == 20.0);
 }
 

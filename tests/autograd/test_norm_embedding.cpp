@@ -31,9 +31,8 @@ Tensor<float> to_float(const Tensor<double>& t, bool requires_grad = true) {
                              requires_grad);
 }
 
-template <typename T>
-void check_close(const std::vector<T>& got, const std::vector<double>& want, double tol,
-                 const std::string& what) {
+template <typename Got, typename Want = std::vector<double>>
+void check_close(const Got& got, const Want& want, double tol, const std::string& what) {
   BOOST_REQUIRE_EQUAL(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     BOOST_CHECK_MESSAGE(
@@ -157,7 +156,7 @@ BOOST_AUTO_TEST_CASE(layer_norm_threads_do_not_change_results) {
   auto x = randn({64, 1024}, 67, 2.0);
   auto w = randn({1024}, 68);
   auto b = randn({1024}, 69);
-  const auto seed = randn({64, 1024}, 70).values();
+  const auto seed = randn({64, 1024}, 70).to_vector();
   auto run = [&](int threads) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
@@ -165,8 +164,8 @@ BOOST_AUTO_TEST_CASE(layer_norm_threads_do_not_change_results) {
     auto y = ag::layer_norm(x, w, b);
     y.backward(seed);
     omp_set_num_threads(saved);
-    return std::vector<std::vector<double>>{y.values(), x.grad_tensor().values(), w.grad_tensor().values(),
-                                            b.grad_tensor().values()};
+    return std::vector<std::vector<double>>{y.to_vector(), x.grad_tensor().to_vector(),
+                                            w.grad_tensor().to_vector(), b.grad_tensor().to_vector()};
   };
   BOOST_CHECK(run(1) == run(std::max(2, omp_get_num_procs())));
 }

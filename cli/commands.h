@@ -1,0 +1,30 @@
+// The subcommands of the attograd program. Each registers its options on a CLI11 subcommand and returns a
+// callable that runs it and gives the exit code (0 ok, 1 the run failed, 2 bad usage or input).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace cli {
+
+using Command = std::function<int()>;
+
+// Bad usage or input: main prints "attograd: <message>" on one line and exits 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+Command add_train(CLI::App& app);
+Command add_eval(CLI::App& app);
+Command add_forward(CLI::App& app);
+Command add_attend(CLI::App& app);
+Command add_compare(CLI::App& app);
+Command add_ablate(CLI::App& app);
+Command add_gradcheck(CLI::App& app);
+Command add_demo(CLI::App& app);
+Command add_bench(CLI::App& app);
+
+}  // namespace cli

@@ -1,0 +1,108 @@
+#include "train/checkpoint.h"
+
+#include <filesystem>
+
+#include "train/safetensors.h"
+
+namespace ag {
+
+std::string model_checkpoint_path(const std::string& run_dir) {
+  return run_dir + "/checkpoint/model.safetensors";
+}
+std::string optimizer_checkpoint_path(const std::string& run_dir) {
+  return run_dir + "/checkpoint/optimizer.safetensors";
+}
+
+namespace {
+
+NamedArray array_of(const std::string& name, const Shape& shape, const std::vector<float>& data) {
+  return NamedArray{name, shape, data};
+}
+
+int64_t parse_step(const SafetensorsFile& f, const std::string& path) {
+  const uint64_t step = metadata_u64(f, "step", path);
+  if (step > static_cast<uint64_t>(INT64_MAX))
+    throw std::runtime_error(path + ": step out of range (__metadata__/step)");
+  return static_cast<int64_t>(step);
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
+                     AdamW& optimizer, const Rng& data_rng, int64_t step) {
+  std::filesystem::create_directories(run_dir + "/checkpoint");
+  // The optimiser file goes first: if we stop between the two writes, the model file still names the older
+  // step and resuming reports the mismatch instead of silently mixing two states.
+  std::vector<NamedArray> state;
+  const auto& params = optimizer.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    state.push_back(array_of("m." + params[i].name, params[i].tensor->shape(), optimizer.first_moments()[i]));
+    state.push_back(
+        array_of("v." + params[i].name, params[i].tensor->shape(), optimizer.second_moments()[i]));
+  }
+  const Rng::State rs = data_rng.state();
+  std::map<std::string, std::string> meta{
+      {"step", u64_to_metadata(static_cast<uint64_t>(step))},
+      {"adam_steps", u64_to_metadata(static_cast<uint64_t>(optimizer.steps_taken()))},
+      {"rng_cached_normal", f64_bits_to_metadata(rs.cached_normal)},
+      {"rng_has_cached_normal", rs.has_cached_normal ? "1" : "0"}};
+  for (int i = 0; i < 4; ++i) meta["rng_s" + std::to_string(i)] = u64_to_metadata(rs.s[i]);
+  write_safetensors(optimizer_checkpoint_path(run_dir), state, meta);
+
+  std::vector<NamedArray> tensors;
+  for (const auto& p : model.named_parameters())
+    tensors.push_back(array_of(p.name, p.tensor->shape(), p.tensor->to_vector()));
+  write_safetensors(
+      model_checkpoint_path(run_dir), tensors,
+      {{"config", to_json(config).dump()}, {"step", u64_to_metadata(static_cast<uint64_t>(step))}});
+}
+
+int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model) {
+  const SafetensorsFile f = read_safetensors(path);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+  for (const auto& p : model.named_parameters()) expected.push_back({p.name, p.tensor->shape()});
+  expect_tensors(f, expected, path);
+  for (auto& p : model.named_parameters()) p.tensor->assign(f.find(p.name)->data);
+  return parse_step(f, path);
+}
+
+Config config_from_checkpoint(const std::string& path) {
+  const SafetensorsFile f = read_safetensors(path);
+  const std::string& text = metadata_string(f, "config", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": __metadata__/config is not JSON");
+  }
+  return from_json(j, path + " (__metadata__/config)");
+}
+
+void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, Rng& data_rng,
+                               int64_t expected_step) {
+  const SafetensorsFile f = read_safetensors(path);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+  for (const auto& p : optimizer.params()) {
+    expected.push_back({"m." + p.name, p.tensor->shape()});
+    expected.push_back({"v." + p.name, p.tensor->shape()});
+  }
+  expect_tensors(f, expected, path);
+  const int64_t step = parse_step(f, path);
+  if (step != expected_step)
+    throw std::runtime_error(path + ": optimiser state is for step " + std::to_string(step) +
+                             " but the model is at step " + std::to_string(expected_step) +
+                             " (__metadata__/step)");
+  const auto& params = optimizer.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    optimizer.first_moments()[i] = f.find("m." + params[i].name)->data;
+    optimizer.second_moments()[i] = f.find("v." + params[i].name)->data;
+  }
+  optimizer.set_steps_taken(static_cast<int64_t>(metadata_u64(f, "adam_steps", path)));
+  Rng::State rs;
+  for (int i = 0; i < 4; ++i) rs.s[i] = metadata_u64(f, "rng_s" + std::to_string(i), path);
+  rs.cached_normal = metadata_f64_bits(f, "rng_cached_normal", path);
+  rs.has_cached_normal = metadata_string(f, "rng_has_cached_normal", path) == "1";
+  data_rng.set_state(rs);
+}
+
+}  // namespace ag
