@@ -1,0 +1,107 @@
+#include "cli/study_input.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "train/ascii_heatmap.h"
+#include "train/evaluate.h"
+
+namespace cli {
+
+namespace {
+
+void check_length(const ag::LoadedRun& run, size_t n, const std::string& argument) {
+  if (static_cast<int>(n) > run.config.model.max_len)
+    throw UsageError(argument + ": " + std::to_string(n) + " tokens, but the model takes at most max_len " +
+                     std::to_string(run.config.model.max_len));
+}
+
+}  // namespace
+
+std::vector<int32_t> input_from_names(const ag::LoadedRun& run, const std::string& text,
+                                      const std::string& argument, bool* bos_added) {
+  std::vector<int32_t> ids = ag::parse_token_names(*run.task, text, argument);
+  const std::optional<int> bos = run.task->token_id("BOS");
+  const bool add = bos && ids.front() != *bos;
+  if (add) ids.insert(ids.begin(), *bos);
+  if (bos_added) *bos_added = add;
+  check_length(run, ids.size(), argument);
+  return ids;
+}
+
+std::vector<int32_t> input_from_ids(const ag::LoadedRun& run, const std::string& text,
+                                    const std::string& argument) {
+  std::vector<int32_t> ids = ag::parse_token_ids(run.task->vocab_size(), text, argument);
+  check_length(run, ids.size(), argument);
+  return ids;
+}
+
+void check_layer_head(const ag::LoadedRun& run, std::optional<int> layer, std::optional<int> head) {
+  const int L = static_cast<int>(run.model->blocks.size());
+  const int H = static_cast<int>(run.config.model.n_heads);
+  if (layer && (*layer < 0 || *layer >= L))
+    throw UsageError("--layer " + std::to_string(*layer) + ": the model has " + std::to_string(L) +
+                     (L == 1 ? " layer (valid: 0)" : " layers (valid: 0.." + std::to_string(L - 1) + ")"));
+  if (head && (*head < 0 || *head >= H))
+    throw UsageError("--head " + std::to_string(*head) + ": the model has " + std::to_string(H) +
+                     (H == 1 ? " head per layer (valid: 0)"
+                             : " heads per layer (valid: 0.." + std::to_string(H - 1) + ")"));
+}
+
+std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs) {
+  ag::Batch batch;
+  batch.B = static_cast<int>(inputs.size());
+  batch.T = static_cast<int>(inputs.front().size());
+  for (const auto& ids : inputs) batch.inputs.insert(batch.inputs.end(), ids.begin(), ids.end());
+  batch.targets.assign(batch.inputs.size(), -1);
+  return ag::capture_attention(*run.model, *run.task, batch);
+}
+
+ag::Probe select_maps(const ag::Probe& probe, std::optional<int> layer, std::optional<int> head) {
+  ag::Probe out{probe.ids, probe.tokens, {}};
+  for (const ag::HeadMap& m : probe.maps)
+    if ((!layer || m.layer == *layer) && (!head || m.head == *head)) out.maps.push_back(m);
+  std::sort(out.maps.begin(), out.maps.end(), [](const ag::HeadMap& a, const ag::HeadMap& b) {
+    return std::make_pair(a.layer, a.head) < std::make_pair(b.layer, b.head);
+  });
+  return out;
+}
+
+std::vector<std::string> text_lines(const std::string& text, int n) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line) && (n < 0 || static_cast<int>(lines.size()) < n);)
+    lines.push_back(line);
+  return lines;
+}
+
+std::string side_by_side(const std::vector<std::vector<std::string>>& panels, int gap) {
+  size_t rows = 0;
+  std::vector<int> widths;
+  for (const auto& p : panels) {
+    rows = std::max(rows, p.size());
+    int w = 0;
+    for (const std::string& line : p) w = std::max(w, ag::display_width(line));
+    widths.push_back(w);
+  }
+  std::string out;
+  for (size_t r = 0; r < rows; ++r) {
+    std::string line;
+    for (size_t k = 0; k < panels.size(); ++k) {
+      const std::string cell = r < panels[k].size() ? panels[k][r] : "";
+      line += cell;
+      if (k + 1 < panels.size())
+        line.append(static_cast<size_t>(widths[k] - ag::display_width(cell) + gap), ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + '\n';
+  }
+  return out;
+}
+
+std::string head_name(int layer, int head) {
+  return "L" + std::to_string(layer) + " H" + std::to_string(head);
+}
+
+}  // namespace cli

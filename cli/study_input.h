@@ -1,0 +1,43 @@
+// Shared by `attograd attend` and `attograd compare`: turning --tokens/--ids into model input (with the
+// task's BOS put in front when the user left it out), checking --layer/--head against the model, running
+// one batch of inputs to get their maps, and laying text panels side by side.
+// Not for training or scores: the study library (train/) owns those.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/attention_maps.h"
+#include "train/run_folder.h"
+
+namespace cli {
+
+// Token names from `text` (argument names the option in errors). When the task has a BOS token and the
+// first token is not BOS, BOS is put in front and *bos_added is set: the tasks' sequences all start with
+// it, so a model never saw an input without it. Throws UsageError when the input is longer than max_len.
+std::vector<int32_t> input_from_names(const ag::LoadedRun& run, const std::string& text,
+                                      const std::string& argument, bool* bos_added);
+// Raw ids, taken exactly as given (no BOS added); the same length check.
+std::vector<int32_t> input_from_ids(const ag::LoadedRun& run, const std::string& text,
+                                    const std::string& argument);
+
+// Throws UsageError "--layer 5: the model has layers 0..1" (or "--head ...") when out of range.
+void check_layer_head(const ag::LoadedRun& run, std::optional<int> layer, std::optional<int> head);
+
+// Each input's maps (all of the same length), one Probe per input.
+std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs);
+
+// The probe with only the maps of the given layer and/or head (all maps when neither is given).
+ag::Probe select_maps(const ag::Probe& probe, std::optional<int> layer, std::optional<int> head);
+
+// The first `n` lines of a rendered picture (drops trailing legend lines), or all when n < 0.
+std::vector<std::string> text_lines(const std::string& text, int n = -1);
+// Panels next to each other, `gap` columns apart, each padded to its widest line (UTF-8 aware);
+// trailing spaces trimmed.
+std::string side_by_side(const std::vector<std::vector<std::string>>& panels, int gap = 3);
+
+// "L1 H2".
+std::string head_name(int layer, int head);
+
+}  // namespace cli
