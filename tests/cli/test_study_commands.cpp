@@ -1,0 +1,353 @@
+// The study commands end to end (attend, compare, ablate on a tiny run trained once by the real binary),
+// and head ablation through the C++ API on small random models, where the right answer is known: zeroing a
+// head whose Wo columns are zero changes nothing, zeroing one that feeds Wo changes the logits, and
+// mean-ablating a head with its own mean over a batch of one sequence leaves the logits exactly as they were
+// (while the mean over two different sequences does not).
+#define BOOST_TEST_MODULE study_commands
+#include <sys/wait.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "train/ablation.h"
+#include "train/text_file.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+fs::path temp_root() {
+  static const fs::path root = [] {
+    std::string pattern = (fs::temp_directory_path() / "attograd-study-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    return fs::path(pattern);
+  }();
+  return root;
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `attograd ARGS` (ARGS already shell-quoted where needed), capturing stdout, stderr and the exit code.
+Result attograd(const std::string& args) {
+  static int calls = 0;
+  const fs::path out = temp_root() / ("out" + std::to_string(calls) + ".txt");
+  const fs::path err = temp_root() / ("err" + std::to_string(calls++) + ".txt");
+  const std::string cmd =
+      quote(ATTOGRAD_BINARY) + " " + args + " > " + quote(out.string()) + " 2> " + quote(err.string());
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ag::read_text_file(out.string());
+  r.err = ag::read_text_file(err.string());
+  return r;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+size_t lines(const std::string& text) {
+  size_t n = count(text, "\n");
+  return n + (!text.empty() && text.back() != '\n');
+}
+
+// A tiny reverse run (2 layers x 2 heads, d_model 16), trained once for every test.
+const std::string& run_dir() {
+  static const std::string dir = [] {
+    const std::string d = (temp_root() / "rev").string();
+    const Result r = attograd(
+        "train " + quote(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json") + " --out " + quote(d) +
+        " --set train.steps=30 --set model.d_model=16 --set model.n_heads=2"
+        " --set model.d_ff=32 --set train.eval_size=64 --set output.attention_every=10");
+    if (r.code != 0) throw std::runtime_error("training the test run failed: " + r.err);
+    return d;
+  }();
+  return dir;
+}
+
+struct Cleanup {
+  ~Cleanup() {
+    std::error_code ec;
+    fs::remove_all(temp_root(), ec);
+  }
+};
+BOOST_TEST_GLOBAL_FIXTURE(Cleanup);
+
+const std::string kInput = "'3 1 4 1 5 9 2 6 SEP'";  // reverse: vocab 10, length 8; BOS is added
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(attend)
+
+BOOST_AUTO_TEST_CASE(default_draws_one_panel_per_head_and_says_bos_was_added) {
+  const Result r = attograd("attend " + quote(run_dir()) + " --tokens " + kInput);
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  for (const char* head : {"L0 H0", "L0 H1", "L1 H0", "L1 H1"}) BOOST_TEST(count(r.out, head) == 1u, head);
+  BOOST_TEST(count(r.out, "L2 ") == 0u);
+  BOOST_TEST(count(r.out, "BOS put in front") == 1u);
+  BOOST_TEST(count(r.out, "10 tokens: BOS 3 1 4 1 5 9 2 6 SEP") == 1u);
+
+  const Result with_bos = attograd("attend " + quote(run_dir()) + " --tokens 'BOS 3 1 4 1 5 9 2 6 SEP'");
+  BOOST_TEST_REQUIRE(with_bos.code == 0, with_bos.err);
+  BOOST_TEST(count(with_bos.out, "BOS put in front") == 0u);
+  // The same input either way: only the note line differs.
+  BOOST_TEST(with_bos.out.size() < r.out.size());
+}
+
+BOOST_AUTO_TEST_CASE(layer_and_head_pick_one_full_size_map_with_its_weights) {
+  const Result r = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --layer 1 --head 0");
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(count(r.out, "layer 1 head 0") == 1u);
+  BOOST_TEST(count(r.out, "layer 0 head") == 0u);
+  BOOST_TEST(count(r.out, "head 1") == 0u);
+  BOOST_TEST(count(r.out, "L0 H0") == 0u);
+  BOOST_TEST(count(r.out, "weights (row i") == 1u);
+  BOOST_TEST(count(r.out, "1.00") >= 1u);  // row 0 (BOS) can only look at itself
+}
+
+BOOST_AUTO_TEST_CASE(bad_layer_or_head_is_a_one_line_usage_error_naming_the_range) {
+  const Result head = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --head 2");
+  BOOST_TEST(head.code == 2);
+  BOOST_TEST(lines(head.err) == 1u);
+  BOOST_TEST(count(head.err, "--head 2") == 1u, head.err);
+  BOOST_TEST(count(head.err, "0..1") == 1u, head.err);
+  BOOST_TEST(head.out.empty());
+
+  const Result layer = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --layer -1");
+  BOOST_TEST(layer.code == 2);
+  BOOST_TEST(lines(layer.err) == 1u);
+  BOOST_TEST(count(layer.err, "--layer") == 1u, layer.err);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_token_and_missing_run_are_usage_errors) {
+  const Result r = attograd("attend " + quote(run_dir()) + " --tokens '3 x 4'");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(lines(r.err) == 1u);
+  BOOST_TEST(count(r.err, "'x'") == 1u, r.err);
+
+  const Result none = attograd("attend " + quote((temp_root() / "no-such-run").string()) + " --tokens 3");
+  BOOST_TEST(none.code == 2);
+  BOOST_TEST(lines(none.err) == 1u);
+
+  const Result too_long =
+      attograd("attend " + quote(run_dir()) + " --tokens '1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9'");
+  BOOST_TEST(too_long.code == 2);
+  BOOST_TEST(count(too_long.err, "max_len") == 1u, too_long.err);
+}
+
+BOOST_AUTO_TEST_CASE(svg_writes_a_picture) {
+  const std::string svg = (temp_root() / "attend.svg").string();
+  const Result r = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --svg " + quote(svg));
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  const std::string text = ag::read_text_file(svg);
+  BOOST_TEST((text.rfind("<svg", 0) == 0 || text.rfind("<?xml", 0) == 0));
+  BOOST_TEST(count(text, "</svg>") >= 1u);
+  BOOST_TEST(!fs::exists(svg + ".tmp"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(compare)
+
+BOOST_AUTO_TEST_CASE(different_lengths_are_a_usage_error) {
+  const Result r = attograd("compare " + quote(run_dir()) + " --a '3 1 4' --b '3 1 4 1'");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(lines(r.err) == 1u);
+  BOOST_TEST(count(r.err, "same length") == 1u, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(maps_difference_and_total_variation_per_head) {
+  const std::string svg = (temp_root() / "compare.svg").string();
+  const Result r = attograd("compare " + quote(run_dir()) + " --a " + kInput +
+                            " --b '3 1 4 1 5 9 2 7 SEP' --svg " + quote(svg));
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  for (const char* head : {"L0 H0   total variation", "L0 H1   total variation", "L1 H0   total variation",
+                           "L1 H1   total variation"})
+    BOOST_TEST(count(r.out, head) == 1u, head);
+  BOOST_TEST(count(r.out, "A - B max") == 4u);
+  BOOST_TEST(count(r.out, "6/7") == 4u);  // the differing position labels its row, once per head
+  const std::string text = ag::read_text_file(svg);
+  BOOST_TEST((text.rfind("<svg", 0) == 0 || text.rfind("<?xml", 0) == 0));
+
+  // One input against itself: every head's maps are identical.
+  const Result same =
+      attograd("compare " + quote(run_dir()) + " --a " + kInput + " --b " + kInput + " --layer 0 --head 1");
+  BOOST_TEST_REQUIRE(same.code == 0, same.err);
+  BOOST_TEST(count(same.out, "L0 H1   total variation 0.000") == 1u, same.out);
+  BOOST_TEST(count(same.out, "L1 H") == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ablate)
+
+BOOST_AUTO_TEST_CASE(writes_ablation_for_every_head_and_rebuilds_the_report) {
+  const std::string dir = run_dir();
+  const std::string report = dir + "/report.html";
+  BOOST_TEST_REQUIRE(fs::exists(report));
+  fs::remove(report);
+  const Result r = attograd("ablate " + quote(dir));
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(count(r.out, "baseline") >= 1u);
+  BOOST_TEST(count(r.out, "zero_acc") >= 1u);
+  BOOST_TEST(fs::exists(report));
+  BOOST_TEST(count(ag::read_text_file(report), "zeroed: acc") >= 1u);  // the ablation columns
+
+  const nlohmann::json scores = nlohmann::json::parse(ag::read_text_file(dir + "/scores.json"));
+  BOOST_TEST_REQUIRE(scores["heads"].size() == 4u);
+  for (const auto& h : scores["heads"]) {
+    BOOST_TEST_REQUIRE(h.contains("ablation"), h.dump());
+    for (const char* k : {"zero_acc", "mean_acc"}) {
+      BOOST_TEST_REQUIRE(h["ablation"][k].is_number(), h.dump());
+      const double v = h["ablation"][k].get<double>();
+      BOOST_TEST((v >= 0.0 && v <= 1.0), k << " = " << v);
+    }
+    for (const char* k : {"zero_loss", "mean_loss"}) {
+      BOOST_TEST_REQUIRE(h["ablation"][k].is_number(), h.dump());
+      BOOST_TEST(h["ablation"][k].get<double>() > 0.0);
+    }
+    // The pattern scores are kept next to the ablation.
+    BOOST_TEST(h.contains("previous_token"));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---- head ablation through the C++ API ----
+
+namespace {
+
+nn::ModelShape tiny_shape() {
+  nn::ModelShape s;
+  s.vocab = 7;
+  s.max_len = 6;
+  s.d_model = 8;
+  s.n_heads = 2;
+  s.n_layers = 2;
+  s.d_ff = 16;
+  return s;
+}
+
+ag::Tensor<float> logits_of(nn::CausalLM<float>& model, const std::vector<int32_t>& ids, int B, int T) {
+  ag::NoGradScope no_grad;
+  return model.forward(ids, B, T);
+}
+
+float max_abs_diff(const ag::Tensor<float>& a, const ag::Tensor<float>& b) {
+  BOOST_TEST_REQUIRE(a.numel() == b.numel());
+  float m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.data()[i] - b.data()[i]));
+  return m;
+}
+
+const std::vector<int32_t> kSeq = {0, 3, 5, 2, 6, 4};
+const std::vector<int32_t> kOther = {0, 6, 2, 2, 1, 5};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(head_patches)
+
+BOOST_AUTO_TEST_CASE(zeroing_a_head_changes_the_output_only_when_wo_reads_it) {
+  ag::Rng rng(7);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  auto& attn = model.blocks[0]->attn;
+  // Head 1 of layer 0 feeds nothing: Wo's input columns [dk, 2 dk) are zero.
+  float* wo = attn.wo.weight.data();
+  for (int64_t r = 0; r < attn.d_model; ++r)
+    for (int64_t c = attn.dk; c < 2 * attn.dk; ++c) wo[r * attn.d_model + c] = 0;
+  const ag::Tensor<float> base = logits_of(model, kSeq, 1, 6);
+
+  attn.patches = {nn::HeadPatch<float>{0, ag::Tensor<float>()}};
+  const ag::Tensor<float> zero0 = logits_of(model, kSeq, 1, 6);
+  attn.patches = {nn::HeadPatch<float>{1, ag::Tensor<float>()}};
+  const ag::Tensor<float> zero1 = logits_of(model, kSeq, 1, 6);
+  attn.patches.clear();
+
+  BOOST_TEST(max_abs_diff(base, zero0) > 1e-3f);
+  // Patched forwards take the composed attention path, unpatched ones may take the fused op: equal up to
+  // float rounding, not bit for bit.
+  BOOST_TEST(max_abs_diff(base, zero1) <= 1e-5f);
+  BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6)) == 0.0f);  // nothing left patched
+}
+
+BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_changes_nothing) {
+  ag::Rng rng(11);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  ag::Batch one{1, 6, kSeq, std::vector<int32_t>(6, -1)};
+  const ag::Tensor<float> base = logits_of(model, kSeq, 1, 6);
+  const auto means = ag::mean_head_outputs(model, one);
+  BOOST_TEST_REQUIRE(means.size() == 2u);
+  for (size_t l = 0; l < 2; ++l)
+    for (int h = 0; h < 2; ++h) {
+      BOOST_TEST(means[l][h].size(0) == 6);
+      BOOST_TEST(means[l][h].size(1) == 4);
+      model.blocks[l]->attn.patches = {nn::HeadPatch<float>{h, means[l][h]}};
+      BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6)) <= 1e-5f, "layer " << l << " head " << h);
+      model.blocks[l]->attn.patches.clear();
+    }
+
+  // The mean over two different sequences is not the first one's own output: the check above can fail.
+  ag::Batch two{2, 6, kSeq, std::vector<int32_t>(12, -1)};
+  two.inputs.insert(two.inputs.end(), kOther.begin(), kOther.end());
+  const auto mixed = ag::mean_head_outputs(model, two);
+  model.blocks[0]->attn.patches = {nn::HeadPatch<float>{0, mixed[0][0]}};
+  BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6)) > 1e-4f);
+  model.blocks[0]->attn.patches.clear();
+
+  // And it is the average of the two sequences' own means.
+  ag::Batch other{1, 6, kOther, std::vector<int32_t>(6, -1)};
+  const auto own_other = ag::mean_head_outputs(model, other);
+  for (int64_t i = 0; i < mixed[1][1].numel(); ++i)
+    BOOST_TEST(mixed[1][1].data()[i] == 0.5f * (means[1][1].data()[i] + own_other[1][1].data()[i]),
+               boost::test_tools::tolerance(1e-5f));
+}
+
+BOOST_AUTO_TEST_CASE(ablate_heads_reports_every_head_and_leaves_no_patch_behind) {
+  ag::Rng rng(3);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  ag::Batch batch{2, 6, kSeq, {}};
+  batch.inputs.insert(batch.inputs.end(), kOther.begin(), kOther.end());
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 6; ++t) batch.targets.push_back(t >= 3 && t < 5 ? batch.inputs[b * 6 + t + 1] : -1);
+  const ag::EvalResult before = ag::evaluate(model, batch);
+  const ag::AblationReport report = ag::ablate_heads(model, batch, /*chunk=*/1);
+  BOOST_TEST(report.baseline.loss == before.loss, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(report.heads.size() == 4u);
+  for (const auto& block : model.blocks) {
+    BOOST_TEST(block->attn.patches.empty());
+    BOOST_TEST(!block->attn.keep_head_outputs);
+  }
+  for (const ag::HeadAblation& a : report.heads) {
+    BOOST_TEST((a.zeroed.acc >= 0 && a.zeroed.acc <= 1));
+    BOOST_TEST(a.zeroed.loss != before.loss);  // every head of a random model feeds Wo
+  }
+  BOOST_TEST(ag::evaluate(model, batch).loss == before.loss);
+
+  ag::HeadScoresFile scores;
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 2; ++h) scores.heads.push_back(ag::HeadScores{l, h, 0, 0, 0, 0, std::nullopt});
+  ag::merge_ablation(scores, report);
+  for (const ag::HeadScores& h : scores.heads) {
+    BOOST_TEST_REQUIRE(h.ablation.has_value());
+    BOOST_TEST(*h.ablation->zero_loss == report.heads[h.layer * 2 + h.head].zeroed.loss);
+  }
+  scores.heads.pop_back();
+  BOOST_CHECK_THROW(ag::merge_ablation(scores, report), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
