@@ -1,9 +1,11 @@
 // Matrix products: matmul (2-d, batched over equal leading dims, or N-d x 2-d as one flattened GEMM)
 // and linear (x W^T + b, PyTorch's layout, without materialising W^T). Every product is an Eigen GEMM
 // over maps of the contiguous buffers; noalias() keeps Eigen from allocating a temporary.
+#include <algorithm>
 #include <stdexcept>
 
 #include "autograd/ops.h"
+#include "autograd/threads.h"
 
 namespace ag {
 
@@ -13,10 +15,28 @@ std::string two_shapes(const char* op, const Shape& a, const Shape& b) {
   return std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b);
 }
 
-// Independent GEMMs of a batch are spread over the threads; each runs whole on one thread, so results
-// do not depend on the thread count. Tiny batches stay serial (thread start-up would dominate).
-bool parallel_batches(int64_t batches, int64_t flops) {
-  return batches >= 2 && flops >= (int64_t(1) << 18);
+// Below this many flops a GEMM runs whole on the calling thread (about 10 microseconds of work).
+constexpr int64_t kGemmParallelFlops = int64_t(1) << 21;
+// Output rows are split in multiples of this, so each thread's block keeps Eigen's register tiles full.
+constexpr int64_t kRowGrain = 16;
+
+// c = a * b (or c += a * b), rows x cols = (rows x inner) (inner x cols), a and b any Eigen matrix
+// expressions Eigen's GEMM reads directly (maps, their transposes). Large products are split into blocks
+// of output rows, one per thread: the split depends only on the shape and the thread count, so results
+// are deterministic for a fixed thread count, and no thread waits on another inside Eigen.
+template <typename T, typename A, typename B>
+void gemm(T* c, int64_t rows, int64_t cols, const A& a, const B& b, bool accumulate) {
+  const int64_t inner = a.cols();
+  const int64_t blocks = (rows + kRowGrain - 1) / kRowGrain;
+  const bool large = 2 * rows * cols * inner >= kGemmParallelFlops;
+  parallel_for(blocks, large ? kParallelMinWork : 0, [&](int64_t b0, int64_t b1) {
+    const int64_t r0 = b0 * kRowGrain, r1 = std::min(rows, b1 * kRowGrain);
+    MatMap<T> cm(c + r0 * cols, r1 - r0, cols);
+    if (accumulate)
+      cm.noalias() += a.middleRows(r0, r1 - r0) * b;
+    else
+      cm.noalias() = a.middleRows(r0, r1 - r0) * b;
+  });
 }
 
 }  // namespace
@@ -36,7 +56,7 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
     // (..., M, K) x (K, N): all rows of a in one GEMM.
     const int64_t R = a.numel() / K;
     Tensor<T> out = Tensor<T>::empty(out_shape);
-    MatMap<T>(out.data(), R, N).noalias() = ConstMatMap<T>(a.data(), R, K) * ConstMatMap<T>(b.data(), K, N);
+    gemm(out.data(), R, N, ConstMatMap<T>(a.data(), R, K), ConstMatMap<T>(b.data(), K, N), false);
     if (needs_grad<T>({&a, &b}))
       attach(out, "matmul", {a.node_ptr(), b.node_ptr()}, [R, K, N](Node<T>& n) {
         Node<T>& na = *n.inputs[0];
@@ -44,11 +64,9 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
         ConstMatMap<T> g(n.grad.data(), R, N);
         // C = A B  =>  dA = dC B^T,  dB = A^T dC
         if (na.requires_grad)
-          MatMap<T>(na.grad_buffer(), R, K).noalias() +=
-              g * ConstMatMap<T>(nb.value.data(), K, N).transpose();
+          gemm(na.grad_buffer(), R, K, g, ConstMatMap<T>(nb.value.data(), K, N).transpose(), true);
         if (nb.requires_grad)
-          MatMap<T>(nb.grad_buffer(), K, N).noalias() +=
-              ConstMatMap<T>(na.value.data(), R, K).transpose() * g;
+          gemm(nb.grad_buffer(), K, N, ConstMatMap<T>(na.value.data(), R, K).transpose(), g, true);
       });
     return out;
   }
@@ -60,10 +78,13 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   const T* pa = a.data();
   const T* pb = b.data();
   T* po = out.data();
-#pragma omp parallel for if (parallel_batches(batches, 2 * M * N * K * batches))
-  for (int64_t i = 0; i < batches; ++i)
-    MatMap<T>(po + i * M * N, M, N).noalias() =
-        ConstMatMap<T>(pa + i * M * K, M, K) * ConstMatMap<T>(pb + i * K * N, K, N);
+  // Independent GEMMs of a batch are spread over the threads, each whole on one thread: results do not
+  // depend on the thread count.
+  parallel_for(batches, 2 * M * N * K * batches, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i)
+      MatMap<T>(po + i * M * N, M, N).noalias() =
+          ConstMatMap<T>(pa + i * M * K, M, K) * ConstMatMap<T>(pb + i * K * N, K, N);
+  });
   if (needs_grad<T>({&a, &b}))
     attach(out, "matmul", {a.node_ptr(), b.node_ptr()}, [batches, M, K, N](Node<T>& n) {
       Node<T>& na = *n.inputs[0];
@@ -71,16 +92,17 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
       T* ga = na.requires_grad ? na.grad_buffer() : nullptr;
       T* gb = nb.requires_grad ? nb.grad_buffer() : nullptr;
       const T* g = n.grad.data();
-#pragma omp parallel for if (parallel_batches(batches, 4 * M * N * K * batches))
-      for (int64_t i = 0; i < batches; ++i) {
-        ConstMatMap<T> gi(g + i * M * N, M, N);
-        if (ga)
-          MatMap<T>(ga + i * M * K, M, K).noalias() +=
-              gi * ConstMatMap<T>(nb.value.data() + i * K * N, K, N).transpose();
-        if (gb)
-          MatMap<T>(gb + i * K * N, K, N).noalias() +=
-              ConstMatMap<T>(na.value.data() + i * M * K, M, K).transpose() * gi;
-      }
+      parallel_for(batches, 4 * M * N * K * batches, [&](int64_t b0, int64_t b1) {
+        for (int64_t i = b0; i < b1; ++i) {
+          ConstMatMap<T> gi(g + i * M * N, M, N);
+          if (ga)
+            MatMap<T>(ga + i * M * K, M, K).noalias() +=
+                gi * ConstMatMap<T>(nb.value.data() + i * K * N, K, N).transpose();
+          if (gb)
+            MatMap<T>(gb + i * K * N, K, N).noalias() +=
+                ConstMatMap<T>(na.value.data() + i * M * K, M, K).transpose() * gi;
+        }
+      });
     });
   return out;
 }
@@ -99,8 +121,14 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   out_shape.back() = out_features;
   Tensor<T> out = Tensor<T>::empty(out_shape);
   MatMap<T> y(out.data(), R, out_features);
-  y.noalias() = ConstMatMap<T>(x.data(), R, in) * ConstMatMap<T>(weight.data(), out_features, in).transpose();
-  if (has_bias) y.rowwise() += ConstRowMap<T>(bias.data(), out_features);
+  if (has_bias) {
+    y.rowwise() = ConstRowMap<T>(bias.data(), out_features);
+    gemm(out.data(), R, out_features, ConstMatMap<T>(x.data(), R, in),
+         ConstMatMap<T>(weight.data(), out_features, in).transpose(), true);
+  } else {
+    gemm(out.data(), R, out_features, ConstMatMap<T>(x.data(), R, in),
+         ConstMatMap<T>(weight.data(), out_features, in).transpose(), false);
+  }
 
   const bool record = has_bias ? needs_grad<T>({&x, &weight, &bias}) : needs_grad<T>({&x, &weight});
   if (!record) return out;
@@ -112,10 +140,9 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     ConstMatMap<T> g(n.grad.data(), R, out_features);
     // y = x W^T + b  =>  dx = dy W,  dW = dy^T x,  db = sum over rows of dy
     if (nx.requires_grad)
-      MatMap<T>(nx.grad_buffer(), R, in).noalias() += g * ConstMatMap<T>(nw.value.data(), out_features, in);
+      gemm(nx.grad_buffer(), R, in, g, ConstMatMap<T>(nw.value.data(), out_features, in), true);
     if (nw.requires_grad)
-      MatMap<T>(nw.grad_buffer(), out_features, in).noalias() +=
-          g.transpose() * ConstMatMap<T>(nx.value.data(), R, in);
+      gemm(nw.grad_buffer(), out_features, in, g.transpose(), ConstMatMap<T>(nx.value.data(), R, in), true);
     if (n.inputs.size() == 3 && n.inputs[2]->requires_grad)
       MatMap<T>(n.inputs[2]->grad_buffer(), 1, out_features) += g.colwise().sum();
   });

@@ -6,15 +6,11 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "autograd/threads.h"
 
 namespace ag {
 
-namespace {
-
-// Below this many elements the cost of waking the OpenMP team outweighs the work.
-constexpr int64_t kParallelMin = int64_t(1) << 15;
-
-}  // namespace
+namespace {}  // namespace
 
 template <typename T>
 Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, T eps) {
@@ -37,18 +33,19 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
   const T* xp = x.data();
   T* yp = out.data();
   ConstVecMap<T> w = weight.vec(), b = bias.vec();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    ConstVecMap<T> xr(xp + r * cols, cols);
-    VecMap<T> yr(yp + r * cols, cols);
-    // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels badly in float.
-    const T mu = xr.mean();
-    const T var = (xr - mu).square().mean();
-    const T rs = T(1) / std::sqrt(var + eps);
-    mean[r] = mu;
-    rstd[r] = rs;
-    yr = (xr - mu) * rs * w + b;
-  }
+  parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      ConstVecMap<T> xr(xp + r * cols, cols);
+      VecMap<T> yr(yp + r * cols, cols);
+      // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels badly in float.
+      const T mu = xr.mean();
+      const T var = (xr - mu).square().mean();
+      const T rs = T(1) / std::sqrt(var + eps);
+      mean[r] = mu;
+      rstd[r] = rs;
+      yr = (xr - mu) * rs * w + b;
+    }
+  });
 
   if (needs_grad<T>({&x, &weight, &bias}))
     attach(out, "layer_norm", {x.node_ptr(), weight.node_ptr(), bias.node_ptr()},
@@ -62,16 +59,17 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
              if (xn.requires_grad) {
                ConstVecMap<T> w(wn.value.data(), cols);
                T* dx = xn.grad_buffer();
-        // With xhat = (x - mean) * rstd and g = dy * w:
-        // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-               for (int64_t r = 0; r < rows; ++r) {
-                 ConstVecMap<T> xr(xp + r * cols, cols), dyr(dy + r * cols, cols);
-                 const T mu = mean[r], rs = rstd[r];
-                 const T g_mean = (dyr * w).sum() * inv_cols;
-                 const T gx_mean = (dyr * w * (xr - mu)).sum() * rs * inv_cols;
-                 VecMap<T>(dx + r * cols, cols) += rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean);
-               }
+               // With xhat = (x - mean) * rstd and g = dy * w:
+               // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+               parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   ConstVecMap<T> xr(xp + r * cols, cols), dyr(dy + r * cols, cols);
+                   const T mu = mean[r], rs = rstd[r];
+                   const T g_mean = (dyr * w).sum() * inv_cols;
+                   const T gx_mean = (dyr * w * (xr - mu)).sum() * rs * inv_cols;
+                   VecMap<T>(dx + r * cols, cols) += rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean);
+                 }
+               });
              }
              // Serial over rows so the parameter gradients sum in a fixed order (deterministic across thread
              // counts); this pass is a small fraction of the cost.

@@ -9,13 +9,11 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "autograd/threads.h"
 
 namespace ag {
 
 namespace {
-
-// Below this many elements the cost of waking the OpenMP team outweighs the work.
-constexpr int64_t kParallelMin = int64_t(1) << 15;
 
 template <typename T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -53,19 +51,20 @@ Tensor<T> softmax(const Tensor<T>& a) {
   Tensor<T> out = Tensor<T>::empty(a.shape());
   const T* x = a.data();
   T* y = out.data();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    ConstVecMap<T> xr(x + r * cols, cols);
-    VecMap<T> yr(y + r * cols, cols);
-    const T m = xr.maxCoeff();
-    if (m == kNegInf<T>) {
-      yr.setZero();
-      continue;
+  parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      ConstVecMap<T> xr(x + r * cols, cols);
+      VecMap<T> yr(y + r * cols, cols);
+      const T m = xr.maxCoeff();
+      if (m == kNegInf<T>) {
+        yr.setZero();
+        continue;
+      }
+      yr = (xr - m).exp();
+      zero_where_masked(xr.data(), yr.data(), cols);
+      yr *= T(1) / yr.sum();
     }
-    yr = (xr - m).exp();
-    zero_where_masked(xr.data(), yr.data(), cols);
-    yr *= T(1) / yr.sum();
-  }
+  });
   if (needs_grad<T>({&a}))
     attach(out, "softmax", {a.node_ptr()}, [rows, cols](Node<T>& n) {
       Node<T>& in = *n.inputs[0];
@@ -74,12 +73,13 @@ Tensor<T> softmax(const Tensor<T>& a) {
       const T* dy = n.grad.data();
       T* dx = in.grad_buffer();
       // dx = y * (dy - <dy, y>); a masked row has y = 0, so it gets zero gradient without a special case.
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-      for (int64_t r = 0; r < rows; ++r) {
-        ConstVecMap<T> yr(y + r * cols, cols), dyr(dy + r * cols, cols);
-        const T dot = (yr * dyr).sum();
-        VecMap<T>(dx + r * cols, cols) += yr * (dyr - dot);
-      }
+      parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          ConstVecMap<T> yr(y + r * cols, cols), dyr(dy + r * cols, cols);
+          const T dot = (yr * dyr).sum();
+          VecMap<T>(dx + r * cols, cols) += yr * (dyr - dot);
+        }
+      });
     });
   return out;
 }
@@ -93,19 +93,20 @@ Tensor<T> log_softmax(const Tensor<T>& a) {
   std::vector<char> masked(static_cast<size_t>(rows), 0);
   const T* x = a.data();
   T* y = out.data();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    ConstVecMap<T> xr(x + r * cols, cols);
-    VecMap<T> yr(y + r * cols, cols);
-    const T m = xr.maxCoeff();
-    if (m == kNegInf<T>) {
-      yr.setZero();
-      masked[r] = 1;
-      continue;
+  parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      ConstVecMap<T> xr(x + r * cols, cols);
+      VecMap<T> yr(y + r * cols, cols);
+      const T m = xr.maxCoeff();
+      if (m == kNegInf<T>) {
+        yr.setZero();
+        masked[r] = 1;
+        continue;
+      }
+      const T lse = m + std::log((xr - m).exp().sum());
+      yr = xr - lse;
     }
-    const T lse = m + std::log((xr - m).exp().sum());
-    yr = xr - lse;
-  }
+  });
   if (needs_grad<T>({&a}))
     attach(out, "log_softmax", {a.node_ptr()}, [rows, cols, masked = std::move(masked)](Node<T>& n) {
       Node<T>& in = *n.inputs[0];
@@ -114,12 +115,13 @@ Tensor<T> log_softmax(const Tensor<T>& a) {
       const T* dy = n.grad.data();
       T* dx = in.grad_buffer();
       // dx = dy - softmax * sum(dy), with softmax = exp(y).
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-      for (int64_t r = 0; r < rows; ++r) {
-        if (masked[r]) continue;
-        ConstVecMap<T> yr(y + r * cols, cols), dyr(dy + r * cols, cols);
-        VecMap<T>(dx + r * cols, cols) += dyr - yr.exp() * dyr.sum();
-      }
+      parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          if (masked[r]) continue;
+          ConstVecMap<T> yr(y + r * cols, cols), dyr(dy + r * cols, cols);
+          VecMap<T>(dx + r * cols, cols) += dyr - yr.exp() * dyr.sum();
+        }
+      });
     });
   return out;
 }
@@ -226,15 +228,16 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
   std::vector<T> lse(static_cast<size_t>(rows), T(0));
   std::vector<double> loss(static_cast<size_t>(rows), 0.0);
   const T* x = logits.data();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    if (targets[r] == ignore_index) continue;
-    ConstVecMap<T> xr(x + r * cols, cols);
-    const T m = xr.maxCoeff();
-    // A row masked everywhere has lse = -inf and loss +inf: an honest answer for an impossible target.
-    lse[r] = m == kNegInf<T> ? m : m + std::log((xr - m).exp().sum());
-    loss[r] = static_cast<double>(lse[r]) - static_cast<double>(xr[targets[r]]);
-  }
+  parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (targets[r] == ignore_index) continue;
+      ConstVecMap<T> xr(x + r * cols, cols);
+      const T m = xr.maxCoeff();
+      // A row masked everywhere has lse = -inf and loss +inf: an honest answer for an impossible target.
+      lse[r] = m == kNegInf<T> ? m : m + std::log((xr - m).exp().sum());
+      loss[r] = static_cast<double>(lse[r]) - static_cast<double>(xr[targets[r]]);
+    }
+  });
   double total = 0;
   for (double l : loss) total += l;
   Tensor<T> out = Tensor<T>::scalar(count == 0 ? T(0) : static_cast<T>(total / static_cast<double>(count)));
@@ -247,14 +250,15 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
              const T scale = n.grad[0] / static_cast<T>(count);
              const T* x = in.value.data();
              T* dx = in.grad_buffer();
-      // d loss / d logits = (softmax - onehot(target)) / count, softmax = exp(x - lse).
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-             for (int64_t r = 0; r < rows; ++r) {
-               if (targets[r] == ignore_index || lse[r] == kNegInf<T>) continue;
-               VecMap<T> dxr(dx + r * cols, cols);
-               dxr += scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
-               dxr[targets[r]] -= scale;
-             }
+             // d loss / d logits = (softmax - onehot(target)) / count, softmax = exp(x - lse).
+             parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
+               for (int64_t r = r0; r < r1; ++r) {
+                 if (targets[r] == ignore_index || lse[r] == kNegInf<T>) continue;
+                 VecMap<T> dxr(dx + r * cols, cols);
+                 dxr += scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
+                 dxr[targets[r]] -= scale;
+               }
+             });
            });
   return out;
 }

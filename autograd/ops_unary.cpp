@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "autograd/ops.h"
+#include "autograd/threads.h"
 
 namespace ag {
 
@@ -19,6 +20,8 @@ constexpr T kGeluK = T(0.044715);
 // Backward runs over chunks of this many elements, so a backward that needs a scratch array (gelu) keeps
 // it on the stack and in L1 instead of allocating (and page-faulting) one as large as the tensor.
 constexpr Eigen::Index kChunk = 2048;
+// Rough cost of one element (transcendentals dominate), for deciding when to use the threads.
+constexpr int64_t kWorkPerElement = 8;
 template <typename T>
 using Scratch = Eigen::Array<T, Eigen::Dynamic, 1, Eigen::ColMajor, kChunk, 1>;
 
@@ -29,20 +32,32 @@ template <typename T, typename Forward, typename Backward>
 Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward grad_fn) {
   if (!a.defined()) throw std::invalid_argument(std::string(op) + ": input tensor is undefined");
   Tensor<T> out = Tensor<T>::empty(a.shape());
-  VecMap<T> y = out.vec();
-  forward(a.vec(), y);
+  const Eigen::Index size = static_cast<Eigen::Index>(a.numel());
+  const Eigen::Index chunks = (size + kChunk - 1) / kChunk;
+  const T* x = a.data();
+  T* y = out.data();
+  // Chunks are independent (elementwise), so the split over threads does not change any result.
+  parallel_for(chunks, kWorkPerElement * size, [&](int64_t c0, int64_t c1) {
+    for (Eigen::Index i = c0 * kChunk; i < std::min(size, c1 * kChunk); i += kChunk) {
+      const Eigen::Index len = std::min(kChunk, size - i);
+      VecMap<T> ys(y + i, len);
+      forward(ConstVecMap<T>(x + i, len), ys);
+    }
+  });
   if (needs_grad<T>({&a}))
-    attach(out, op, {a.node_ptr()}, [grad_fn](Node<T>& n) {
+    attach(out, op, {a.node_ptr()}, [grad_fn, size, chunks](Node<T>& n) {
       Node<T>& in = *n.inputs[0];
       if (!in.requires_grad) return;
-      const Eigen::Index size = static_cast<Eigen::Index>(n.numel());
       T* dx = in.grad_buffer();
-      for (Eigen::Index i = 0; i < size; i += kChunk) {
-        const Eigen::Index len = std::min(kChunk, size - i);
-        ConstVecMap<T> xs(in.value.data() + i, len), ys(n.value.data() + i, len), dys(n.grad.data() + i, len);
-        VecMap<T> dxs(dx + i, len);
-        grad_fn(xs, ys, dys, dxs);
-      }
+      parallel_for(chunks, kWorkPerElement * size, [&](int64_t c0, int64_t c1) {
+        for (Eigen::Index i = c0 * kChunk; i < std::min(size, c1 * kChunk); i += kChunk) {
+          const Eigen::Index len = std::min(kChunk, size - i);
+          ConstVecMap<T> xs(in.value.data() + i, len), ys(n.value.data() + i, len),
+              dys(n.grad.data() + i, len);
+          VecMap<T> dxs(dx + i, len);
+          grad_fn(xs, ys, dys, dxs);
+        }
+      });
     });
   return out;
 }

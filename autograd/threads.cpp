@@ -1,18 +1,174 @@
+// The worker pool behind parallel_for (see threads.h): num_threads() - 1 persistent workers plus the caller.
+// A job is published by bumping a generation counter; the caller and the workers then claim its chunks
+// one at a time until none is left, and the caller waits for the last to finish. Which thread runs a
+// chunk varies; the chunks themselves (and so the results) depend only on n and the thread count. Idle
+// threads spin briefly and then sleep, so a busy machine is not made busier.
 #include "autograd/threads.h"
 
 #include <omp.h>
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define AG_PAUSE() _mm_pause()
+#else
+#define AG_PAUSE() ((void)0)
+#endif
 
 namespace ag {
 
+namespace {
+
+// How long an idle thread polls before it sleeps. Long enough to bridge the serial gaps between the ops
+// of one training step, short enough not to matter when the machine is shared.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+thread_local bool t_in_region = false;
+
+template <typename Ready>
+bool spin_until(Ready ready) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      AG_PAUSE();
+    }
+    if (std::chrono::steady_clock::now() - start > kSpin) return ready();
+  }
+}
+
+class Pool {
+ public:
+  explicit Pool(int threads) : threads_(threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  int size() const { return threads_; }
+
+  void run(int64_t n, detail::ChunkFn fn, void* ctx) {
+    fn_ = fn;
+    ctx_ = ctx;
+    n_ = n;
+    parts_.store(std::min<int64_t>(n, int64_t(kChunksPerThread) * threads_));
+    completed_.store(0);
+    const uint64_t gen = generation_.load() + 1;
+    next_.store(gen << 32);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      generation_.store(gen);
+    }
+    wake_.notify_all();
+    drain(gen);
+    if (!spin_until([this] { return completed_.load() == parts_; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [this] { return completed_.load() == parts_; });
+    }
+  }
+
+ private:
+  // Chunks per thread: more chunks than threads, claimed first come first served, so a thread the OS
+  // has descheduled delays the job by one chunk at most (the others take the rest).
+  static constexpr int kChunksPerThread = 4;
+
+  // Claims and runs chunks of job `gen` until none is left. A claim is a compare-and-swap on
+  // (generation << 32 | next chunk), so a late thread can never claim a chunk of a newer job by mistake.
+  void drain(uint64_t gen) {
+    for (;;) {
+      uint64_t v = next_.load();
+      int64_t c;
+      do {
+        c = static_cast<int64_t>(v & 0xffffffffu);
+        if ((v >> 32) != gen || c >= parts_) return;
+      } while (!next_.compare_exchange_weak(v, v + 1));
+      const int64_t b = n_ * c / parts_, e = n_ * (c + 1) / parts_;
+      t_in_region = true;
+      fn_(ctx_, b, e);
+      t_in_region = false;
+      if (completed_.fetch_add(1) + 1 == parts_) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_.notify_one();
+      }
+    }
+  }
+
+  void work() {
+    uint64_t seen = 0;
+    for (;;) {
+      if (!spin_until([&] { return generation_.load() != seen; })) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+      }
+      seen = generation_.load();
+      if (stop_) return;
+      drain(seen);
+    }
+  }
+
+  const int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> next_{0};
+  std::atomic<int64_t> completed_{0};
+  bool stop_ = false;
+  detail::ChunkFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_ = 0;
+  std::atomic<int64_t> parts_{0};  // read by late workers of the previous job, hence atomic
+};
+
+std::atomic<int> g_threads{1};
+std::unique_ptr<Pool> g_pool;
+std::mutex g_pool_mutex;
+
+}  // namespace
+
 void set_num_threads(int n) {
+  n = n < 1 ? 1 : n;
+  g_threads.store(n);
+  // Eigen's own GEMM threading stays off: large products are split by ops_matmul.cpp on this pool.
+  Eigen::setNbThreads(1);
   omp_set_num_threads(n);
-  Eigen::setNbThreads(n);
 }
 
 int num_threads() {
-  return Eigen::nbThreads();
+  return g_threads.load();
 }
+
+namespace detail {
+
+bool in_parallel_region() {
+  return t_in_region;
+}
+
+void run_parallel(int64_t n, ChunkFn fn, void* ctx) {
+  // Held for the whole job: two threads calling into the engine at once take turns on the pool.
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  if (!g_pool || g_pool->size() != num_threads()) {
+    g_pool.reset();
+    g_pool = std::make_unique<Pool>(num_threads());
+  }
+  g_pool->run(n, fn, ctx);
+}
+
+}  // namespace detail
 
 }  // namespace ag

@@ -1,10 +1,49 @@
-// The engine's worker threads: one OpenMP pool, used by Eigen's GEMMs and by the ops' parallel loops.
-// Results are deterministic for a fixed thread count (each output element is computed by one thread).
+// The engine's worker threads: one persistent pool of our own, used by the ops' parallel loops and by the
+// GEMMs that are large enough to split (Eigen's own GEMM threading is switched off: on small products it
+// spent more time waking and spin-waiting OpenMP threads than multiplying).
+//
+// Determinism: parallel_for splits [0, n) into contiguous chunks by a fixed rule (a few per thread, from n
+// and the thread count only), so for a fixed thread count every element is computed by the same code on
+// the same data in the same order, whichever thread happens to run its chunk.
+// Row-wise kernels (one row per task) give the same bits for every thread count; a GEMM split by output
+// rows gives the same bits for a fixed thread count.
+//
+// Idle workers spin for a few tens of microseconds, then sleep on a condition variable: on a machine busy
+// with other work they give their core back instead of burning it (the failure of spin-waiting pools).
 #pragma once
+
+#include <cstdint>
+#include <type_traits>
 
 namespace ag {
 
 void set_num_threads(int n);
 int num_threads();
+
+// Below this much work (roughly, floating-point operations) a parallel_for runs serially: waking the pool
+// costs a few microseconds.
+constexpr int64_t kParallelMinWork = int64_t(1) << 16;
+
+namespace detail {
+using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+void run_parallel(int64_t n, ChunkFn fn, void* ctx);
+bool in_parallel_region();
+}  // namespace detail
+
+// Calls f(begin, end) on disjoint contiguous chunks covering [0, n), spread over the threads, when `work`
+// (the total cost, e.g. flops or elements) is at least kParallelMinWork and more than one thread is set;
+// otherwise f(0, n) on the calling thread. Nested calls run serially. f must not throw.
+template <typename F>
+void parallel_for(int64_t n, int64_t work, F&& f) {
+  if (n <= 0) return;
+  if (n == 1 || work < kParallelMinWork || num_threads() < 2 || detail::in_parallel_region()) {
+    f(int64_t(0), n);
+    return;
+  }
+  using Fn = typename std::remove_reference<F>::type;
+  detail::run_parallel(
+      n, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&f)));
+}
 
 }  // namespace ag
