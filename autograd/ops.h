@@ -101,6 +101,17 @@ template <typename T>
 Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& targets,
                         int32_t ignore_index = -1);
 
+// ---- Attention (ops_attention.cpp) ----
+// Fused multi-head attention on Linear outputs: q (B, T, D), k and v (B, S, D), D = n_heads * dk, head h
+// in columns [h*dk, (h+1)*dk). Per batch entry and head: softmax(q_h k_h^T * scale, -inf where mask is
+// nonzero) v_h; the heads' outputs concatenated back to (B, T, D). mask: undefined, or broadcastable to
+// (B, H, T, S) (e.g. causal (T, S), padding (B, 1, 1, S)). A fully masked row gives zeros (and no
+// gradient), as softmax does. Same numbers as the composed path (split heads, matmul, scale, masked_fill,
+// softmax, matmul, merge heads), without its intermediates; the weights are kept for backward only.
+template <typename T>
+Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, int64_t n_heads,
+                    const Tensor<T>& mask, T scale);
+
 // ---- Normalisation and lookup (ops_norm.cpp, ops_embedding.cpp) ----
 // Over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, biased variance as PyTorch. Fused
 // backward.

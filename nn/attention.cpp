@@ -71,6 +71,13 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
     throw std::invalid_argument("MultiHeadAttention: expected x (B, T, " + std::to_string(d_model) +
                                 "), got " + ag::shape_str(x.shape()));
   const int64_t B = x.size(0), t = x.size(1);
+  if (!keep_weights && !keep_head_outputs && patches.empty()) {
+    // The training path: one fused op (ag::attention) computes the same numbers as the composed path below,
+    // which the study hooks need because it exposes the weights and the per-head outputs.
+    const ag::Tensor<T> heads = ag::attention(wq.forward(x), wk.forward(x), wv.forward(x), n_heads, mask,
+                                              T(1) / std::sqrt(T(dk)));  // (B, T, D)
+    return wo.forward(heads);
+  }
   // (B, T, D) -> (B, T, H, dk) -> (B, H, T, dk)
   auto split_heads = [&](const ag::Tensor<T>& y) {
     return ag::permute(ag::reshape(y, {B, t, n_heads, dk}), {0, 2, 1, 3});

@@ -1,0 +1,171 @@
+// Fused multi-head attention: head split + scores + mask + softmax + weighted sum + head merge in one op,
+// with its own backward. It computes exactly what nn::scaled_dot_product_attention composes from matmul,
+// transpose, scale, masked_fill and softmax (tests/autograd/test_attention_op.cpp checks the two against
+// each other and gradchecks this one), without the permute copies and the four (B, H, T, S) intermediates.
+//
+// Dimension letters: B batch, H heads, T query positions, S key positions, dk per-head width, D = H * dk.
+// q (B, T, D), k and v (B, S, D): head h is columns [h*dk, (h+1)*dk), as Linear outputs lay them out.
+// The weights P (B, H, T, S) are kept for backward; nothing else is.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "autograd/ops.h"
+#include "autograd/threads.h"
+
+namespace ag {
+
+namespace {
+
+// A (rows x dk) head slice of a (B, T, D) buffer: row stride D.
+template <typename T>
+using HeadMap = Eigen::Map<Mat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename T>
+using ConstHeadMap = Eigen::Map<const Mat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// Where the mask row of (b, h, t) starts, for a mask broadcast to (B, H, T, S); col_stride is 0 or 1.
+struct MaskIndex {
+  std::array<int64_t, 4> stride{0, 0, 0, 0};
+  bool defined = false;
+  int64_t row(int64_t b, int64_t h, int64_t t) const { return b * stride[0] + h * stride[1] + t * stride[2]; }
+};
+
+std::string shapes(const Shape& q, const Shape& k, const Shape& v) {
+  return shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v);
+}
+
+}  // namespace
+
+template <typename T>
+Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, int64_t n_heads,
+                    const Tensor<T>& mask, T scale) {
+  if (!q.defined() || !k.defined() || !v.defined())
+    throw std::invalid_argument("attention: q, k and v must be defined");
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.shape() != v.shape() || q.size(0) != k.size(0) ||
+      q.size(2) != k.size(2) || n_heads < 1 || q.size(2) % n_heads != 0)
+    throw std::invalid_argument("attention: q, k, v of shapes " + shapes(q.shape(), k.shape(), v.shape()) +
+                                " must be (B, T, D), (B, S, D), (B, S, D) with D divisible by n_heads " +
+                                std::to_string(n_heads));
+  const int64_t B = q.size(0), Tq = q.size(1), S = k.size(1), D = q.size(2), H = n_heads, dk = D / H;
+
+  MaskIndex mi;
+  if (mask.defined()) {
+    const Shape& ms = mask.shape();
+    const std::array<int64_t, 4> full{B, H, Tq, S};
+    bool fits = ms.size() <= 4;
+    int64_t stride = 1;
+    for (size_t i = 0; fits && i < ms.size(); ++i) {
+      const size_t md = ms.size() - 1 - i, d = 3 - i;
+      if (ms[md] == full[d] && full[d] != 1)
+        mi.stride[d] = stride;
+      else if (ms[md] != 1)
+        fits = false;
+      stride *= ms[md];
+    }
+    if (!fits)
+      throw std::invalid_argument("attention: mask of shape " + shape_str(ms) + " does not broadcast to " +
+                                  shape_str({B, H, Tq, S}));
+    mi.defined = true;
+  }
+
+  Tensor<T> out = Tensor<T>::empty({B, Tq, D});
+  Buffer<T> weights(static_cast<size_t>(B * H * Tq * S));
+  const T* pq = q.data();
+  const T* pk = k.data();
+  const T* pv = v.data();
+  const T* pm = mask.defined() ? mask.data() : nullptr;
+  T* po = out.data();
+  T* pw = weights.data();
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  // One (b, h) pair per task: each pair's numbers are computed whole by one thread, so results do not
+  // depend on the thread count.
+  parallel_for(B * H, 4 * B * H * Tq * S * dk, [&](int64_t i0, int64_t i1) {
+    Eigen::Array<T, Eigen::Dynamic, 1> x(S);  // scratch, one per thread
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / H, h = i % H;
+      ConstHeadMap<T> qh(pq + b * Tq * D + h * dk, Tq, dk, Eigen::OuterStride<>(D));
+      ConstHeadMap<T> kh(pk + b * S * D + h * dk, S, dk, Eigen::OuterStride<>(D));
+      ConstHeadMap<T> vh(pv + b * S * D + h * dk, S, dk, Eigen::OuterStride<>(D));
+      MatMap<T> p(pw + i * Tq * S, Tq, S);  // (T, S)
+      // scores = q k^T * scale, as the composed path: the product first, then the scaling.
+      p.noalias() = qh * kh.transpose();
+      for (int64_t t = 0; t < Tq; ++t) {
+        VecMap<T> row(p.data() + t * S, S);
+        row *= scale;
+        if (mi.defined) {
+          const T* mr = pm + mi.row(b, h, t);
+          if (mi.stride[3] == 0) {
+            if (*mr != T(0)) row.setConstant(neg_inf);
+          } else {
+            for (int64_t s = 0; s < S; ++s)
+              if (mr[s] != T(0)) row[s] = neg_inf;
+          }
+        }
+        const T m = row.maxCoeff();
+        if (m == neg_inf) {  // nowhere to look: zero weights, zero output, zero gradient
+          row.setZero();
+          continue;
+        }
+        x = row;  // exp(-inf) must give exactly 0, and Eigen's vectorised exp gives a denormal
+        row = (x - m).exp();
+        for (int64_t s = 0; s < S; ++s)
+          if (x[s] == neg_inf) row[s] = T(0);
+        row *= T(1) / row.sum();
+      }
+      HeadMap<T>(po + b * Tq * D + h * dk, Tq, dk, Eigen::OuterStride<>(D)).noalias() = p * vh;
+    }
+  });
+
+  if (needs_grad<T>({&q, &k, &v}))
+    attach(out, "attention", {q.node_ptr(), k.node_ptr(), v.node_ptr()},
+           [B, Tq, S, D, H, dk, scale, weights = std::move(weights)](Node<T>& n) {
+             Node<T>& nq = *n.inputs[0];
+             Node<T>& nk = *n.inputs[1];
+             Node<T>& nv = *n.inputs[2];
+             T* gq = nq.requires_grad ? nq.grad_buffer() : nullptr;
+             T* gk = nk.requires_grad ? nk.grad_buffer() : nullptr;
+             T* gv = nv.requires_grad ? nv.grad_buffer() : nullptr;
+             const T* pq = nq.value.data();
+             const T* pk = nk.value.data();
+             const T* pv = nv.value.data();
+             const T* dout = n.grad.data();
+             const T* pw = weights.data();
+             parallel_for(B * H, 8 * B * H * Tq * S * dk, [&](int64_t i0, int64_t i1) {
+               Mat<T> dp(Tq, S);  // scratch, one per thread
+               for (int64_t i = i0; i < i1; ++i) {
+                 const int64_t b = i / H, h = i % H;
+                 const Eigen::OuterStride<> st(D);
+                 ConstHeadMap<T> qh(pq + b * Tq * D + h * dk, Tq, dk, st);
+                 ConstHeadMap<T> kh(pk + b * S * D + h * dk, S, dk, st);
+                 ConstHeadMap<T> vh(pv + b * S * D + h * dk, S, dk, st);
+                 ConstHeadMap<T> go(dout + b * Tq * D + h * dk, Tq, dk, st);
+                 ConstMatMap<T> p(pw + i * Tq * S, Tq, S);
+                 // out = P v  =>  dv = P^T dout,  dP = dout v^T
+                 if (gv) HeadMap<T>(gv + b * S * D + h * dk, S, dk, st).noalias() += p.transpose() * go;
+                 if (!gq && !gk) continue;
+                 dp.noalias() = go * vh.transpose();
+                 // P = softmax(scores): dscores = P * (dP - <dP, P>) per row; then the scale. A masked
+                 // entry has P = 0, so it passes no gradient.
+                 for (int64_t t = 0; t < Tq; ++t) {
+                   auto pr = p.row(t).array();
+                   auto dr = dp.row(t).array();
+                   const T dot = (pr * dr).sum();
+                   dr = pr * (dr - dot) * scale;
+                 }
+                 // scores = q k^T  =>  dq = dscores k,  dk = dscores^T q
+                 if (gq) HeadMap<T>(gq + b * Tq * D + h * dk, Tq, dk, st).noalias() += dp * kh;
+                 if (gk) HeadMap<T>(gk + b * S * D + h * dk, S, dk, st).noalias() += dp.transpose() * qh;
+               }
+             });
+           });
+  return out;
+}
+
+template Tensor<float> attention<float>(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&,
+                                        int64_t, const Tensor<float>&, float);
+template Tensor<double> attention<double>(const Tensor<double>&, const Tensor<double>&, const Tensor<double>&,
+                                          int64_t, const Tensor<double>&, double);
+
+}  // namespace ag

@@ -1,0 +1,154 @@
+#define BOOST_TEST_MODULE fused_attention
+#include <boost/test/unit_test.hpp>
+
+// The fused attention op (ag::attention) against the composed path it replaces (split heads, then
+// nn::scaled_dot_product_attention's matmul, scale, masked_fill, softmax, matmul, then merge heads):
+// values and gradients, with causal, padding (including a fully masked row) and no mask; its float64
+// gradient check; MultiHeadAttention's fused and hooked (composed) paths; and thread-count independence.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/threads.h"
+#include "common/random_tensor.h"
+#include "nn/attention.h"
+
+using ag::Tensor;
+
+namespace {
+
+template <typename T>
+Tensor<T> composed(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, int64_t H,
+                   const Tensor<T>& mask) {
+  const int64_t B = q.size(0), t = q.size(1), s = k.size(1), D = q.size(2), dk = D / H;
+  auto split = [&](const Tensor<T>& y, int64_t len) {
+    return ag::permute(ag::reshape(y, {B, len, H, dk}), {0, 2, 1, 3});
+  };
+  const nn::AttentionResult<T> r =
+      nn::scaled_dot_product_attention(split(q, t), split(k, s), split(v, s), mask);
+  return ag::reshape(ag::permute(r.output, {0, 2, 1, 3}), {B, t, D});
+}
+
+template <typename T>
+Tensor<T> fused(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, int64_t H,
+                const Tensor<T>& mask) {
+  return ag::attention(q, k, v, H, mask, T(1) / std::sqrt(T(q.size(2) / H)));
+}
+
+// Causal plus padding, with batch entry 1's first key padded: its query 0 may look nowhere.
+Tensor<double> causal_padding_mask(int64_t B, int64_t t) {
+  std::vector<uint8_t> pad(static_cast<size_t>(B * t), 0);
+  pad[static_cast<size_t>(t)] = 1;
+  pad[static_cast<size_t>(2 * t - 1)] = 1;
+  return ag::add(nn::causal_mask<double>(t), nn::padding_mask<double>(pad, B, t));
+}
+
+template <typename T>
+Tensor<T> cast(const Tensor<double>& x, bool requires_grad) {
+  return Tensor<T>::from(x.shape(), std::vector<T>(x.values().begin(), x.values().end()), requires_grad);
+}
+
+// Forward values and the gradients of sum(w * out) for both paths; the largest absolute difference.
+template <typename T>
+double max_difference(const Tensor<double>& mask64, uint64_t seed) {
+  const int64_t B = 2, t = 5, D = 12, H = 3;
+  const Tensor<double> q0 = testing::random_tensor({B, t, D}, seed),
+                       k0 = testing::random_tensor({B, t, D}, seed + 1),
+                       v0 = testing::random_tensor({B, t, D}, seed + 2),
+                       w0 = testing::random_tensor({B, t, D}, seed + 3, 1.0, 0.0, false);
+  const Tensor<T> mask = mask64.defined() ? cast<T>(mask64, false) : Tensor<T>();
+  double worst = 0;
+  std::vector<std::vector<T>> results[2];
+  for (int path = 0; path < 2; ++path) {
+    Tensor<T> q = cast<T>(q0, true), k = cast<T>(k0, true), v = cast<T>(v0, true), w = cast<T>(w0, false);
+    Tensor<T> out = path == 0 ? composed(q, k, v, H, mask) : fused(q, k, v, H, mask);
+    for (T x : out.values()) BOOST_REQUIRE(std::isfinite(double(x)));
+    results[path] = {out.to_vector()};
+    ag::sum(ag::mul(out, w)).backward();
+    for (Tensor<T>* x : {&q, &k, &v})
+      results[path].push_back(std::vector<T>(x->grad(), x->grad() + x->numel()));
+  }
+  for (size_t i = 0; i < results[0].size(); ++i)
+    for (size_t j = 0; j < results[0][i].size(); ++j)
+      worst = std::max(worst, std::abs(double(results[0][i][j]) - double(results[1][i][j])));
+  return worst;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(fused_matches_composed_in_float64_and_float32) {
+  const int64_t B = 2, t = 5;
+  const Tensor<double> masks[] = {Tensor<double>(), nn::causal_mask<double>(t), causal_padding_mask(B, t)};
+  for (const Tensor<double>& m : masks) {
+    BOOST_TEST(max_difference<double>(m, 11) < 1e-12);
+    BOOST_TEST(max_difference<float>(m, 21) < 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fully_masked_row_gives_zeros_and_no_gradient) {
+  const int64_t B = 2, t = 5, D = 8, H = 2;
+  Tensor<double> q = testing::random_tensor({B, t, D}, 1), k = testing::random_tensor({B, t, D}, 2),
+                 v = testing::random_tensor({B, t, D}, 3);
+  Tensor<double> out = fused(q, k, v, H, causal_padding_mask(B, t));
+  // Batch entry 1, query 0: its only visible key (0) is padding.
+  for (int64_t d = 0; d < D; ++d) BOOST_TEST(out.data()[(1 * t + 0) * D + d] == 0.0);
+  ag::sum(out).backward();
+  for (int64_t d = 0; d < D; ++d) BOOST_TEST(q.grad()[(1 * t + 0) * D + d] == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(fused_gradcheck_float64) {
+  const int64_t B = 2, t = 4, D = 6, H = 2;
+  const Tensor<double> masks[] = {Tensor<double>(), nn::causal_mask<double>(t), causal_padding_mask(B, t)};
+  for (const Tensor<double>& m : masks)
+    testing::check_gradients(
+        [&](const std::vector<Tensor<double>>& in) { return fused(in[0], in[1], in[2], H, m); },
+        {testing::random_tensor({B, t, D}, 5), testing::random_tensor({B, t, D}, 6),
+         testing::random_tensor({B, t, D}, 7)});
+  // Cross-attention shapes (S != T) with a padding mask (B, 1, 1, S).
+  const int64_t s = 3;
+  const Tensor<double> pad = nn::padding_mask<double>({0, 0, 1, 1, 0, 0}, B, s);
+  testing::check_gradients(
+      [&](const std::vector<Tensor<double>>& in) { return fused(in[0], in[1], in[2], H, pad); },
+      {testing::random_tensor({B, t, D}, 8), testing::random_tensor({B, s, D}, 9),
+       testing::random_tensor({B, s, D}, 10)});
+}
+
+BOOST_AUTO_TEST_CASE(bad_shapes_name_the_op) {
+  const Tensor<double> q = Tensor<double>::zeros({2, 4, 6}), k = Tensor<double>::zeros({2, 4, 6});
+  BOOST_CHECK_THROW(ag::attention(q, k, k, 4, Tensor<double>(), 1.0), std::invalid_argument);
+  BOOST_CHECK_THROW(ag::attention(q, Tensor<double>::zeros({2, 3, 6}), k, 2, Tensor<double>(), 1.0),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(ag::attention(q, k, k, 2, Tensor<double>::zeros({3, 4}), 1.0), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(multi_head_attention_fused_and_hooked_paths_agree) {
+  ag::Rng rng(3);
+  nn::MultiHeadAttention<double> mha(8, 2, rng);
+  const Tensor<double> x = testing::random_tensor({2, 5, 8}, 4, 1.0, 0.0, false);
+  const Tensor<double> plain = mha.forward(x, nn::causal_mask<double>(5));
+  mha.keep_weights = true;  // the study hook takes the composed path
+  const Tensor<double> hooked = mha.forward(x, nn::causal_mask<double>(5));
+  BOOST_REQUIRE(mha.last_weights.defined());
+  for (int64_t i = 0; i < plain.numel(); ++i)
+    BOOST_TEST(std::abs(plain.data()[i] - hooked.data()[i]) < 1e-12);
+}
+
+BOOST_AUTO_TEST_CASE(same_bits_for_one_and_two_threads) {
+  // Large enough to cross the parallel threshold: each (batch, head) pair is computed whole by one thread.
+  const int64_t B = 4, t = 64, D = 64, H = 4;
+  auto run = [&](int threads) {
+    ag::set_num_threads(threads);
+    Tensor<float> q = cast<float>(testing::random_tensor({B, t, D}, 1), true),
+                  k = cast<float>(testing::random_tensor({B, t, D}, 2), true),
+                  v = cast<float>(testing::random_tensor({B, t, D}, 3), true);
+    Tensor<float> out = fused(q, k, v, H, nn::causal_mask<float>(t));
+    ag::sum(ag::mul(out, out)).backward();
+    std::vector<float> all = out.to_vector();
+    for (Tensor<float>* g : {&q, &k, &v}) all.insert(all.end(), g->grad(), g->grad() + g->numel());
+    return all;
+  };
+  const std::vector<float> one = run(1), two = run(2);
+  ag::set_num_threads(1);
+  BOOST_TEST(one == two);
+}
