@@ -1,14 +1,76 @@
 // Tensor storage, the backward pass (iterative topological sort), and the no-grad scope.
 #include "autograd/tensor.h"
 
+#include <cstdlib>
+#include <mutex>
+#include <new>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace ag {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+
+// Freed storage blocks by size, for reuse. Bounded, so a one-off large tensor does not stay cached forever;
+// heap-allocated and never destroyed, so tensors in static objects can still free into it at exit.
+class StorageCache {
+ public:
+  void* take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(bytes);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= bytes;
+    return p;
+  }
+  bool give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (cached_ + bytes > kMaxCachedBytes) return false;
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kMaxCachedBytes = size_t(1) << 30;
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+StorageCache& storage_cache() {
+  static StorageCache* cache = new StorageCache;
+  return *cache;
+}
+
+constexpr size_t kStorageAlign = 64;
+
 }  // namespace
+
+namespace detail {
+
+void* storage_allocate(size_t bytes) {
+  if (void* p = storage_cache().take(bytes)) return p;
+  // aligned_alloc wants a multiple of the alignment.
+  void* p = std::aligned_alloc(kStorageAlign, (bytes + kStorageAlign - 1) / kStorageAlign * kStorageAlign);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void storage_free(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  bool cached = false;
+  try {
+    cached = storage_cache().give(p, bytes);
+  } catch (...) {
+  }
+  if (!cached) std::free(p);
+}
+
+}  // namespace detail
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;

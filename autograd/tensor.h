@@ -12,17 +12,53 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ag {
 
 using Shape = std::vector<int64_t>;
 
-// Tensor storage, aligned to the widest SIMD width Eigen uses (64 bytes with AVX-512). Eigen peels the
-// unaligned head of a buffer differently depending on its address, which changes summation order: with
-// every buffer aligned, results depend only on the data and shapes, never on where malloc put them.
+namespace detail {
+// Tensor storage blocks: 64-byte aligned, recycled by exact size (see tensor.cpp).
+void* storage_allocate(size_t bytes);
+void storage_free(void* p, size_t bytes) noexcept;
+}  // namespace detail
+
+// The allocator of tensor storage. Aligned to the widest SIMD width Eigen uses (64 bytes with AVX-512):
+// Eigen peels the unaligned head of a buffer differently depending on its address, which changes
+// summation order, so with every buffer aligned results depend only on the data and shapes, never on
+// where memory came from. Blocks are recycled: a training step allocates the same sizes as the step before,
+// and gets them back without a trip to malloc (or mmap and page faults for large ones). resize() leaves new
+// elements uninitialised (every op writes its whole output); assign() and zeros() fill as usual.
 template <typename T>
-using Buffer = std::vector<T, Eigen::aligned_allocator<T>>;
+struct StorageAllocator {
+  using value_type = T;
+  StorageAllocator() = default;
+  template <typename U>
+  StorageAllocator(const StorageAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(detail::storage_allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { detail::storage_free(p, n * sizeof(T)); }
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: no zero fill
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <typename U>
+  bool operator==(const StorageAllocator<U>&) const {
+    return true;
+  }
+  template <typename U>
+  bool operator!=(const StorageAllocator<U>&) const {
+    return false;
+  }
+};
+
+template <typename T>
+using Buffer = std::vector<T, StorageAllocator<T>>;
 
 int64_t numel_of(const Shape& shape);
 std::string shape_str(const Shape& shape);
