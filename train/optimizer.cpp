@@ -1,8 +1,16 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "autograd/threads.h"
+
 namespace ag {
+
+namespace {
+// AdamW's elements are spread over the threads in chunks of this many.
+constexpr int64_t kChunk = 4096;
+}  // namespace
 
 bool uses_weight_decay(const std::string& name) {
   auto ends_with = [&](const std::string& s) {
@@ -34,13 +42,24 @@ void AdamW::step(double lr) {
     Tensor<float>& p = *params_[i].tensor;
     if (!p.has_grad()) continue;
     const int64_t n = p.numel();
-    VecMap<float> w = p.vec();
-    ConstVecMap<float> g(p.grad(), n);
-    VecMap<float> m(m_[i].data(), n), v(v_[i].data(), n);
-    if (params_[i].decay) w *= static_cast<float>(1 - lr * weight_decay_);
-    m = b1 * m + (1 - b1) * g;
-    v = b2 * v + (1 - b2) * g.square();
-    w -= step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
+    float* w = p.data();
+    const float* g = p.grad();
+    float* m = m_[i].data();
+    float* v = v_[i].data();
+    const float decay = params_[i].decay ? static_cast<float>(1 - lr * weight_decay_) : 1.0f;
+    // One pass over w, g, m, v (the four arrays are read once and written once), element by element in
+    // the documented order; elements are independent, so the split over threads changes nothing.
+    parallel_for((n + kChunk - 1) / kChunk, 8 * n, [&](int64_t c0, int64_t c1) {
+      const int64_t end = std::min(n, c1 * kChunk);
+      for (int64_t j = c0 * kChunk; j < end; ++j) {
+        const float gj = g[j];
+        const float mj = b1 * m[j] + (1 - b1) * gj;
+        const float vj = b2 * v[j] + (1 - b2) * (gj * gj);
+        m[j] = mj;
+        v[j] = vj;
+        w[j] = w[j] * decay - step_size * mj / (std::sqrt(vj) * inv_sqrt_bc2 + eps);
+      }
+    });
   }
 }
 
