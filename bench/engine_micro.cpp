@@ -1,0 +1,107 @@
+// engine_micro: the engine's own micro-benchmark (issue 2), not a test. One thread throughout.
+//   1. A 512x512 float32 matmul through ag::matmul (graph recorded, output allocated) against the same
+//      product in raw Eigen into a preallocated matrix: medians over many repetitions.
+//   2. Graph overhead: ns per small elementwise op with its backward (add of two 8-element tensors,
+//      chained 1000 deep, forward + backward, divided by the chain length), and the forward alone.
+// Usage: engine_micro [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "autograd/threads.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+template <typename F>
+double median_seconds(int reps, F&& f) {
+  std::vector<double> t;
+  for (int r = 0; r < reps + 3; ++r) {
+    const auto start = Clock::now();
+    f();
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (r >= 3) t.push_back(s);
+  }
+  return median(t);
+}
+
+volatile float g_sink;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 101;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(5, std::atoi(argv[i + 1]));
+  ag::set_num_threads(1);
+
+  // 1. 512x512 float32 GEMM.
+  const int64_t n = 512;
+  ag::Rng rng(1);
+  ag::Tensor<float> a = ag::Tensor<float>::empty({n, n}, true), b = ag::Tensor<float>::empty({n, n}, true);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a.data()[i] = static_cast<float>(rng.normal());
+    b.data()[i] = static_cast<float>(rng.normal());
+  }
+  ag::Mat<float> c(n, n);
+  // Interleave the two so drift in machine load hits both alike.
+  std::vector<double> eigen_t, engine_t;
+  for (int r = 0; r < reps; ++r) {
+    eigen_t.push_back(median_seconds(1, [&] {
+      c.noalias() = a.mat() * b.mat();
+      g_sink = c(0, 0);
+    }));
+    engine_t.push_back(median_seconds(1, [&] {
+      ag::Tensor<float> y = ag::matmul(a, b);
+      g_sink = y.data()[0];
+    }));
+  }
+  const double eigen_s = median(eigen_t), engine_s = median(engine_t);
+  const double flops = 2.0 * n * n * n;
+
+  // 2. Graph overhead on a chain of small adds.
+  const int chain = 1000;
+  ag::Tensor<float> x0 = ag::Tensor<float>::full({8}, 1.f, true),
+                    y0 = ag::Tensor<float>::full({8}, 0.5f, true);
+  const double fwd_bwd = median_seconds(reps, [&] {
+    ag::Tensor<float> x = x0;
+    for (int i = 0; i < chain; ++i) x = ag::add(x, y0);
+    x.backward(std::vector<float>(8, 1.f));
+    g_sink = x.data()[0];
+    x0.zero_grad();
+    y0.zero_grad();
+  });
+  const double fwd = median_seconds(reps, [&] {
+    ag::Tensor<float> x = x0;
+    for (int i = 0; i < chain; ++i) x = ag::add(x, y0);
+    g_sink = x.data()[0];
+  });
+  ag::Tensor<float> x1 = ag::Tensor<float>::full({8}, 1.f), y1 = ag::Tensor<float>::full({8}, 0.5f);
+  const double fwd_nograd = median_seconds(reps, [&] {
+    ag::Tensor<float> x = x1;
+    for (int i = 0; i < chain; ++i) x = ag::add(x, y1);
+    g_sink = x.data()[0];
+  });
+
+  std::printf("matmul 512x512 float32, 1 thread, median of %d:\n", reps);
+  std::printf("  raw Eigen   %8.3f ms  %6.1f GFLOP/s\n", eigen_s * 1e3, flops / eigen_s / 1e9);
+  std::printf("  ag::matmul  %8.3f ms  %6.1f GFLOP/s  (%+.1f%% vs Eigen)\n", engine_s * 1e3,
+              flops / engine_s / 1e9, 100 * (engine_s / eigen_s - 1));
+  std::printf("graph overhead, add of two 8-element tensors, chain of %d, median of %d:\n", chain, reps);
+  std::printf("  forward + backward  %7.1f ns per op\n", fwd_bwd / chain * 1e9);
+  std::printf("  forward (recorded)  %7.1f ns per op\n", fwd / chain * 1e9);
+  std::printf("  forward (no grad)   %7.1f ns per op\n", fwd_nograd / chain * 1e9);
+  return 0;
+}
