@@ -151,31 +151,49 @@ class SortTask : public PromptAnswerTask {
 // follows x_n, which carries no information about it, so it is not scored.
 class InductionTask : public Task {
  public:
+  // The repeated block is m = n/2..n tokens long, after 2(n - m) filler tokens, so the distance between a
+  // token and its repeat changes from sequence to sequence: only content (an induction head: find the
+  // earlier occurrence of the current token, read what came next) predicts the repeat, never position.
   explicit InductionTask(const TaskConfig& config)
       : Task(config, {"BOS"}, config.vocab, 2 * config.length,
-             range(config.length + 1, 2 * config.length - 1)) {}
+             range(2 * config.length - min_block(config.length) + 1, 2 * config.length - 1)) {}
+
+  static int min_block(int n) { return std::max(2, (n + 1) / 2); }
 
   std::vector<int32_t> draw_sequence(Rng& rng) const override {
     const int n = config().length;
-    // A partial Fisher-Yates shuffle: n distinct values.
+    const int m = min_block(n) + draw_value(rng, n - min_block(n) + 1);
+    const int fillers = 2 * (n - m);
+    // A partial Fisher-Yates shuffle: fillers + m distinct values, so a token repeats only in the block.
     std::vector<int> values(config().vocab);
     for (int v = 0; v < config().vocab; ++v) values[v] = v;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < fillers + m; ++i) {
       const int j = i + draw_value(rng, config().vocab - i);
       std::swap(values[i], values[j]);
     }
     std::vector<int32_t> sequence{special_id("BOS")};
+    for (int i = 0; i < fillers; ++i) sequence.push_back(value_id(values[i]));
     for (int repeat = 0; repeat < 2; ++repeat) {
-      for (int i = 0; i < n; ++i) sequence.push_back(value_id(values[i]));
+      for (int i = 0; i < m; ++i) sequence.push_back(value_id(values[fillers + i]));
     }
     return sequence;
+  }
+
+  // Every input position holding a token seen before: the repeat's x1..x(m-1), which predict x2..xm.
+  std::vector<int> scored_positions_of(const std::vector<int32_t>& sequence) const override {
+    std::vector<int> scored;
+    for (int t = 1; t < seq_len(); ++t) {
+      if (std::find(sequence.begin() + 1, sequence.begin() + t, sequence[t]) != sequence.begin() + t)
+        scored.push_back(t);
+    }
+    return scored;
   }
 
   // The induction pattern: from the current token, look at the position right after its earlier occurrence.
   std::vector<std::vector<int>> ideal_keys(const std::vector<int32_t>& inputs) const override {
     check_inputs(inputs);
     std::vector<std::vector<int>> keys(seq_len());
-    for (int t : scored_positions()) {
+    for (int t = 1; t < seq_len(); ++t) {
       for (int j = 1; j < t; ++j) {
         if (inputs[j] == inputs[t]) keys[t].push_back(j + 1);
       }
@@ -185,10 +203,11 @@ class InductionTask : public Task {
 
   std::string describe() const override {
     const int n = config().length;
-    return "induction: BOS x1..xn x1..xn with n = " + std::to_string(n) + " distinct values in 0.." +
-           std::to_string(config().vocab - 1) + "; the repeat's x2..xn are scored (" + std::to_string(n - 1) +
-           " tokens). Ideal attention: the row holding x_(i-1) of the repeat looks at the position right "
-           "after x_(i-1)'s first occurrence, which holds x_i.";
+    return "induction: BOS f1..fp x1..xm x1..xm with m = " + std::to_string(min_block(n)) + ".." +
+           std::to_string(n) + " and p = 2(" + std::to_string(n) + " - m), all values distinct in 0.." +
+           std::to_string(config().vocab - 1) +
+           "; the repeat's x2..xm are scored. Ideal attention: the row holding x_(i-1) of the repeat looks "
+           "at the position right after x_(i-1)'s first occurrence, which holds x_i.";
   }
 };
 
@@ -368,7 +387,7 @@ void Task::append(Batch& batch, const std::vector<int32_t>& sequence) const {
   batch.inputs.insert(batch.inputs.end(), sequence.begin(), sequence.end() - 1);
   const size_t row = batch.targets.size();
   batch.targets.resize(row + seq_len_, -1);
-  for (int t : scored_positions_) batch.targets[row + t] = sequence[t + 1];
+  for (int t : scored_positions_of(sequence)) batch.targets[row + t] = sequence[t + 1];
   ++batch.B;
 }
 
@@ -416,9 +435,13 @@ std::optional<TaskProblem> find_task_problem(const TaskConfig& config) {
   if (config.length > kMaxLength) {
     return TaskProblem{"length", "must be <= " + std::to_string(kMaxLength) + ", got " + n};
   }
-  if (config.kind == "induction" && config.vocab < config.length) {
-    return TaskProblem{
-        "vocab", "induction draws length " + n + " distinct values, so vocab must be >= " + n + ", got " + v};
+  if (config.kind == "induction" &&
+      config.vocab < 2 * config.length - InductionTask::min_block(config.length)) {
+    return TaskProblem{"vocab",
+                       "induction draws up to " +
+                           std::to_string(2 * config.length - InductionTask::min_block(config.length)) +
+                           " distinct values (fillers and the repeated block) for length " + n +
+                           ", so vocab must be at least that, got " + v};
   }
   if (config.kind == "counting" && config.vocab <= config.length) {
     return TaskProblem{"vocab", "counting writes counts up to length " + n +

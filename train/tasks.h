@@ -5,8 +5,9 @@
 //   copy       BOS a1..an SEP a1..an            T = 2n+1   scored: the n answers
 //   reverse    BOS a1..an SEP an..a1            T = 2n+1   scored: the n answers
 //   sort       BOS a1..an SEP sorted(a)         T = 2n+1   scored: the n answers
-//   induction  BOS x1..xn x1..xn (xi distinct)  T = 2n     scored: x2..xn of the repeat (x1 of the repeat
-//                                                          follows xn, which says nothing about it)
+//   induction  BOS f1..fp x1..xm x1..xm          T = 2n     m = ceil(n/2)..n varies, p = 2(n-m) fillers, all
+//                                                          distinct; scored: x2..xm of the repeat (x1 of the
+//                                                          repeat follows xm, which says nothing about it)
 //   modadd     BOS a1 + a2 .. + an = c          T = 2n+1   c = (a1 + .. + an) mod vocab; scored: c
 //   counting   BOS a1..an SEP c1..cn            T = 2n+1   ci = how many times ai occurs in a1..an (1..n,
 //                                                          written as value tokens); scored: the n counts
@@ -44,8 +45,13 @@ class Task {
   int vocab_size() const { return static_cast<int>(specials_.size()) + values_; }
   // T, the model's input length (the full sequence is T + 1 tokens).
   int seq_len() const { return seq_len_; }
-  // The input positions t whose next token is scored, in increasing order; the same for every sequence.
+  // The input positions t whose next token is scored in every sequence, in increasing order. Most tasks
+  // score exactly these; induction scores more, wherever its repeated block happens to fall.
   const std::vector<int>& scored_positions() const { return scored_positions_; }
+  // The positions scored in one full sequence (T + 1 ids).
+  virtual std::vector<int> scored_positions_of(const std::vector<int32_t>& /*sequence*/) const {
+    return scored_positions_;
+  }
 
   // "BOS", "SEP", "+", "=" for special tokens, the decimal value for the others. Throws std::out_of_range
   // for an id outside [0, vocab_size()).

@@ -167,7 +167,9 @@ BOOST_AUTO_TEST_CASE(vocabulary_too_small_for_the_task) {
   BOOST_TEST(error_of_text(R"({"model": {"vocab": 11}})") ==
              "<file>: /model/vocab: 11 is smaller than the task's vocabulary 12 (0 = follow the task)");
   BOOST_TEST(error_of_text(R"({"task": {"kind": "induction", "vocab": 6, "length": 8}})") ==
-             "<file>: /task/vocab: induction draws length 8 distinct values, so vocab must be >= 8, got 6");
+             "<file>: /task/vocab: induction draws up to 12 distinct values (fillers and the repeated block) "
+             "for length 8, "
+             "so vocab must be at least that, got 6");
   BOOST_TEST(
       error_of_text(R"({"task": {"kind": "counting", "vocab": 8, "length": 8}})") ==
       "<file>: /task/vocab: counting writes counts up to length 8 as value tokens, so vocab must be > 8, "

@@ -45,9 +45,14 @@ void check_batch_shape(const Task& task, const Batch& batch, int batch_size) {
   BOOST_TEST(batch.T == task.seq_len());
   BOOST_REQUIRE(batch.inputs.size() == size_t(batch.B * batch.T));
   BOOST_REQUIRE(batch.targets.size() == size_t(batch.B * batch.T));
-  const std::set<int> scored(task.scored_positions().begin(), task.scored_positions().end());
-  BOOST_TEST(scored.count(task.seq_len() - 1) == 1u);
+  BOOST_TEST(std::count(task.scored_positions().begin(), task.scored_positions().end(), task.seq_len() - 1) ==
+             1);
   for (int b = 0; b < batch.B; ++b) {
+    const Sequence sequence = full_sequence(batch, b);
+    const std::vector<int> row_scored = task.scored_positions_of(sequence);
+    const std::set<int> scored(row_scored.begin(), row_scored.end());
+    // The positions every sequence scores are scored in this one too.
+    for (int t : task.scored_positions()) BOOST_TEST(scored.count(t) == 1u);
     for (int t = 0; t < batch.T; ++t) {
       const int32_t input = batch.inputs[b * batch.T + t];
       const int32_t target = batch.targets[b * batch.T + t];
@@ -80,7 +85,7 @@ BOOST_AUTO_TEST_CASE(sizes_and_scored_positions) {
       {"copy", 10, 8, 12, 17, range(9, 16)},
       {"reverse", 10, 8, 12, 17, range(9, 16)},
       {"sort", 10, 8, 12, 17, range(9, 16)},
-      {"induction", 16, 10, 17, 20, range(11, 19)},
+      {"induction", 16, 10, 17, 20, range(16, 19)},  // the block is 5..10 long: its last 4 rows always
       {"modadd", 23, 2, 26, 5, {4}},
       {"modadd", 11, 3, 14, 7, {6}},
       {"counting", 10, 8, 12, 17, range(9, 16)},
@@ -123,17 +128,27 @@ BOOST_AUTO_TEST_CASE(induction_format) {
   const int n = 10;
   const auto task = task_of("induction", 16, n);
   Rng rng(2);
-  const Batch batch = task->sample(rng, 32);
-  check_batch_shape(*task, batch, 32);
+  const Batch batch = task->sample(rng, 64);
+  check_batch_shape(*task, batch, 64);
+  std::set<int> block_lengths;
   for (int b = 0; b < batch.B; ++b) {
     const Sequence s = full_sequence(batch, b);
     BOOST_TEST(task->token_name(s[0]) == "BOS");
-    const std::vector<int> first = values(*task, s, 1, n + 1);
-    BOOST_TEST(std::set<int>(first.begin(), first.end()).size() == size_t(n));  // distinct
-    BOOST_TEST(values(*task, s, n + 1, 2 * n + 1) == first);
-    // The repeat's first token is not scored: nothing before it predicts it.
-    BOOST_TEST(batch.targets[b * batch.T + n] == -1);
+    // BOS, 2(n - m) fillers, then a block of m and its repeat: all values distinct but the repeat.
+    const std::vector<int> all = values(*task, s, 1, 2 * n + 1);
+    const int m = 2 * n - static_cast<int>(std::set<int>(all.begin(), all.end()).size());
+    BOOST_REQUIRE((m >= 5 && m <= n));
+    block_lengths.insert(m);
+    const int fillers = 2 * (n - m);
+    const std::vector<int> first = values(*task, s, 1 + fillers, 1 + fillers + m);
+    BOOST_TEST(values(*task, s, 1 + fillers + m, 2 * n + 1) == first);
+    // Scored: the repeat's x1..x(m-1) predict x2..xm; its first token is not (nothing predicts it).
+    const std::vector<int> expected_scored = range(1 + fillers + m, 2 * n - 1);
+    BOOST_TEST(task->scored_positions_of(s) == expected_scored);
+    BOOST_TEST(batch.targets[b * batch.T + fillers + m] == -1);
   }
+  // The distance to the repeat varies, so position alone cannot predict it.
+  BOOST_TEST(block_lengths.size() >= 4u);
 }
 
 BOOST_AUTO_TEST_CASE(modadd_format) {
