@@ -72,7 +72,7 @@ const std::string& run_dir() {
     const std::string d = (temp_root() / "rev").string();
     const Result r = attograd(
         "train " + quote(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json") + " --out " + quote(d) +
-        " --set train.steps=30 --set model.d_model=16 --set model.n_heads=2"
+        " --set train.steps=30 --set model.d_model=16 --set model.n_heads=2 --set model.n_layers=2"
         " --set model.d_ff=32 --set train.eval_size=64 --set output.attention_every=10");
     if (r.code != 0) throw std::runtime_error("training the test run failed: " + r.err);
     return d;

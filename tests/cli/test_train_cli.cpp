@@ -37,7 +37,8 @@ int count_lines(const std::string& s) {
 }
 
 const std::string kSmall =
-    " --set model.d_model=16 --set model.n_heads=2 --set model.d_ff=32 --set train.batch_size=8"
+    " --set model.d_model=16 --set model.n_heads=2 --set model.n_layers=2 --set model.d_ff=32 --set "
+    "train.batch_size=8"
     " --set train.eval_size=32 --set output.attention_every=0";
 
 // Each bad input: exit 2, exactly one line on stderr containing `expected`, and no run folder.

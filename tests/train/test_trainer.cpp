@@ -37,10 +37,10 @@ struct TempDir {
 
 ag::Config small_config(int threads) {
   return ag::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json",
-                         {"model.d_model=16", "model.n_heads=2", "model.d_ff=32", "train.steps=40",
-                          "train.batch_size=16", "train.warmup=5", "train.eval_every=20", "train.log_every=5",
-                          "train.eval_size=32", "output.attention_every=10", "output.checkpoint_every=15",
-                          "train.threads=" + std::to_string(threads)});
+                         {"model.d_model=16", "model.n_heads=2", "model.n_layers=2", "model.d_ff=32",
+                          "train.steps=40", "train.batch_size=16", "train.warmup=5", "train.eval_every=20",
+                          "train.log_every=5", "train.eval_size=32", "output.attention_every=10",
+                          "output.checkpoint_every=15", "train.threads=" + std::to_string(threads)});
 }
 
 // Requests a stop once a given step has completed, as Ctrl-C does.
