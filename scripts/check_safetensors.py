@@ -157,8 +157,9 @@ def design_names(n_layers, attention_only):
 
 
 class Block(torch.nn.Module):
-    def __init__(self, d_model, d_ff, attention_only):
+    def __init__(self, d_model, d_ff, attention_only, n_heads=1):
         super().__init__()
+        self.n_heads = n_heads
         self.ln1 = torch.nn.LayerNorm(d_model, eps=1e-5)
         self.attn = torch.nn.Module()
         for w in ("wq", "wk", "wv", "wo"):
@@ -169,21 +170,42 @@ class Block(torch.nn.Module):
             self.mlp.fc1 = torch.nn.Linear(d_model, d_ff)
             self.mlp.fc2 = torch.nn.Linear(d_ff, d_model)
 
+    def forward(self, x):  # (B, T, D), DESIGN.md's pre-LN block with explicit causal attention
+        B, T, D = x.shape
+        dk = D // self.n_heads
+        h = self.ln1(x)
+        q, k, v = (getattr(self.attn, w)(h).view(B, T, self.n_heads, dk).transpose(1, 2) for w in ("wq", "wk", "wv"))
+        scores = q @ k.transpose(-2, -1) / dk ** 0.5
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, dk)
+        x = x + self.attn.wo(heads.transpose(1, 2).reshape(B, T, D))
+        if hasattr(self, "mlp"):
+            x = x + self.mlp.fc2(torch.nn.functional.gelu(self.mlp.fc1(self.ln2(x)), approximate="tanh"))
+        return x
+
 
 class CausalLM(torch.nn.Module):
-    """attograd's parameter layout (DESIGN.md), to prove a strict load_state_dict works."""
+    """attograd's parameter layout (DESIGN.md): a strict load_state_dict works, and forward() carries on."""
 
-    def __init__(self, vocab, max_len, d_model, d_ff, n_layers, attention_only):
+    def __init__(self, vocab, max_len, d_model, d_ff, n_layers, attention_only, n_heads=1):
         super().__init__()
         self.tok_emb = torch.nn.Embedding(vocab, d_model)
         self.pos_emb = torch.nn.Embedding(max_len, d_model)
-        self.blocks = torch.nn.ModuleList(Block(d_model, d_ff, attention_only) for _ in range(n_layers))
+        self.blocks = torch.nn.ModuleList(Block(d_model, d_ff, attention_only, n_heads) for _ in range(n_layers))
         self.ln_f = torch.nn.LayerNorm(d_model, eps=1e-5)
         self.lm_head = torch.nn.Linear(d_model, vocab)
 
+    def forward(self, ids):  # (B, T) token ids -> (B, T, vocab) logits
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
 
-def check_model(state_dict, metadata):
-    """Checks the DESIGN.md names against the state_dict; returns a list of problems (empty if fine)."""
+
+def check_model(state_dict, metadata, forward_json=None):
+    """Checks the DESIGN.md names against the state_dict and loads it into a torch module; with
+    forward_json (the output of `attograd forward RUN --json`), also runs torch's forward on the same ids
+    and compares the logits. Returns a list of problems (empty if fine)."""
     for name in ("tok_emb.weight", "pos_emb.weight"):
         if name not in state_dict:
             return [f"missing tensor ({name})"]
@@ -192,11 +214,13 @@ def check_model(state_dict, metadata):
     layers = {int(m.group(1)) for k in state_dict for m in [re.match(r"blocks\.(\d+)\.", k)] if m}
     n_layers = max(layers) + 1 if layers else 0
     attention_only = not any(k.endswith(".mlp.fc1.weight") for k in state_dict)
+    n_heads = 1
     if "config" in metadata:  # the resolved config says what the model should be
         try:
             model_cfg = json.loads(metadata["config"]).get("model", {})
             n_layers = model_cfg.get("n_layers", n_layers)
             attention_only = model_cfg.get("attention_only", attention_only)
+            n_heads = model_cfg.get("n_heads", n_heads)
         except (json.JSONDecodeError, AttributeError) as e:
             return [f"metadata config is not a JSON object: {e} (__metadata__.config)"]
     d_ff = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state_dict else 4 * d_model
@@ -207,12 +231,23 @@ def check_model(state_dict, metadata):
           f"attention_only={attention_only}")
     if problems:
         return problems
-    module = CausalLM(vocab, max_len, d_model, d_ff, n_layers, attention_only)
+    module = CausalLM(vocab, max_len, d_model, d_ff, n_layers, attention_only, n_heads)
     try:
         module.load_state_dict(state_dict, strict=True)
     except RuntimeError as e:
         return ["torch load_state_dict(strict=True) failed: " + " ".join(str(e).split())]
     print(f"model: all {len(expected)} DESIGN.md names present; torch load_state_dict(strict=True) succeeded")
+    if forward_json is not None:
+        with open(forward_json) as f:
+            ours = json.load(f)
+        with torch.no_grad():
+            theirs = module(torch.tensor([ours["ids"]]))[0]
+        diff = (theirs - torch.tensor(ours["logits"])).abs().max().item()
+        scale = theirs.abs().max().item()
+        print(f"forward: {len(ours['ids'])} tokens, torch vs attograd logits max |diff| {diff:.3e} "
+              f"(max |logit| {scale:.3e})")
+        if diff > 1e-4 * scale + 1e-5:
+            return [f"torch forward differs from attograd's by {diff:.3e} ({forward_json})"]
     return []
 
 
@@ -221,6 +256,9 @@ def main():
     parser.add_argument("file")
     parser.add_argument("--load-model", action="store_true",
                         help="check the DESIGN.md checkpoint names and load them into a torch module")
+    parser.add_argument("--forward-json", metavar="FILE",
+                        help="with --load-model: the output of `attograd forward RUN --json`; run torch's "
+                             "forward on the same ids and compare the logits")
     args = parser.parse_args()
     try:
         metadata, tensors, (file_size, n, data_size) = load(args.file)
@@ -239,7 +277,7 @@ def main():
     print(f"OK: {len(tensors)} tensors, {sum(t.numel() for _, _, t, _ in tensors)} values")
     if args.load_model:
         state_dict = collections.OrderedDict((name, t) for name, _, t, _ in tensors)
-        problems = check_model(state_dict, metadata)
+        problems = check_model(state_dict, metadata, args.forward_json)
         for p in problems:
             print(one_line(f"{args.file}: {p}"), file=sys.stderr)
         if problems:
