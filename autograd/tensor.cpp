@@ -228,34 +228,40 @@ void Tensor<T>::backward(const T* seed, size_t n) {
                                 shape_str(shape()));
   if (!node_->requires_grad) throw std::logic_error("backward: tensor does not require grad");
 
-  // Post-order DFS with an explicit stack: every node comes after all of its inputs.
-  std::vector<Node<T>*> order;
+  // Post-order DFS with an explicit stack: every node comes after all of its inputs. `order` owns its nodes,
+  // so that each outlives the release of its consumers' edges below.
+  std::vector<std::shared_ptr<Node<T>>> order;
   std::unordered_set<Node<T>*> visited;
-  std::vector<std::pair<Node<T>*, size_t>> stack{{node_.get(), 0}};
+  std::vector<std::pair<std::shared_ptr<Node<T>>, size_t>> stack;
+  stack.emplace_back(node_, 0);
   visited.insert(node_.get());
   while (!stack.empty()) {
-    auto& [n, next_input] = stack.back();
+    Node<T>* n = stack.back().first.get();
+    size_t& next_input = stack.back().second;
     if (next_input < n->inputs.size()) {
-      Node<T>* in = n->inputs[next_input++].get();
-      if (in->requires_grad && visited.insert(in).second) stack.push_back({in, 0});
+      std::shared_ptr<Node<T>> in = n->inputs[next_input++];
+      if (in->requires_grad && visited.insert(in.get()).second) stack.emplace_back(std::move(in), 0);
     } else {
-      order.push_back(n);
+      order.push_back(std::move(stack.back().first));
       stack.pop_back();
     }
   }
 
   T* g = node_->grad_buffer();
   for (size_t i = 0; i < n; ++i) g[i] += seed[i];
+  // In reverse post-order every consumer of a node has run before the node. Once the node's own backward has
+  // run, its gradient, its closure (with the tensors it saved) and its edges are done with: release them at
+  // once, so that activations and their gradients are freed as the pass goes rather than all at its end
+  // (this lowers the peak memory of a training step). Interior nodes end without a grad; leaves keep theirs.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    Node<T>* n = *it;
-    if (n->backward && !n->grad.empty()) n->backward(*n);
-  }
-  // Release the graph: interior nodes drop their closures, inputs and gradients (only leaves keep grads).
-  for (Node<T>* n : order) {
-    if (!n->backward) continue;
-    n->backward = nullptr;
-    n->inputs.clear();
-    if (n != node_.get()) n->grad = {};
+    Node<T>* n = it->get();
+    if (n->backward) {
+      if (!n->grad.empty()) n->backward(*n);
+      n->backward = nullptr;
+      n->inputs.clear();
+      if (n != node_.get()) n->grad = {};
+    }
+    it->reset();
   }
 }
 
