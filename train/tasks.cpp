@@ -146,14 +146,15 @@ class SortTask : public PromptAnswerTask {
   }
 };
 
-// BOS x1..xn x1..xn with distinct x, so every scored token has exactly one earlier occurrence to copy
-// from. Input position n+i-1 holds x_(i-1) of the repeat and predicts x_i (i = 2..n); x_1 of the repeat
-// follows x_n, which carries no information about it, so it is not scored.
+// BOS f1..fp x1..xm g1..gq x1..xm, T = 2n: a block of m = ceil(n/2)..n distinct values and its repeat,
+// with 2(n - m) random fillers split at random between before the block (p) and between the block and its
+// repeat (q). Fillers are drawn with replacement from the values not in the block, so each block value
+// occurs exactly once before its repeat, and every token of the repeat but the first is predictable from
+// content alone: find the earlier occurrence of the current token and read what followed it. Both where the
+// block sits and how far back it is vary, and the fillers are random, so neither position nor counting
+// ("the earliest value seen only once") predicts the repeat; an induction circuit does.
 class InductionTask : public Task {
  public:
-  // The repeated block is m = n/2..n tokens long, after 2(n - m) filler tokens, so the distance between a
-  // token and its repeat changes from sequence to sequence: only content (an induction head: find the
-  // earlier occurrence of the current token, read what came next) predicts the repeat, never position.
   explicit InductionTask(const TaskConfig& config)
       : Task(config, {"BOS"}, config.vocab, 2 * config.length,
              range(2 * config.length - min_block(config.length) + 1, 2 * config.length - 1)) {}
@@ -162,52 +163,81 @@ class InductionTask : public Task {
 
   std::vector<int32_t> draw_sequence(Rng& rng) const override {
     const int n = config().length;
+    const int vocab = config().vocab;
     const int m = min_block(n) + draw_value(rng, n - min_block(n) + 1);
     const int fillers = 2 * (n - m);
-    // A partial Fisher-Yates shuffle: fillers + m distinct values, so a token repeats only in the block.
-    std::vector<int> values(config().vocab);
-    for (int v = 0; v < config().vocab; ++v) values[v] = v;
-    for (int i = 0; i < fillers + m; ++i) {
-      const int j = i + draw_value(rng, config().vocab - i);
+    const int gap = draw_value(rng, fillers + 1);
+    // A partial Fisher-Yates shuffle picks the m distinct block values; the fillers come from the rest.
+    std::vector<int> values(vocab);
+    for (int v = 0; v < vocab; ++v) values[v] = v;
+    for (int i = 0; i < m; ++i) {
+      const int j = i + draw_value(rng, vocab - i);
       std::swap(values[i], values[j]);
     }
+    const auto filler = [&] { return value_id(values[m + draw_value(rng, vocab - m)]); };
     std::vector<int32_t> sequence{special_id("BOS")};
-    for (int i = 0; i < fillers; ++i) sequence.push_back(value_id(values[i]));
-    for (int repeat = 0; repeat < 2; ++repeat) {
-      for (int i = 0; i < m; ++i) sequence.push_back(value_id(values[fillers + i]));
+    for (int i = 0; i < fillers - gap; ++i) sequence.push_back(filler());
+    const int32_t before_block = sequence.back();  // BOS or the last filler before the block
+    for (int i = 0; i < m; ++i) sequence.push_back(value_id(values[i]));
+    for (int i = 0; i < gap; ++i) {
+      int32_t f = filler();
+      // The filler just before the repeat differs from the one just before the block (there are at least
+      // two filler values): otherwise it would predict x1 like an induction row, and the repeat would
+      // look one token longer.
+      while (i == gap - 1 && f == before_block) f = filler();
+      sequence.push_back(f);
     }
+    for (int i = 0; i < m; ++i) sequence.push_back(value_id(values[i]));
     return sequence;
   }
 
-  // Every input position holding a token seen before: the repeat's x1..x(m-1), which predict x2..xm.
+  // The repeat's x1..x(m-1), which predict x2..xm.
   std::vector<int> scored_positions_of(const std::vector<int32_t>& sequence) const override {
-    std::vector<int> scored;
-    for (int t = 1; t < seq_len(); ++t) {
-      if (std::find(sequence.begin() + 1, sequence.begin() + t, sequence[t]) != sequence.begin() + t)
-        scored.push_back(t);
-    }
-    return scored;
+    return range(repeat_start(sequence, seq_len()), seq_len() - 1);
   }
 
-  // The induction pattern: from the current token, look at the position right after its earlier occurrence.
+  // The induction pattern, for the scored rows: from the current token, look at the position right after
+  // its earlier occurrence (in the block), which holds the token to predict.
   std::vector<std::vector<int>> ideal_keys(const std::vector<int32_t>& inputs) const override {
     check_inputs(inputs);
     std::vector<std::vector<int>> keys(seq_len());
-    for (int t = 1; t < seq_len(); ++t) {
-      for (int j = 1; j < t; ++j) {
-        if (inputs[j] == inputs[t]) keys[t].push_back(j + 1);
-      }
-    }
+    const int start = repeat_start(inputs, seq_len() - 1);
+    const int distance = seq_len() - 1 - previous_occurrence(inputs, seq_len() - 1);
+    for (int t = start; t < seq_len(); ++t) keys[t] = {t - distance + 1};
     return keys;
   }
 
   std::string describe() const override {
     const int n = config().length;
-    return "induction: BOS f1..fp x1..xm x1..xm with m = " + std::to_string(min_block(n)) + ".." +
-           std::to_string(n) + " and p = 2(" + std::to_string(n) + " - m), all values distinct in 0.." +
+    return "induction: BOS f1..fp x1..xm g1..gq x1..xm with m = " + std::to_string(min_block(n)) + ".." +
+           std::to_string(n) + " distinct values, and p + q = 2(" + std::to_string(n) +
+           " - m) fillers drawn with replacement from the other values, split at random, in 0.." +
            std::to_string(config().vocab - 1) +
            "; the repeat's x2..xm are scored. Ideal attention: the row holding x_(i-1) of the repeat looks "
-           "at the position right after x_(i-1)'s first occurrence, which holds x_i.";
+           "at the position right after x_(i-1)'s earlier occurrence, which holds x_i.";
+  }
+
+ private:
+  // The most recent position j in [1, t) holding ids[t], or 0 when there is none.
+  static int previous_occurrence(const std::vector<int32_t>& ids, int t) {
+    for (int j = t - 1; j >= 1; --j) {
+      if (ids[j] == ids[t]) return j;
+    }
+    return 0;
+  }
+
+  // Where the repeat ending at `last` starts: the first position of the longest run ending at `last` whose
+  // tokens each first occurred the same distance back (the last token's); last + 1 (an empty run) when
+  // ids[last] has no earlier occurrence. On a task sequence that is the repeat's x1.
+  static int repeat_start(const std::vector<int32_t>& ids, int last) {
+    const int previous = previous_occurrence(ids, last);
+    if (previous == 0) return last + 1;
+    const int distance = last - previous;
+    int start = last;
+    while (start - 1 - distance >= 1 && ids[start - 1 - distance] == ids[start - 1] &&
+           previous_occurrence(ids, start - 1 - distance) == 0)
+      --start;
+    return start;
   }
 };
 

@@ -130,25 +130,60 @@ BOOST_AUTO_TEST_CASE(induction_format) {
   Rng rng(2);
   const Batch batch = task->sample(rng, 64);
   check_batch_shape(*task, batch, 64);
-  std::set<int> block_lengths;
+  std::set<int> block_lengths, gaps;
+  bool repeated_filler = false;
   for (int b = 0; b < batch.B; ++b) {
     const Sequence s = full_sequence(batch, b);
     BOOST_TEST(task->token_name(s[0]) == "BOS");
-    // BOS, 2(n - m) fillers, then a block of m and its repeat: all values distinct but the repeat.
+    // BOS, p fillers, a block of m distinct values, q fillers, the block again (the last m tokens), with
+    // p + q = 2(n - m) and no filler equal to a block value. Find the layout that fits (the longest, should
+    // two fit; the generator keeps the fillers just before the two copies different, so one does).
     const std::vector<int> all = values(*task, s, 1, 2 * n + 1);
-    const int m = 2 * n - static_cast<int>(std::set<int>(all.begin(), all.end()).size());
+    int m = 0, q = 0;
+    for (int mm = 5; mm <= n; ++mm) {
+      for (int qq = 0; qq <= 2 * (n - mm); ++qq) {
+        const int p = 2 * (n - mm) - qq;
+        const std::vector<int> block(all.begin() + p, all.begin() + p + mm);
+        if (!std::equal(block.begin(), block.end(), all.end() - mm)) continue;
+        if (std::set<int>(block.begin(), block.end()).size() != block.size()) continue;
+        bool disjoint = true;
+        for (int i = 0; i < 2 * n; ++i) {
+          const bool in_a_copy = (i >= p && i < p + mm) || i >= 2 * n - mm;
+          if (!in_a_copy && std::count(block.begin(), block.end(), all[i])) disjoint = false;
+        }
+        if (disjoint && mm > m) m = mm, q = qq;
+      }
+    }
     BOOST_REQUIRE((m >= 5 && m <= n));
     block_lengths.insert(m);
-    const int fillers = 2 * (n - m);
-    const std::vector<int> first = values(*task, s, 1 + fillers, 1 + fillers + m);
-    BOOST_TEST(values(*task, s, 1 + fillers + m, 2 * n + 1) == first);
+    gaps.insert(q);
+    const std::vector<int> fillers_before(all.begin(), all.begin() + 2 * (n - m) - q);
+    std::vector<int> fillers(fillers_before);
+    fillers.insert(fillers.end(), all.end() - m - q, all.end() - m);
+    if (std::set<int>(fillers.begin(), fillers.end()).size() < fillers.size()) repeated_filler = true;
     // Scored: the repeat's x1..x(m-1) predict x2..xm; its first token is not (nothing predicts it).
-    const std::vector<int> expected_scored = range(1 + fillers + m, 2 * n - 1);
-    BOOST_TEST(task->scored_positions_of(s) == expected_scored);
-    BOOST_TEST(batch.targets[b * batch.T + fillers + m] == -1);
+    const int repeat = 2 * n + 1 - m;  // the position of the repeat's x1
+    BOOST_TEST(task->scored_positions_of(s) == range(repeat, 2 * n - 1));
+    BOOST_TEST(batch.targets[b * batch.T + repeat - 1] == -1);
+    // Ideal keys exactly on the scored rows: the key right after the block's copy of the current token,
+    // which holds the target.
+    const Sequence inputs(s.begin(), s.end() - 1);
+    const auto keys = task->ideal_keys(inputs);
+    for (int t = 0; t < batch.T; ++t) {
+      if (t < repeat) {
+        BOOST_TEST(keys[t].empty());
+      } else {
+        BOOST_REQUIRE(keys[t].size() == 1u);
+        BOOST_TEST(keys[t][0] == t - m - q + 1);
+        BOOST_TEST(inputs[keys[t][0]] == s[t + 1]);
+      }
+    }
   }
-  // The distance to the repeat varies, so position alone cannot predict it.
+  // Where the block sits and how far back its copy is both vary, so position alone cannot predict the
+  // repeat; fillers repeat (drawn with replacement), so "seen once" does not mark the block.
   BOOST_TEST(block_lengths.size() >= 4u);
+  BOOST_TEST(gaps.size() >= 4u);
+  BOOST_TEST(repeated_filler);
 }
 
 BOOST_AUTO_TEST_CASE(modadd_format) {
@@ -281,10 +316,17 @@ BOOST_AUTO_TEST_CASE(ideal_keys_on_hand_built_sequences) {
   const Sequence counting = {0, 3, 4, 3, 5, 1, 4, 3, 4};
   BOOST_TEST(task_of("counting", 10, 4)->ideal_keys(counting) ==
              (Keys{{}, {}, {}, {}, {}, {1, 3}, {2}, {1, 3}, {4}}));
-  // induction (BOS 0, value k = k + 1): BOS 5 7 2 | 5 7. Row 4 holds 5, whose first occurrence is at 1:
-  // look at 2 (the 7 that follows). Row 5 holds 7 (first at 2): look at 3.
-  const Sequence induction = {0, 6, 8, 3, 6, 8};
-  BOOST_TEST(task_of("induction", 10, 3)->ideal_keys(induction) == (Keys{{}, {}, {}, {}, {2}, {3}}));
+  // induction (BOS 0, value k = k + 1), n = 3, so T = 6 and the block is 2 or 3 long.
+  // BOS 9 | 5 7 | 4 | 5 7: the repeat's 5 (row 5) looks right after its copy at 2, at the 7 in 3. The gap's
+  // 4 (row 4) is a filler: not scored.
+  BOOST_TEST(task_of("induction", 10, 3)->ideal_keys({0, 10, 6, 8, 5, 6}) == (Keys{{}, {}, {}, {}, {}, {3}}));
+  // BOS 5 7 2 | 5 7, a block of 3 without fillers: rows 4 and 5 look at 2 and 3.
+  BOOST_TEST(task_of("induction", 10, 3)->ideal_keys({0, 6, 8, 3, 6, 8}) == (Keys{{}, {}, {}, {}, {2}, {3}}));
+  // n = 4, T = 8: BOS 9 9 | 5 7 | 3 3 | 5 7. Rows 2 and 6 hold a repeated filler, which predicts nothing:
+  // not scored; row 7 (the repeat's 5) looks at 4. Scored positions agree with the keys.
+  const auto induction = task_of("induction", 10, 4);
+  BOOST_TEST(induction->ideal_keys({0, 10, 10, 6, 8, 4, 4, 6}) == (Keys{{}, {}, {}, {}, {}, {}, {}, {4}}));
+  BOOST_TEST(induction->scored_positions_of({0, 10, 10, 6, 8, 4, 4, 6, 8}) == std::vector<int>{7});
   // modadd (BOS 0, "+" 1, "=" 2, value k = k + 3): BOS 3 + 4 = ; the "=" row looks at both operands.
   const Sequence modadd = {0, 6, 1, 7, 2};
   BOOST_TEST(task_of("modadd", 10, 2)->ideal_keys(modadd) == (Keys{{}, {}, {}, {}, {1, 3}}));
