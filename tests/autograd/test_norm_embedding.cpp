@@ -3,64 +3,24 @@
 
 // layer_norm and embedding: PyTorch reference values and gradients, float64 gradient checks, the float32
 // path, repeated ids accumulating, thread-count independence, and the error messages.
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
 #include "autograd/threads.h"
+#include "common/op_test_helpers.h"
 
 using ag::Shape;
 using ag::Tensor;
+using testing::check_close;
+using testing::check_gradients;
+using testing::contains;
+using testing::error_of;
+using testing::random_tensor;
+using testing::to_float;
 
 namespace {
-
-Tensor<double> randn(const Shape& shape, uint64_t seed, double std = 1.0, double offset = 0.0) {
-  ag::Rng rng(seed);
-  Tensor<double> t = Tensor<double>::empty(shape, true);
-  for (double& v : t.values()) v = offset + rng.normal(0.0, std);
-  return t;
-}
-
-Tensor<float> to_float(const Tensor<double>& t, bool requires_grad = true) {
-  return Tensor<float>::from(t.shape(), std::vector<float>(t.values().begin(), t.values().end()),
-                             requires_grad);
-}
-
-template <typename Got, typename Want = std::vector<double>>
-void check_close(const Got& got, const Want& want, double tol, const std::string& what) {
-  BOOST_REQUIRE_EQUAL(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    BOOST_CHECK_MESSAGE(
-        std::abs(static_cast<double>(got[i]) - want[i]) <= tol * std::max(1.0, std::abs(want[i])),
-        what << "[" << i << "]: got " << got[i] << ", want " << want[i]);
-}
-
-void check_gradients(const std::string& name,
-                     const std::function<Tensor<double>(const std::vector<Tensor<double>>&)>& f,
-                     const std::vector<Tensor<double>>& inputs) {
-  const ag::GradcheckResult r = ag::gradcheck(f, inputs);
-  BOOST_TEST_MESSAGE("gradcheck " << name << ": worst relative error " << r.worst());
-  BOOST_CHECK_MESSAGE(r.worst() < 1e-6, "gradcheck " << name << ": worst " << r.worst() << "\n"
-                                                     << r.report());
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no std::invalid_argument thrown)";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // Made offline with PyTorch 1.13 in float64:
 //   x = torch.tensor(kLnX).reshape(2, 3, 4); w = torch.tensor(kLnW); b = torch.tensor(kLnB) (all requiring
@@ -128,10 +88,11 @@ BOOST_AUTO_TEST_CASE(layer_norm_matches_torch_in_float32) {
 BOOST_AUTO_TEST_CASE(layer_norm_gradcheck) {
   auto f = [](const auto& in) { return ag::layer_norm(in[0], in[1], in[2]); };
   check_gradients("layer_norm (x, weight, bias)", f,
-                  {randn({3, 2, 5}, 61, 2.0, 0.5), randn({5}, 62), randn({5}, 63)});
+                  {random_tensor({3, 2, 5}, 61, 2.0, 0.5), random_tensor({5}, 62), random_tensor({5}, 63)});
   // Each input alone: the closure must skip the inputs that do not require grad.
   for (int only = 0; only < 3; ++only) {
-    std::vector<Tensor<double>> in = {randn({4, 6}, 64), randn({6}, 65), randn({6}, 66)};
+    std::vector<Tensor<double>> in = {random_tensor({4, 6}, 64), random_tensor({6}, 65),
+                                      random_tensor({6}, 66)};
     for (int k = 0; k < 3; ++k) in[k].set_requires_grad(k == only);
     check_gradients("layer_norm input " + std::to_string(only) + " only", f, in);
   }
@@ -152,10 +113,10 @@ BOOST_AUTO_TEST_CASE(layer_norm_constant_row_gives_bias) {
 BOOST_AUTO_TEST_CASE(layer_norm_threads_do_not_change_results) {
   // 64 x 1024 crosses the OpenMP threshold; each row belongs to one thread and the parameter gradients are
   // summed serially, so the thread count cannot change a bit.
-  auto x = randn({64, 1024}, 67, 2.0);
-  auto w = randn({1024}, 68);
-  auto b = randn({1024}, 69);
-  const auto seed = randn({64, 1024}, 70).to_vector();
+  auto x = random_tensor({64, 1024}, 67, 2.0);
+  auto w = random_tensor({1024}, 68);
+  auto b = random_tensor({1024}, 69);
+  const auto seed = random_tensor({64, 1024}, 70).to_vector();
   auto run = [&](int threads) {
     const int saved = ag::num_threads();
     ag::set_num_threads(threads);
@@ -170,12 +131,13 @@ BOOST_AUTO_TEST_CASE(layer_norm_threads_do_not_change_results) {
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_rejects_wrong_parameter_shapes) {
-  const auto x = randn({2, 4}, 71);
-  std::string e = error_of([&] { ag::layer_norm(x, randn({3}, 72), randn({4}, 73)); });
+  const auto x = random_tensor({2, 4}, 71);
+  std::string e = error_of([&] { ag::layer_norm(x, random_tensor({3}, 72), random_tensor({4}, 73)); });
   BOOST_CHECK_MESSAGE(contains(e, "layer_norm") && contains(e, "[2, 4]") && contains(e, "[3]"), e);
-  e = error_of([&] { ag::layer_norm(x, randn({4}, 74), randn({1, 4}, 75)); });
+  e = error_of([&] { ag::layer_norm(x, random_tensor({4}, 74), random_tensor({1, 4}, 75)); });
   BOOST_CHECK_MESSAGE(contains(e, "layer_norm") && contains(e, "[2, 4]") && contains(e, "[1, 4]"), e);
-  e = error_of([&] { ag::layer_norm(Tensor<double>::scalar(1.0), randn({1}, 76), randn({1}, 77)); });
+  e = error_of(
+      [&] { ag::layer_norm(Tensor<double>::scalar(1.0), random_tensor({1}, 76), random_tensor({1}, 77)); });
   BOOST_CHECK_MESSAGE(contains(e, "layer_norm") && contains(e, "[]"), e);
 }
 
@@ -207,17 +169,17 @@ BOOST_AUTO_TEST_CASE(embedding_gradcheck) {
                   [](const auto& in) {
                     return ag::embedding(in[0], {4, 0, 4, 2, 1, 4}, {2, 3});
                   },
-                  {randn({5, 3}, 81)});
+                  {random_tensor({5, 3}, 81)});
 }
 
 BOOST_AUTO_TEST_CASE(embedding_rejects_bad_ids_and_shapes) {
-  const auto w = randn({4, 3}, 82);
+  const auto w = random_tensor({4, 3}, 82);
   std::string e = error_of([&] { ag::embedding(w, {0, 4}, {2}); });
   BOOST_CHECK_MESSAGE(contains(e, "embedding") && contains(e, "id 4") && contains(e, "V = 4"), e);
   e = error_of([&] { ag::embedding(w, {-1}, {1}); });
   BOOST_CHECK_MESSAGE(contains(e, "embedding") && contains(e, "id -1") && contains(e, "V = 4"), e);
   e = error_of([&] { ag::embedding(w, {0, 1, 2}, {2, 2}); });
   BOOST_CHECK_MESSAGE(contains(e, "embedding") && contains(e, "3 ids") && contains(e, "[2, 2]"), e);
-  e = error_of([&] { ag::embedding(randn({12}, 83), {0}, {1}); });
+  e = error_of([&] { ag::embedding(random_tensor({12}, 83), {0}, {1}); });
   BOOST_CHECK_MESSAGE(contains(e, "embedding") && contains(e, "[12]"), e);
 }

@@ -4,75 +4,27 @@
 // softmax, log_softmax, masked_fill and cross_entropy: known values, PyTorch references, masked rows
 // (zeros and zero gradient, never NaN), broadcast masks, ignored targets, float64 gradient checks, the
 // float32 path, and the error messages.
-#include <algorithm>
-#include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
 #include "autograd/threads.h"
+#include "common/op_test_helpers.h"
 
-using ag::Shape;
 using ag::Tensor;
+using testing::all_finite;
+using testing::check_close;
+using testing::check_gradients;
+using testing::contains;
+using testing::error_of;
+using testing::random_tensor;
+using testing::to_float;
 
 namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
-
-Tensor<double> randn(const Shape& shape, uint64_t seed, double std = 1.0, bool requires_grad = true) {
-  ag::Rng rng(seed);
-  Tensor<double> t = Tensor<double>::empty(shape, requires_grad);
-  for (double& v : t.values()) v = rng.normal(0.0, std);
-  return t;
-}
-
-template <typename T>
-Tensor<float> to_float(const Tensor<T>& t, bool requires_grad = true) {
-  return Tensor<float>::from(t.shape(), std::vector<float>(t.values().begin(), t.values().end()),
-                             requires_grad);
-}
-
-template <typename Got, typename Want = std::vector<double>>
-void check_close(const Got& got, const Want& want, double tol, const std::string& what) {
-  BOOST_REQUIRE_EQUAL(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    BOOST_CHECK_MESSAGE(
-        std::abs(static_cast<double>(got[i]) - want[i]) <= tol * std::max(1.0, std::abs(want[i])),
-        what << "[" << i << "]: got " << got[i] << ", want " << want[i]);
-}
-
-template <typename Buffer>
-bool all_finite(const Buffer& v) {
-  for (double x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
-
-void check_gradients(const std::string& name,
-                     const std::function<Tensor<double>(const std::vector<Tensor<double>>&)>& f,
-                     const std::vector<Tensor<double>>& inputs) {
-  const ag::GradcheckResult r = ag::gradcheck(f, inputs);
-  BOOST_TEST_MESSAGE("gradcheck " << name << ": worst relative error " << r.worst());
-  BOOST_CHECK_MESSAGE(r.worst() < 1e-6, "gradcheck " << name << ": worst " << r.worst() << "\n"
-                                                     << r.report());
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no std::invalid_argument thrown)";
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 // Logits shared by the cross-entropy tests (4 rows, V = 5).
 const std::vector<double> kLogits = {0.5,  -1.2, 2.0, 0.3,  0.0, 1.5, 0.2,  -0.7, 0.9, -2.0,
@@ -95,7 +47,8 @@ BOOST_AUTO_TEST_CASE(softmax_is_max_shifted) {
 }
 
 BOOST_AUTO_TEST_CASE(softmax_gradcheck) {
-  check_gradients("softmax", [](const auto& in) { return ag::softmax(in[0]); }, {randn({2, 3, 5}, 11, 2.0)});
+  check_gradients("softmax", [](const auto& in) { return ag::softmax(in[0]); },
+                  {random_tensor({2, 3, 5}, 11, 2.0)});
 }
 
 BOOST_AUTO_TEST_CASE(softmax_masked_row_gives_zeros_and_zero_grad) {
@@ -111,7 +64,7 @@ BOOST_AUTO_TEST_CASE(softmax_masked_row_gives_zeros_and_zero_grad) {
   BOOST_CHECK_EQUAL(y.values()[9], 0.0);  // exactly zero, not a denormal from exp(-inf)
   BOOST_CHECK_EQUAL(y.values()[11], 0.0);
   check_close(std::vector<double>{y.values()[8] + y.values()[10]}, {1.0}, 1e-15, "partial row sum");
-  y.backward(randn({3, 4}, 12).to_vector());
+  y.backward(random_tensor({3, 4}, 12).to_vector());
   const auto g = x.grad_tensor().values();
   BOOST_CHECK(all_finite(g));
   for (int c = 0; c < 4; ++c) BOOST_CHECK_EQUAL(g[4 + c], 0.0);
@@ -131,14 +84,14 @@ BOOST_AUTO_TEST_CASE(softmax_after_masked_fill_gradcheck) {
                                             0, 0, 0, 0});
   check_gradients("softmax(masked_fill(x, mask, -inf))",
                   [mask](const auto& in) { return ag::softmax(ag::masked_fill(in[0], mask, -kInf)); },
-                  {randn({2, 4, 4}, 13)});
+                  {random_tensor({2, 4, 4}, 13)});
 }
 
 BOOST_AUTO_TEST_CASE(softmax_threads_do_not_change_results) {
   // 64 x 1024 crosses the thread pool's threshold. Each row is computed by one thread, so one thread and many
   // give bitwise the same values and gradients.
-  auto x = randn({64, 1024}, 14, 3.0);
-  const auto seed = randn({64, 1024}, 15).to_vector();
+  auto x = random_tensor({64, 1024}, 14, 3.0);
+  const auto seed = random_tensor({64, 1024}, 15).to_vector();
   auto run = [&](int threads) {
     const int saved = ag::num_threads();
     ag::set_num_threads(threads);
@@ -172,31 +125,31 @@ BOOST_AUTO_TEST_CASE(log_softmax_matches_torch) {
 
 BOOST_AUTO_TEST_CASE(log_softmax_gradcheck) {
   check_gradients("log_softmax", [](const auto& in) { return ag::log_softmax(in[0]); },
-                  {randn({3, 2, 6}, 21, 2.0)});
+                  {random_tensor({3, 2, 6}, 21, 2.0)});
   // A single column: the output is constantly 0, so the gradient must be 0 too.
   check_gradients("log_softmax one column", [](const auto& in) { return ag::log_softmax(in[0]); },
-                  {randn({3, 1}, 22)});
+                  {random_tensor({3, 1}, 22)});
 }
 
 BOOST_AUTO_TEST_CASE(log_softmax_masked_row_gives_zeros_and_zero_grad) {
   auto mask = Tensor<double>::from({3, 1}, {0, 1, 0});  // masks all of row 1
-  auto x = randn({3, 4}, 23);
+  auto x = random_tensor({3, 4}, 23);
   auto y = ag::log_softmax(ag::masked_fill(x, mask, -kInf));
   BOOST_CHECK(all_finite(y.values()));
   for (int c = 0; c < 4; ++c) BOOST_CHECK_EQUAL(y.values()[4 + c], 0.0);
-  y.backward(randn({3, 4}, 24).to_vector());
+  y.backward(random_tensor({3, 4}, 24).to_vector());
   const auto g = x.grad_tensor().values();
   BOOST_CHECK(all_finite(g));
   for (int c = 0; c < 4; ++c) BOOST_CHECK_EQUAL(g[4 + c], 0.0);
   check_gradients("log_softmax(masked_fill(x, row mask, -inf))",
                   [mask](const auto& in) { return ag::log_softmax(ag::masked_fill(in[0], mask, -kInf)); },
-                  {randn({3, 4}, 25)});
+                  {random_tensor({3, 4}, 25)});
 }
 
 // ---- masked_fill ----
 
 BOOST_AUTO_TEST_CASE(masked_fill_broadcasts_mask) {
-  auto x = randn({2, 3, 4}, 31);
+  auto x = random_tensor({2, 3, 4}, 31);
   // Masks of shape [4] (varies along the row), [3, 1] (whole rows) and [2, 1, 4] (per batch).
   const std::vector<Tensor<double>> masks = {Tensor<double>::from({4}, {0, 1, 0, 1}),
                                              Tensor<double>::from({3, 1}, {1, 0, 0}),
@@ -210,7 +163,7 @@ BOOST_AUTO_TEST_CASE(masked_fill_broadcasts_mask) {
     x.zero_grad();
     auto y = ag::masked_fill(x, masks[k], -7.0);
     BOOST_CHECK(y.shape() == x.shape());
-    const std::vector<double> seed = randn({2, 3, 4}, 32).to_vector();
+    const std::vector<double> seed = random_tensor({2, 3, 4}, 32).to_vector();
     y.backward(seed);
     const auto g = x.grad_tensor().values();
     for (int b = 0; b < 2; ++b)
@@ -225,7 +178,7 @@ BOOST_AUTO_TEST_CASE(masked_fill_broadcasts_mask) {
 }
 
 BOOST_AUTO_TEST_CASE(masked_fill_mask_gets_no_grad) {
-  auto x = randn({2, 3}, 33);
+  auto x = random_tensor({2, 3}, 33);
   auto mask = Tensor<double>::from({3}, {0, 1, 0}, true);
   ag::masked_fill(x, mask, 0.0).backward(std::vector<double>(6, 1.0));
   BOOST_CHECK(!mask.has_grad());
@@ -235,11 +188,11 @@ BOOST_AUTO_TEST_CASE(masked_fill_mask_gets_no_grad) {
 BOOST_AUTO_TEST_CASE(masked_fill_gradcheck) {
   auto mask = Tensor<double>::from({1, 5}, {1, 0, 0, 1, 0});
   check_gradients("masked_fill", [mask](const auto& in) { return ag::masked_fill(in[0], mask, 0.5); },
-                  {randn({3, 5}, 34)});
+                  {random_tensor({3, 5}, 34)});
 }
 
 BOOST_AUTO_TEST_CASE(masked_fill_rejects_mask_that_does_not_broadcast) {
-  const auto x = randn({2, 3, 4}, 35);
+  const auto x = random_tensor({2, 3, 4}, 35);
   std::string e = error_of([&] { ag::masked_fill(x, Tensor<double>::zeros({2, 4}), 0.0); });
   BOOST_CHECK_MESSAGE(contains(e, "masked_fill") && contains(e, "[2, 4]") && contains(e, "[2, 3, 4]"), e);
   e = error_of([&] { ag::masked_fill(x, Tensor<double>::zeros({1, 2, 3, 4}), 0.0); });
@@ -311,7 +264,7 @@ BOOST_AUTO_TEST_CASE(cross_entropy_gradcheck) {
                   [](const auto& in) {
                     return ag::cross_entropy(in[0], {2, -1, 0, 6, -1, 3});
                   },
-                  {randn({2, 3, 7}, 41, 2.0)});
+                  {random_tensor({2, 3, 7}, 41, 2.0)});
 }
 
 BOOST_AUTO_TEST_CASE(cross_entropy_rejects_bad_targets) {
@@ -329,8 +282,8 @@ BOOST_AUTO_TEST_CASE(cross_entropy_rejects_bad_targets) {
 // ---- float32 against float64 on random data ----
 
 BOOST_AUTO_TEST_CASE(float32_path_matches_float64) {
-  const auto x = randn({3, 4, 9}, 51, 2.0);
-  const auto seed = randn({3, 4, 9}, 52).to_vector();
+  const auto x = random_tensor({3, 4, 9}, 51, 2.0);
+  const auto seed = random_tensor({3, 4, 9}, 52).to_vector();
   const std::vector<float> seed32(seed.begin(), seed.end());
   {
     auto x64 = x.detach().set_requires_grad();

@@ -5,41 +5,19 @@
 // path against float64.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "autograd/random.h"
+#include "common/op_test_helpers.h"
 
-using ag::Shape;
 using ag::Tensor;
+using testing::check_close;
+using testing::check_gradients;
+using testing::random_tensor;
+using testing::to_float;
 
 namespace {
-
-Tensor<double> randn(const Shape& shape, uint64_t seed, double std = 1.0, double offset = 0.0) {
-  ag::Rng rng(seed);
-  Tensor<double> t = Tensor<double>::empty(shape, true);
-  for (double& v : t.values()) v = offset + rng.normal(0.0, std);
-  return t;
-}
-
-template <typename Got, typename Want = std::vector<double>>
-void check_close(const Got& got, const Want& want, double tol, const std::string& what) {
-  BOOST_REQUIRE_EQUAL(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    BOOST_CHECK_MESSAGE(
-        std::abs(static_cast<double>(got[i]) - want[i]) <= tol * std::max(1.0, std::abs(want[i])),
-        what << "[" << i << "]: got " << got[i] << ", want " << want[i]);
-}
-
-void check_gradients(const std::string& name,
-                     const std::function<Tensor<double>(const std::vector<Tensor<double>>&)>& f,
-                     const std::vector<Tensor<double>>& inputs) {
-  const ag::GradcheckResult r = ag::gradcheck(f, inputs);
-  BOOST_TEST_MESSAGE("gradcheck " << name << ": worst relative error " << r.worst());
-  BOOST_CHECK_MESSAGE(r.worst() < 1e-6, "gradcheck " << name << ": worst " << r.worst() << "\n"
-                                                     << r.report());
-}
 
 // Reference values from PyTorch 1.13 in float64, made offline by
 //   x = torch.tensor([-2.5, -1.0, -0.3, 0.2, 0.7, 1.5, 3.0], dtype=torch.float64, requires_grad=True)
@@ -99,34 +77,34 @@ BOOST_AUTO_TEST_CASE(gelu_gradient_matches_torch) {
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_exp) {
-  check_gradients("exp", [](const auto& in) { return ag::exp(in[0]); }, {randn({3, 4}, 1)});
+  check_gradients("exp", [](const auto& in) { return ag::exp(in[0]); }, {random_tensor({3, 4}, 1)});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_log) {
   // Positive inputs only: values in about [0.6, 3.4].
-  auto x = randn({3, 4}, 2, 0.5, 2.0);
+  auto x = random_tensor({3, 4}, 2, 0.5, 2.0);
   for (double v : x.values()) BOOST_REQUIRE(v > 0.1);
   check_gradients("log", [](const auto& in) { return ag::log(in[0]); }, {x});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_tanh) {
-  check_gradients("tanh", [](const auto& in) { return ag::tanh(in[0]); }, {randn({2, 3, 4}, 3, 1.5)});
+  check_gradients("tanh", [](const auto& in) { return ag::tanh(in[0]); }, {random_tensor({2, 3, 4}, 3, 1.5)});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_relu) {
   // Keep every input at least 0.1 from the kink at 0, where finite differences straddle it.
-  auto x = randn({3, 5}, 4);
+  auto x = random_tensor({3, 5}, 4);
   for (double& v : x.values()) v = v < 0 ? v - 0.1 : v + 0.1;
   check_gradients("relu", [](const auto& in) { return ag::relu(in[0]); }, {x});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_gelu) {
-  check_gradients("gelu", [](const auto& in) { return ag::gelu(in[0]); }, {randn({4, 6}, 5, 2.0)});
+  check_gradients("gelu", [](const auto& in) { return ag::gelu(in[0]); }, {random_tensor({4, 6}, 5, 2.0)});
 }
 
 BOOST_AUTO_TEST_CASE(float32_path_matches_float64) {
-  const auto xd = randn({5, 7}, 6, 1.5);
-  const std::vector<double> seed = randn({5, 7}, 7).to_vector();
+  const auto xd = random_tensor({5, 7}, 6, 1.5);
+  const std::vector<double> seed = random_tensor({5, 7}, 7).to_vector();
   using Fd = Tensor<double> (*)(const Tensor<double>&);
   using Ff = Tensor<float> (*)(const Tensor<float>&);
   const std::vector<std::pair<Fd, Ff>> ops = {{ag::exp<double>, ag::exp<float>},
@@ -140,7 +118,7 @@ BOOST_AUTO_TEST_CASE(float32_path_matches_float64) {
     if (names[k] == "log")
       for (double& v : xv) v = std::abs(v) + 0.5;
     auto x64 = Tensor<double>::from(xd.shape(), xv, true);
-    auto x32 = Tensor<float>::from(xd.shape(), std::vector<float>(xv.begin(), xv.end()), true);
+    auto x32 = to_float(x64);
     auto y64 = ops[k].first(x64);
     auto y32 = ops[k].second(x32);
     check_close(y32.values(), y64.values(), 1e-6, names[k] + " float32 value");

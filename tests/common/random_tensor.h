@@ -2,6 +2,10 @@
 #pragma once
 
 #include <boost/test/unit_test.hpp>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "autograd/gradcheck.h"
 #include "autograd/random.h"
@@ -18,12 +22,22 @@ inline ag::Tensor<double> random_tensor(const ag::Shape& shape, uint64_t seed, d
   return t;
 }
 
+// Checks f's float64 gradients at `inputs` against finite differences; `name` labels the log line and the
+// failure message.
 inline void check_gradients(
+    const std::string& name,
     const std::function<ag::Tensor<double>(const std::vector<ag::Tensor<double>>&)>& f,
     std::vector<ag::Tensor<double>> inputs, double tolerance = 1e-6) {
   const ag::GradcheckResult r = ag::gradcheck(f, std::move(inputs));
-  BOOST_TEST_MESSAGE(r.report());
-  BOOST_TEST(r.worst() < tolerance, "worst relative error " << r.worst() << "\n" << r.report());
+  const std::string label = name.empty() ? "gradcheck" : "gradcheck " + name;
+  BOOST_TEST_MESSAGE(label << ": worst relative error " << r.worst() << "\n" << r.report());
+  BOOST_TEST(r.worst() < tolerance, label << ": worst relative error " << r.worst() << "\n" << r.report());
+}
+
+inline void check_gradients(
+    const std::function<ag::Tensor<double>(const std::vector<ag::Tensor<double>>&)>& f,
+    std::vector<ag::Tensor<double>> inputs, double tolerance = 1e-6) {
+  check_gradients("", f, std::move(inputs), tolerance);
 }
 
 }  // namespace testing
