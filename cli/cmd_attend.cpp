@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <optional>
 
-#include "autograd/threads.h"
 #include "cli/commands.h"
 #include "cli/study_input.h"
 #include "train/ascii_heatmap.h"
@@ -18,22 +17,12 @@ namespace {
 
 struct Args {
   std::string run, tokens, ids, svg;
-  int layer = 0, head = 0;
-  CLI::Option *layer_opt = nullptr, *head_opt = nullptr;
+  LayerHeadOptions pick;
 };
 
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
 int run_attend(const Args& a) {
-  ag::LoadedRun run = ag::load_run(a.run);
-  ag::set_num_threads(run.config.train.threads);
-  const std::optional<int> layer = a.layer_opt->count() ? std::optional<int>(a.layer) : std::nullopt;
-  const std::optional<int> head = a.head_opt->count() ? std::optional<int>(a.head) : std::nullopt;
-  check_layer_head(run, layer, head);
+  const std::optional<int> layer = a.pick.layer(), head = a.pick.head();
+  ag::LoadedRun run = load_for_study(a.run, layer, head);
   bool bos_added = false;
   const std::vector<int32_t> ids = !a.tokens.empty() ? input_from_names(run, a.tokens, "--tokens", &bos_added)
                                                      : input_from_ids(run, a.ids, "--ids");
@@ -41,10 +30,8 @@ int run_attend(const Args& a) {
   const int T = static_cast<int>(ids.size());
 
   std::printf("%s (step %lld), %s task, %d tokens: %s\n", a.run.c_str(), static_cast<long long>(run.step),
-              run.config.task.kind.c_str(), T, join(probe.tokens).c_str());
-  if (bos_added)
-    std::printf("(BOS put in front: every %s sequence starts with it; write it yourself to silence this)\n",
-                run.config.task.kind.c_str());
+              run.config.task.kind.c_str(), T, join_tokens(probe.tokens).c_str());
+  if (bos_added) print_bos_added(run);
   ag::AsciiOptions opts;
   opts.mark_future = true;  // causal model: keys after the query are masked, not merely unattended
   if (!layer && !head) {
@@ -60,7 +47,7 @@ int run_attend(const Args& a) {
   }
   if (!a.svg.empty()) {
     ag::SvgOptions svg;
-    svg.title = run.config.name + ", step " + std::to_string(run.step) + ": " + join(probe.tokens);
+    svg.title = run.config.name + ", step " + std::to_string(run.step) + ": " + join_tokens(probe.tokens);
     ag::write_text_file_atomically(a.svg, ag::svg_attention_grid(probe, svg));
     std::printf("\nwrote %s\n", a.svg.c_str());
   }
@@ -83,8 +70,7 @@ Command add_attend(CLI::App& app) {
       sub->add_option("--tokens", a->tokens, "input as the task's token names, e.g. \"3 1 4\" (BOS added)");
   auto* ids = sub->add_option("--ids", a->ids, "input as raw token ids, e.g. \"0 5 3 6\" (taken as given)");
   tokens->excludes(ids);
-  a->layer_opt = sub->add_option("--layer", a->layer, "only this layer (from 0); full-size heatmaps");
-  a->head_opt = sub->add_option("--head", a->head, "only this head (from 0); full-size heatmaps");
+  a->pick.add_to(sub, "; full-size heatmaps");
   sub->add_option("--svg", a->svg, "also write the shown heads as an SVG picture to FILE");
   return [a] {
     if (a->tokens.empty() && a->ids.empty()) throw UsageError("attend: give --tokens or --ids");

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <optional>
 
-#include "autograd/threads.h"
 #include "cli/commands.h"
 #include "cli/study_input.h"
 #include "train/ascii_heatmap.h"
@@ -21,15 +20,8 @@ namespace {
 
 struct Args {
   std::string run, a, b, svg;
-  int layer = 0, head = 0;
-  CLI::Option *layer_opt = nullptr, *head_opt = nullptr;
+  LayerHeadOptions pick;
 };
-
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
 
 double total_variation(const ag::AttentionWeights& a, const ag::AttentionWeights& b) {
   double sum = 0;
@@ -64,11 +56,8 @@ std::vector<std::string> bare_panel(const std::string& title, const std::string&
 }
 
 int run_compare(const Args& args) {
-  ag::LoadedRun run = ag::load_run(args.run);
-  ag::set_num_threads(run.config.train.threads);
-  const std::optional<int> layer = args.layer_opt->count() ? std::optional<int>(args.layer) : std::nullopt;
-  const std::optional<int> head = args.head_opt->count() ? std::optional<int>(args.head) : std::nullopt;
-  check_layer_head(run, layer, head);
+  const std::optional<int> layer = args.pick.layer(), head = args.pick.head();
+  ag::LoadedRun run = load_for_study(args.run, layer, head);
   bool bos_a = false, bos_b = false;
   const std::vector<int32_t> a = input_from_names(run, args.a, "--a", &bos_a);
   const std::vector<int32_t> b = input_from_names(run, args.b, "--b", &bos_b);
@@ -82,11 +71,9 @@ int run_compare(const Args& args) {
   const int T = static_cast<int>(a.size());
 
   std::printf("%s (step %lld), %s task, %d tokens\n  A: %s\n  B: %s\n", args.run.c_str(),
-              static_cast<long long>(run.step), run.config.task.kind.c_str(), T, join(pa.tokens).c_str(),
-              join(pb.tokens).c_str());
-  if (bos_a || bos_b)
-    std::printf("(BOS put in front: every %s sequence starts with it; write it yourself to silence this)\n",
-                run.config.task.kind.c_str());
+              static_cast<long long>(run.step), run.config.task.kind.c_str(), T,
+              join_tokens(pa.tokens).c_str(), join_tokens(pb.tokens).c_str());
+  if (bos_a || bos_b) print_bos_added(run);
 
   // Row labels once at the left (after each panel's title and column-label lines): the token where A and B
   // agree, "a/b" where they differ. A - B's columns show the agreed token, or '*' where they differ.
@@ -152,8 +139,8 @@ int run_compare(const Args& args) {
   }
   if (!args.svg.empty()) {
     ag::SvgOptions svg;
-    svg.title = run.config.name + ", step " + std::to_string(run.step) + ": A = " + join(pa.tokens) +
-                ", B = " + join(pb.tokens);
+    svg.title = run.config.name + ", step " + std::to_string(run.step) + ": A = " + join_tokens(pa.tokens) +
+                ", B = " + join_tokens(pb.tokens);
     ag::write_text_file_atomically(args.svg, ag::svg_compare(pa, pb, svg));
     std::printf("\nwrote %s\n", args.svg.c_str());
   }
@@ -175,8 +162,7 @@ Command add_compare(CLI::App& app) {
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   sub->add_option("--a", a->a, "first input, as the task's token names")->required();
   sub->add_option("--b", a->b, "second input, as many tokens as --a")->required();
-  a->layer_opt = sub->add_option("--layer", a->layer, "only this layer (from 0)");
-  a->head_opt = sub->add_option("--head", a->head, "only this head (from 0)");
+  a->pick.add_to(sub);
   sub->add_option("--svg", a->svg, "also write A, B and A - B per head as an SVG picture to FILE");
   return [a] { return run_compare(*a); };
 }

@@ -1,8 +1,10 @@
 #include "cli/study_input.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
+#include "autograd/threads.h"
 #include "cli/commands.h"
 #include "train/ascii_heatmap.h"
 #include "train/evaluate.h"
@@ -18,6 +20,26 @@ void check_length(const ag::LoadedRun& run, size_t n, const std::string& argumen
 }
 
 }  // namespace
+
+void LayerHeadOptions::add_to(CLI::App* sub, const std::string& note) {
+  layer_opt_ = sub->add_option("--layer", layer_, "only this layer (from 0)" + note);
+  head_opt_ = sub->add_option("--head", head_, "only this head (from 0)" + note);
+}
+
+std::optional<int> LayerHeadOptions::layer() const {
+  return layer_opt_->count() ? std::optional<int>(layer_) : std::nullopt;
+}
+
+std::optional<int> LayerHeadOptions::head() const {
+  return head_opt_->count() ? std::optional<int>(head_) : std::nullopt;
+}
+
+ag::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head) {
+  ag::LoadedRun run = ag::load_run(dir);
+  ag::set_num_threads(run.config.train.threads);
+  check_layer_head(run, layer, head);
+  return run;
+}
 
 std::vector<int32_t> input_from_names(const ag::LoadedRun& run, const std::string& text,
                                       const std::string& argument, bool* bos_added) {
@@ -102,6 +124,17 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
 
 std::string head_name(int layer, int head) {
   return "L" + std::to_string(layer) + " H" + std::to_string(head);
+}
+
+std::string join_tokens(const std::vector<std::string>& tokens) {
+  std::string out;
+  for (const std::string& t : tokens) out += (out.empty() ? "" : " ") + t;
+  return out;
+}
+
+void print_bos_added(const ag::LoadedRun& run) {
+  std::printf("(BOS put in front: every %s sequence starts with it; write it yourself to silence this)\n",
+              run.config.task.kind.c_str());
 }
 
 }  // namespace cli

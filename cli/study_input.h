@@ -1,9 +1,11 @@
-// Shared by `attograd attend` and `attograd compare`: turning --tokens/--ids into model input (with the
-// task's BOS put in front when the user left it out), checking --layer/--head against the model, running
-// one batch of inputs to get their maps, and laying text panels side by side.
+// Shared by `attograd attend` and `attograd compare`: their --layer/--head options, loading the run and
+// checking --layer/--head against the model, turning --tokens/--ids into model input (with the task's BOS
+// put in front when the user left it out), running one batch of inputs to get their maps, and laying text
+// panels side by side.
 // Not for training or scores: the study library (train/) owns those.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +14,23 @@
 #include "train/run_folder.h"
 
 namespace cli {
+
+// A study command's --layer and --head, each empty when the command line leaves it out.
+class LayerHeadOptions {
+ public:
+  // Registers both on `sub`; `note` ends both help texts.
+  void add_to(CLI::App* sub, const std::string& note = "");
+  std::optional<int> layer() const;
+  std::optional<int> head() const;
+
+ private:
+  int layer_ = 0, head_ = 0;
+  CLI::Option *layer_opt_ = nullptr, *head_opt_ = nullptr;
+};
+
+// The run in `dir`, with the engine's threads set as its config says; throws UsageError when `layer` or
+// `head` is outside the model (see check_layer_head).
+ag::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head);
 
 // Token names from `text` (argument names the option in errors). When the task has a BOS token and the
 // first token is not BOS, BOS is put in front and *bos_added is set: the tasks' sequences all start with
@@ -39,5 +58,11 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
 
 // "L1 H2".
 std::string head_name(int layer, int head);
+
+// Token names separated by single spaces.
+std::string join_tokens(const std::vector<std::string>& tokens);
+
+// Prints the line that says input_from_names put BOS in front.
+void print_bos_added(const ag::LoadedRun& run);
 
 }  // namespace cli
