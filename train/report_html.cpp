@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -13,6 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "train/append_format.h"
 #include "train/svg_heatmap.h"
 #include "train/text_file.h"
 
@@ -20,26 +20,6 @@ namespace ag {
 namespace {
 
 using nlohmann::json;
-
-void put(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void put(std::string& out, const char* fmt, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, fmt);
-  const int n = std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  if (n < 0) return;
-  if (static_cast<size_t>(n) < sizeof buf) {
-    out.append(buf, static_cast<size_t>(n));
-    return;
-  }
-  std::string big(static_cast<size_t>(n) + 1, '\0');
-  va_start(args, fmt);
-  std::vsnprintf(big.data(), big.size(), fmt, args);
-  va_end(args);
-  big.pop_back();
-  out += big;
-}
 
 [[noreturn]] void fail(const std::string& source, const std::string& pointer, const std::string& what) {
   throw std::runtime_error(source + ": " + pointer + ": " + what);
@@ -85,11 +65,12 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
       y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   std::string out;
-  put(out, "<svg class=\"chart\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">", W,
-      H, W, H);
-  put(out, "<text x=\"%.0f\" y=\"18\" class=\"ct\">%s</text>", L, xml_escape(title).c_str());
+  append_format(out,
+                "<svg class=\"chart\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">",
+                W, H, W, H);
+  append_format(out, "<text x=\"%.0f\" y=\"18\" class=\"ct\">%s</text>", L, xml_escape(title).c_str());
   if (!std::isfinite(x0)) {
-    put(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"muted\">no data yet</text></svg>", L, H / 2);
+    append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"muted\">no data yet</text></svg>", L, H / 2);
     return out;
   }
   if (y_fixed) {
@@ -102,38 +83,44 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   const auto X = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   const auto Y = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
   for (double t : nice_ticks(y0, y1, 5)) {
-    put(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", L, W - R, Y(t), Y(t));
-    put(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>", L - 6, Y(t) + 4, t);
+    append_format(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", L, W - R,
+                  Y(t), Y(t));
+    append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>", L - 6,
+                  Y(t) + 4, t);
   }
   for (double t : nice_ticks(x0, x1, 5)) {
-    put(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>", X(t), X(t), H - B,
-        H - B + 5);
-    put(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>", X(t), H - B + 18,
-        t);
+    append_format(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>", X(t), X(t),
+                  H - B, H - B + 5);
+    append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>", X(t),
+                  H - B + 18, t);
   }
-  put(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, W - R, H - B, H - B);
-  put(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, L, T, H - B);
-  put(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\">%s</text>", (L + W - R) / 2,
-      H - 6, xml_escape(x_label).c_str());
-  put(out,
-      "<text x=\"14\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\" transform=\"rotate(-90 14 "
-      "%.0f)\">%s</text>",
-      (T + H - B) / 2, (T + H - B) / 2, xml_escape(y_label).c_str());
+  append_format(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, W - R,
+                H - B, H - B);
+  append_format(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, L, T,
+                H - B);
+  append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\">%s</text>",
+                (L + W - R) / 2, H - 6, xml_escape(x_label).c_str());
+  append_format(out,
+                "<text x=\"14\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\" transform=\"rotate(-90 14 "
+                "%.0f)\">%s</text>",
+                (T + H - B) / 2, (T + H - B) / 2, xml_escape(y_label).c_str());
   int shown = 0;
   for (const Series& s : series) {
     if (s.points.empty()) continue;
     out += "<polyline fill=\"none\" stroke-width=\"1.8\" stroke=\"" + s.colour + "\" points=\"";
-    for (const auto& [x, y] : s.points) put(out, "%.1f,%.1f ", X(x), Y(y));
+    for (const auto& [x, y] : s.points) append_format(out, "%.1f,%.1f ", X(x), Y(y));
     out += "\"/>";
     if (s.markers)
       for (const auto& [x, y] : s.points)
-        put(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.6\" fill=\"%s\"/>", X(x), Y(y), s.colour.c_str());
+        append_format(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.6\" fill=\"%s\"/>", X(x), Y(y),
+                      s.colour.c_str());
     if (legend) {
       const double lx = L + 130 * shown++, ly = 33;
-      put(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>", lx,
+      append_format(
+          out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>", lx,
           lx + 18, ly, ly, s.colour.c_str());
-      put(out, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\">%s</text>", lx + 24, ly + 4,
-          xml_escape(s.name).c_str());
+      append_format(out, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\">%s</text>", lx + 24, ly + 4,
+                    xml_escape(s.name).c_str());
     }
   }
   out += "</svg>";
@@ -151,8 +138,8 @@ std::string fixed(double v, int decimals) {
 std::string score_cell(double v) {
   if (!std::isfinite(v)) return "<td class=\"num muted\">&ndash;</td>";
   std::string out;
-  put(out, "<td class=\"num%s\" style=\"background:%s;color:%s\">%s</td>", v >= 0.5 ? " hi" : "",
-      sequential_colour(v).c_str(), v > 0.55 ? "#fff" : "#111", fixed(v, 3).c_str());
+  append_format(out, "<td class=\"num%s\" style=\"background:%s;color:%s\">%s</td>", v >= 0.5 ? " hi" : "",
+                sequential_colour(v).c_str(), v > 0.55 ? "#fff" : "#111", fixed(v, 3).c_str());
   return out;
 }
 
@@ -174,21 +161,21 @@ std::string scores_table(const std::vector<HeadScores>& heads) {
   if (loss) out += "<th>zeroed: loss</th><th>mean-ablated: loss</th>";
   out += "</tr></thead><tbody>";
   for (const HeadScores& h : heads) {
-    put(out, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td>", h.layer, h.head);
+    append_format(out, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td>", h.layer, h.head);
     out += score_cell(h.task) + score_cell(h.previous_token) + score_cell(h.induction) +
            score_cell(h.first_token);
     if (ablation) {
       const auto& a = h.ablation;
-      put(out, "<td class=\"num%s\">%s</td>", a && a->zero_acc == min_zero ? " hi low" : "",
-          a ? fixed(a->zero_acc, 3).c_str() : "&ndash;");
-      put(out, "<td class=\"num%s\">%s</td>", a && a->mean_acc == min_mean ? " hi low" : "",
-          a ? fixed(a->mean_acc, 3).c_str() : "&ndash;");
+      append_format(out, "<td class=\"num%s\">%s</td>", a && a->zero_acc == min_zero ? " hi low" : "",
+                    a ? fixed(a->zero_acc, 3).c_str() : "&ndash;");
+      append_format(out, "<td class=\"num%s\">%s</td>", a && a->mean_acc == min_mean ? " hi low" : "",
+                    a ? fixed(a->mean_acc, 3).c_str() : "&ndash;");
     }
     if (loss) {
       const auto& a = h.ablation;
-      put(out, "<td class=\"num\">%s</td><td class=\"num\">%s</td>",
-          a && a->zero_loss ? fixed(*a->zero_loss, 3).c_str() : "&ndash;",
-          a && a->mean_loss ? fixed(*a->mean_loss, 3).c_str() : "&ndash;");
+      append_format(out, "<td class=\"num\">%s</td><td class=\"num\">%s</td>",
+                    a && a->zero_loss ? fixed(*a->zero_loss, 3).c_str() : "&ndash;",
+                    a && a->mean_loss ? fixed(*a->mean_loss, 3).c_str() : "&ndash;");
     }
     out += "</tr>";
   }
@@ -483,19 +470,19 @@ std::string report_html(const ReportInputs& in) {
   out += "</head><body>\n<h1>" + xml_escape(title) + "</h1>\n<p class=\"summary\">";
   if (!in.metrics.empty()) {
     const MetricsRecord& last = in.metrics.back();
-    put(out, "step %lld &middot; train loss %s", static_cast<long long>(last.step),
-        fixed(last.loss, 4).c_str());
+    append_format(out, "step %lld &middot; train loss %s", static_cast<long long>(last.step),
+                  fixed(last.loss, 4).c_str());
     for (auto it = in.metrics.rbegin(); it != in.metrics.rend(); ++it)
       if (it->eval_acc) {
-        put(out, " &middot; eval accuracy %s (step %lld)", fixed(*it->eval_acc, 3).c_str(),
-            static_cast<long long>(it->step));
+        append_format(out, " &middot; eval accuracy %s (step %lld)", fixed(*it->eval_acc, 3).c_str(),
+                      static_cast<long long>(it->step));
         break;
       }
-    put(out, " &middot; %.0f tokens/s", last.tokens_per_s);
+    append_format(out, " &middot; %.0f tokens/s", last.tokens_per_s);
   } else {
     out += "no metrics logged";
   }
-  put(out, " &middot; %zu attention dumps</p>\n", in.dumps.size());
+  append_format(out, " &middot; %zu attention dumps</p>\n", in.dumps.size());
 
   out += "<h2>Training</h2>\n<div class=\"row\">";
   out += line_chart("loss", {loss, eval_loss}, "step", "cross-entropy", std::nullopt);
@@ -513,13 +500,13 @@ std::string report_html(const ReportInputs& in) {
           : "<p class=\"note\">Scores at each dumped step, as the trainer computed them.</p>\n";
   out += "<div class=\"legend\">";
   for (const auto& [key, idx] : head_index)
-    put(out, "<span><span class=\"sw\" style=\"background:%s\"></span>%s</span>", kPalette[idx % 10],
-        head_name(key.first, key.second).c_str());
+    append_format(out, "<span><span class=\"sw\" style=\"background:%s\"></span>%s</span>",
+                  kPalette[idx % 10], head_name(key.first, key.second).c_str());
   out += "</div>\n<div class=\"row\">" +
          (score_charts.empty() ? std::string("<p class=\"muted\">No scores to chart.</p>") : score_charts) +
          "</div>\n";
 
-  put(out, "<h2>Head scores at step %lld</h2>\n", static_cast<long long>(in.scores.step));
+  append_format(out, "<h2>Head scores at step %lld</h2>\n", static_cast<long long>(in.scores.step));
   out +=
       "<p class=\"note\">Mean attention mass per query row (see docs/head-scores.md). Shaded on the weight "
       "scale; bold at 0.5 or more. A map can mislead: read a score together with the ablation columns "
