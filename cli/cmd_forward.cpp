@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/study_input.h"
 #include "train/ascii_heatmap.h"
 #include "train/evaluate.h"
 #include "train/run_folder.h"
@@ -18,20 +19,13 @@ struct Args {
 
 int run_forward(const Args& a) {
   ag::LoadedRun run = ag::load_run(a.run);
+  // Taken as given, BOS or not: forward shows what the model does on exactly this input.
   const std::vector<int32_t> ids = !a.tokens.empty()
                                        ? ag::parse_token_names(*run.task, a.tokens, "--tokens")
                                        : ag::parse_token_ids(run.task->vocab_size(), a.ids, "--ids");
+  check_input_length(run, ids.size(), a.tokens.empty() ? "--ids" : "--tokens");
   const int T = static_cast<int>(ids.size());
-  if (T > run.config.model.max_len)
-    throw UsageError(std::string(a.tokens.empty() ? "--ids" : "--tokens") + ": " + std::to_string(T) +
-                     " tokens, but the model takes at most max_len " +
-                     std::to_string(run.config.model.max_len));
-  ag::Batch batch;
-  batch.B = 1;
-  batch.T = T;
-  batch.inputs = ids;
-  batch.targets.assign(ids.size(), -1);
-  const ag::Probe probe = ag::capture_attention(*run.model, *run.task, batch).front();
+  const ag::Probe probe = probe_inputs(run, {ids}).front();
   ag::Tensor<float> logits;
   {
     ag::NoGradScope no_grad;

@@ -11,15 +11,11 @@
 
 namespace cli {
 
-namespace {
-
-void check_length(const ag::LoadedRun& run, size_t n, const std::string& argument) {
+void check_input_length(const ag::LoadedRun& run, size_t n, const std::string& argument) {
   if (static_cast<int>(n) > run.config.model.max_len)
     throw UsageError(argument + ": " + std::to_string(n) + " tokens, but the model takes at most max_len " +
                      std::to_string(run.config.model.max_len));
 }
-
-}  // namespace
 
 void LayerHeadOptions::add_to(CLI::App* sub, const std::string& note) {
   layer_opt_ = sub->add_option("--layer", layer_, "only this layer (from 0)" + note);
@@ -48,14 +44,14 @@ std::vector<int32_t> input_from_names(const ag::LoadedRun& run, const std::strin
   const bool add = bos && ids.front() != *bos;
   if (add) ids.insert(ids.begin(), *bos);
   if (bos_added) *bos_added = add;
-  check_length(run, ids.size(), argument);
+  check_input_length(run, ids.size(), argument);
   return ids;
 }
 
 std::vector<int32_t> input_from_ids(const ag::LoadedRun& run, const std::string& text,
                                     const std::string& argument) {
   std::vector<int32_t> ids = ag::parse_token_ids(run.task->vocab_size(), text, argument);
-  check_length(run, ids.size(), argument);
+  check_input_length(run, ids.size(), argument);
   return ids;
 }
 

@@ -1,4 +1,5 @@
-// Shared by `attograd attend` and `attograd compare`: their --layer/--head options, loading the run and
+// Shared by `attograd attend` and `attograd compare` (and, for the input and its maps, `attograd forward`):
+// their --layer/--head options, loading the run and
 // checking --layer/--head against the model, turning --tokens/--ids into model input (with the task's BOS
 // put in front when the user left it out), running one batch of inputs to get their maps, and laying text
 // panels side by side.
@@ -31,6 +32,9 @@ class LayerHeadOptions {
 // The run in `dir`, with the engine's threads set as its config says; throws UsageError when `layer` or
 // `head` is outside the model (see check_layer_head).
 ag::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head);
+
+// Throws UsageError "ARGUMENT: N tokens, but the model takes at most max_len M" when n > max_len.
+void check_input_length(const ag::LoadedRun& run, size_t n, const std::string& argument);
 
 // Token names from `text` (argument names the option in errors). When the task has a BOS token and the
 // first token is not BOS, BOS is put in front and *bos_added is set: the tasks' sequences all start with
