@@ -100,35 +100,59 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
     Node<T>& nb = *n.inputs[1];
     if (same) {
       ConstVecMap<T> vg(g, n.numel());
+      // A fresh grad buffer (nothing flowed in yet) is assigned, not zero-filled and added to. a and b
+      // may be the same node (x + x): then the second write finds the buffer no longer fresh and adds.
+      bool fresh = false;
       if (na.requires_grad) {
-        VecMap<T> ga(na.grad_buffer(), n.numel());
+        VecMap<T> ga(na.grad_buffer_for_write(fresh), n.numel());
         switch (kind) {
           case Kind::kAdd:
           case Kind::kSub:
-            ga += vg;
+            if (fresh)
+              ga = vg;
+            else
+              ga += vg;
             break;
           case Kind::kMul:
-            ga += vg * sb.vec();
+            if (fresh)
+              ga = vg * sb.vec();
+            else
+              ga += vg * sb.vec();
             break;
           case Kind::kDiv:
-            ga += vg / sb.vec();
+            if (fresh)
+              ga = vg / sb.vec();
+            else
+              ga += vg / sb.vec();
             break;
         }
       }
       if (nb.requires_grad) {
-        VecMap<T> gb(nb.grad_buffer(), n.numel());
+        VecMap<T> gb(nb.grad_buffer_for_write(fresh), n.numel());
         switch (kind) {
           case Kind::kAdd:
-            gb += vg;
+            if (fresh)
+              gb = vg;
+            else
+              gb += vg;
             break;
           case Kind::kSub:
-            gb -= vg;
+            if (fresh)
+              gb = -vg;
+            else
+              gb -= vg;
             break;
           case Kind::kMul:
-            gb += vg * sa.vec();
+            if (fresh)
+              gb = vg * sa.vec();
+            else
+              gb += vg * sa.vec();
             break;
           case Kind::kDiv:
-            gb -= vg * sa.vec() / (sb.vec() * sb.vec());
+            if (fresh)
+              gb = -(vg * sa.vec() / (sb.vec() * sb.vec()));
+            else
+              gb -= vg * sa.vec() / (sb.vec() * sb.vec());
             break;  // d(a/b)/db = -a/b^2
         }
       }

@@ -139,8 +139,11 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     Node<T>& nw = *n.inputs[1];
     ConstMatMap<T> g(n.grad.data(), R, out_features);
     // y = x W^T + b  =>  dx = dy W,  dW = dy^T x,  db = sum over rows of dy
-    if (nx.requires_grad)
-      gemm(nx.grad_buffer(), R, in, g, ConstMatMap<T>(nw.value.data(), out_features, in), true);
+    if (nx.requires_grad) {
+      bool fresh = false;  // a fresh buffer is written by the GEMM (=), not zero-filled first and added to
+      T* dx = nx.grad_buffer_for_write(fresh);
+      gemm(dx, R, in, g, ConstMatMap<T>(nw.value.data(), out_features, in), !fresh);
+    }
     if (nw.requires_grad)
       gemm(nw.grad_buffer(), out_features, in, g.transpose(), ConstMatMap<T>(nx.value.data(), R, in), true);
     if (n.inputs.size() == 3 && n.inputs[2]->requires_grad)

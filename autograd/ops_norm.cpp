@@ -58,7 +58,8 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
              const T inv_cols = T(1) / static_cast<T>(cols);
              if (xn.requires_grad) {
                ConstVecMap<T> w(wn.value.data(), cols);
-               T* dx = xn.grad_buffer();
+               bool fresh = false;
+               T* dx = xn.grad_buffer_for_write(fresh);
                // With xhat = (x - mean) * rstd and g = dy * w:
                // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
                parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
@@ -67,7 +68,11 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
                    const T mu = mean[r], rs = rstd[r];
                    const T g_mean = (dyr * w).sum() * inv_cols;
                    const T gx_mean = (dyr * w * (xr - mu)).sum() * rs * inv_cols;
-                   VecMap<T>(dx + r * cols, cols) += rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean);
+                   VecMap<T> dxr(dx + r * cols, cols);
+                   if (fresh)
+                     dxr = rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean);
+                   else
+                     dxr += rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean);
                  }
                });
              }

@@ -249,13 +249,20 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
              if (!in.requires_grad || count == 0) return;
              const T scale = n.grad[0] / static_cast<T>(count);
              const T* x = in.value.data();
-             T* dx = in.grad_buffer();
+             bool fresh = false;
+             T* dx = in.grad_buffer_for_write(fresh);
              // d loss / d logits = (softmax - onehot(target)) / count, softmax = exp(x - lse).
              parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
                for (int64_t r = r0; r < r1; ++r) {
-                 if (targets[r] == ignore_index || lse[r] == kNegInf<T>) continue;
                  VecMap<T> dxr(dx + r * cols, cols);
-                 dxr += scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
+                 if (targets[r] == ignore_index || lse[r] == kNegInf<T>) {
+                   if (fresh) dxr.setZero();
+                   continue;
+                 }
+                 if (fresh)
+                   dxr = scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
+                 else
+                   dxr += scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
                  dxr[targets[r]] -= scale;
                }
              });

@@ -48,13 +48,16 @@ Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward gr
     attach(out, op, {a.node_ptr()}, [grad_fn, size, chunks](Node<T>& n) {
       Node<T>& in = *n.inputs[0];
       if (!in.requires_grad) return;
-      T* dx = in.grad_buffer();
+      bool fresh = false;
+      T* dx = in.grad_buffer_for_write(fresh);
       parallel_for(chunks, kWorkPerElement * size, [&](int64_t c0, int64_t c1) {
         for (Eigen::Index i = c0 * kChunk; i < std::min(size, c1 * kChunk); i += kChunk) {
           const Eigen::Index len = std::min(kChunk, size - i);
           ConstVecMap<T> xs(in.value.data() + i, len), ys(n.value.data() + i, len),
               dys(n.grad.data() + i, len);
           VecMap<T> dxs(dx + i, len);
+          // A fresh buffer starts as zeros, so the backward's += runs on a zeroed chunk (in L1).
+          if (fresh) dxs.setZero();
           grad_fn(xs, ys, dys, dxs);
         }
       });

@@ -117,6 +117,13 @@ T* Node<T>::grad_buffer() {
 }
 
 template <typename T>
+T* Node<T>::grad_buffer_for_write(bool& fresh) {
+  fresh = grad.empty();
+  if (fresh) grad.resize(value.size());
+  return grad.data();
+}
+
+template <typename T>
 Tensor<T> Tensor<T>::empty(const Shape& shape, bool requires_grad) {
   for (int64_t d : shape)
     if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape " + shape_str(shape));

@@ -100,6 +100,10 @@ struct Node {
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
   // The gradient buffer, zero-filled on first use.
   T* grad_buffer();
+  // The gradient buffer for a backward that writes every element: on first use it is left uninitialised
+  // and `fresh` is set, and the caller must assign (=) rather than add (+=); otherwise `fresh` is false.
+  // Assigning v gives the bits of 0 + v except for v = -0, so gradients do not change.
+  T* grad_buffer_for_write(bool& fresh);
 };
 
 template <typename T>
