@@ -124,9 +124,18 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
              Node<T>& nq = *n.inputs[0];
              Node<T>& nk = *n.inputs[1];
              Node<T>& nv = *n.inputs[2];
-             T* gq = nq.requires_grad ? nq.grad_buffer() : nullptr;
-             T* gk = nk.requires_grad ? nk.grad_buffer() : nullptr;
-             T* gv = nv.requires_grad ? nv.grad_buffer() : nullptr;
+             // Each (b, h) writes its own slab of every input's grad, and the slabs cover it, so a fresh
+             // buffer is assigned rather than zero-filled and added to; unless two of q, k, v are one node.
+             const bool distinct = &nq != &nk && &nq != &nv && &nk != &nv;
+             bool fq = false, fk = false, fv = false;
+             auto grad_of = [distinct](Node<T>& in, bool& fresh) -> T* {
+               if (!in.requires_grad) return nullptr;
+               if (distinct) return in.grad_buffer_for_write(fresh);
+               return in.grad_buffer();
+             };
+             T* gq = grad_of(nq, fq);
+             T* gk = grad_of(nk, fk);
+             T* gv = grad_of(nv, fv);
              const T* pq = nq.value.data();
              const T* pk = nk.value.data();
              const T* pv = nv.value.data();
@@ -143,7 +152,13 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                  ConstHeadMap<T> go(dout + b * Tq * D + h * dk, Tq, dk, st);
                  ConstMatMap<T> p(pw + i * Tq * S, Tq, S);
                  // out = P v  =>  dv = P^T dout,  dP = dout v^T
-                 if (gv) HeadMap<T>(gv + b * S * D + h * dk, S, dk, st).noalias() += p.transpose() * go;
+                 if (gv) {
+                   HeadMap<T> dv(gv + b * S * D + h * dk, S, dk, st);
+                   if (fv)
+                     dv.noalias() = p.transpose() * go;
+                   else
+                     dv.noalias() += p.transpose() * go;
+                 }
                  if (!gq && !gk) continue;
                  dp.noalias() = go * vh.transpose();
                  // P = softmax(scores): dscores = P * (dP - <dP, P>) per row; then the scale. A masked
@@ -155,8 +170,20 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                    dr = pr * (dr - dot) * scale;
                  }
                  // scores = q k^T  =>  dq = dscores k,  dk = dscores^T q
-                 if (gq) HeadMap<T>(gq + b * Tq * D + h * dk, Tq, dk, st).noalias() += dp * kh;
-                 if (gk) HeadMap<T>(gk + b * S * D + h * dk, S, dk, st).noalias() += dp.transpose() * qh;
+                 if (gq) {
+                   HeadMap<T> dq(gq + b * Tq * D + h * dk, Tq, dk, st);
+                   if (fq)
+                     dq.noalias() = dp * kh;
+                   else
+                     dq.noalias() += dp * kh;
+                 }
+                 if (gk) {
+                   HeadMap<T> dkm(gk + b * S * D + h * dk, S, dk, st);
+                   if (fk)
+                     dkm.noalias() = dp.transpose() * qh;
+                   else
+                     dkm.noalias() += dp.transpose() * qh;
+                 }
                }
              });
            });
