@@ -29,19 +29,7 @@ ag::Config resume_config(const TrainArgs& a) {
   const std::string ckpt = ag::model_checkpoint_path(a.resume);
   if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + a.resume + ": no checkpoint at " + ckpt);
   ag::Config stored = ag::config_from_checkpoint(ckpt);
-  nlohmann::json j = ag::to_json(stored);
-  if (!a.sets.empty()) {
-    // Reuse the loader's --set handling by going through a temporary file of the stored config.
-    const std::string tmp = a.resume + "/checkpoint/.resume-config.json";
-    std::ofstream(tmp) << j.dump();
-    try {
-      stored = ag::load_config(tmp, a.sets);
-    } catch (...) {
-      std::filesystem::remove(tmp);
-      throw;
-    }
-    std::filesystem::remove(tmp);
-  }
+  if (!a.sets.empty()) stored = ag::from_json(ag::to_json(stored), ckpt, a.sets);
   if (!a.config.empty()) {
     ag::Config given = ag::load_config(a.config, a.sets);
     given.output = stored.output;

@@ -437,11 +437,15 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     throw ConfigError(path + ": " + shown(problem.pointer) + ": " + problem.message);
   }
   if (!document.is_object()) throw ConfigError(path + ": /: expected an object, got " + describe(document));
+  return from_json(document, path, overrides);
+}
 
+Config from_json(nlohmann::json document, const std::string& source,
+                 const std::vector<std::string>& overrides) {
   std::vector<Override> parsed;
   for (const std::string& text_of_override : overrides) {
     parsed.push_back(parse_override(text_of_override));
-    apply_override(document, parsed.back(), path);
+    apply_override(document, parsed.back(), source);
   }
 
   try {
@@ -453,7 +457,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
         throw ConfigError("--set " + it->text + ": " + shown(problem.pointer) + ": " + problem.message);
       }
     }
-    throw ConfigError(path + ": " + shown(problem.pointer) + ": " + problem.message);
+    throw ConfigError(source + ": " + shown(problem.pointer) + ": " + problem.message);
   }
 }
 

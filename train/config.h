@@ -75,6 +75,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // errors name `source` as the file. Used for configs that are not files, e.g. a checkpoint's metadata.
 Config from_json(const nlohmann::json& document, const std::string& source = "<config>");
 
+// A config document with --set overrides applied, validated and resolved as load_config does; errors name
+// `source` or the override that wrote the bad field. Used to resume a run from its stored config.
+Config from_json(nlohmann::json document, const std::string& source,
+                 const std::vector<std::string>& overrides);
+
 // The resolved config with every field present; from_json(to_json(c)) == c.
 nlohmann::json to_json(const Config& config);
 

@@ -159,3 +159,21 @@ BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
   }
   BOOST_TEST(a.metadata.at("step") == b.metadata.at("step"));
 }
+
+BOOST_AUTO_TEST_CASE(resume_can_train_longer_and_checks_its_overrides) {
+  TempDir dir;
+  const std::string run = dir / "run";
+  BOOST_REQUIRE(
+      run_attograd("train configs/reverse.json --set train.steps=5" + kSmall + " --out '" + run + "'")
+          .exit_code == 0);
+  const auto longer = run_attograd("train --resume '" + run + "' --set train.steps=8");
+  BOOST_TEST(longer.exit_code == 0, longer.err);
+  const std::string metrics = testing::read_all(run + "/metrics.jsonl");
+  BOOST_TEST(metrics.find("\"step\":8") != std::string::npos, metrics);
+  const auto bad = run_attograd("train --resume '" + run + "' --set train.stepz=9");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(bad.err.find("--set train.stepz=9: /train/stepz") != std::string::npos, bad.err);
+  const auto other = run_attograd("train configs/copy.json --resume '" + run + "'");
+  BOOST_TEST(other.exit_code == 2);
+  BOOST_TEST(other.err.find("differs from the config") != std::string::npos, other.err);
+}
