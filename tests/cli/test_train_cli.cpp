@@ -12,25 +12,13 @@
 #include <thread>
 
 #include "cli/run_command.h"
+#include "common/temp_dir.h"
 #include "train/safetensors.h"
 
 namespace fs = std::filesystem;
 using testing::run_attograd;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("attograd-train-cli-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  static inline int n = 0;
-};
 
 int count_lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
@@ -43,21 +31,21 @@ const std::string kSmall =
 
 // Each bad input: exit 2, exactly one line on stderr containing `expected`, and no run folder.
 void expect_bad(const std::string& args, const std::string& expected) {
-  TempDir dir;
-  const auto r = run_attograd(args + " --out '" + (dir / "run") + "'");
+  testing::TempDir dir;
+  const auto r = run_attograd(args + " --out '" + dir.file("run") + "'");
   BOOST_TEST(r.exit_code == 2, args << " -> " << r.exit_code << ": " << r.err);
   BOOST_TEST(count_lines(r.err) == 1, args << " -> " << r.err);
   BOOST_TEST(r.err.find(expected) != std::string::npos, args << " -> " << r.err);
-  BOOST_TEST(!fs::exists(dir / "run"), args << " wrote a run folder");
+  BOOST_TEST(!fs::exists(dir.file("run")), args << " wrote a run folder");
 }
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(bad_configs_give_one_line_and_exit_2) {
-  TempDir dir;
+  testing::TempDir dir;
   auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir / name) << text;
-    return dir / name;
+    std::ofstream(dir.file(name)) << text;
+    return dir.file(name);
   };
   expect_bad("train " + write("heads.json", R"({"model": {"n_heads": 3}})"),
              "/model/n_heads: 3 does not divide d_model 64");
@@ -69,15 +57,15 @@ BOOST_AUTO_TEST_CASE(bad_configs_give_one_line_and_exit_2) {
   expect_bad("train " + write("maxlen.json", R"({"model": {"max_len": 4}})"), "/model/max_len");
   expect_bad("train " + write("vocab.json", R"({"model": {"vocab": 3}})"), "/model/vocab");
   expect_bad("train " + write("syntax.json", "{\n  \"seed\": 1,\n  oops\n}"), "line 3");
-  expect_bad("train " + (dir / "missing.json"), "missing.json");
+  expect_bad("train " + dir.file("missing.json"), "missing.json");
   expect_bad("train configs/reverse.json --set train.stepz=5", "/train/stepz");
   expect_bad("train configs/reverse.json --set model.n_heads=5", "/model/n_heads");
   expect_bad("train configs/reverse.json --bogus", "--bogus");
 }
 
 BOOST_AUTO_TEST_CASE(a_run_folder_with_a_checkpoint_is_not_overwritten_silently) {
-  TempDir dir;
-  const std::string run = dir / "run";
+  testing::TempDir dir;
+  const std::string run = dir.file("run");
   BOOST_REQUIRE(
       run_attograd("train configs/reverse.json --set train.steps=3" + kSmall + " --out '" + run + "'")
           .exit_code == 0);
@@ -88,8 +76,8 @@ BOOST_AUTO_TEST_CASE(a_run_folder_with_a_checkpoint_is_not_overwritten_silently)
 }
 
 BOOST_AUTO_TEST_CASE(eval_and_forward_read_the_run_folder) {
-  TempDir dir;
-  const std::string run = dir / "run";
+  testing::TempDir dir;
+  const std::string run = dir.file("run");
   BOOST_REQUIRE(
       run_attograd("train configs/reverse.json --set train.steps=5" + kSmall + " --out '" + run + "'")
           .exit_code == 0);
@@ -112,21 +100,21 @@ BOOST_AUTO_TEST_CASE(eval_and_forward_read_the_run_folder) {
   const auto bad = run_attograd("forward '" + run + "' --tokens \"BOS 3 x\"");
   BOOST_TEST(bad.exit_code == 2);
   BOOST_TEST(bad.err.find("'x'") != std::string::npos, bad.err);
-  const auto missing = run_attograd("eval '" + (dir / "nope") + "'");
+  const auto missing = run_attograd("eval '" + dir.file("nope") + "'");
   BOOST_TEST(missing.exit_code == 2);
   BOOST_TEST(count_lines(missing.err) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
-  TempDir dir;
+  testing::TempDir dir;
   const std::string args =
       "train configs/reverse.json --set train.steps=3000 --set train.log_every=10"
       " --set train.eval_every=1000 --set output.checkpoint_every=0 --set train.threads=1" +
       kSmall;
-  BOOST_REQUIRE(run_attograd(args + " --out '" + (dir / "full") + "'").exit_code == 0);
+  BOOST_REQUIRE(run_attograd(args + " --out '" + dir.file("full") + "'").exit_code == 0);
 
   // Start a second run, wait for its first log lines, then press Ctrl-C.
-  const std::string run = dir / "interrupted";
+  const std::string run = dir.file("interrupted");
   const pid_t pid = fork();
   if (pid == 0) {
     std::string cmd = std::string("cd '") + ATTOGRAD_SOURCE_DIR + "' && exec '" + ATTOGRAD_BINARY + "' " +
@@ -149,7 +137,7 @@ BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
   BOOST_TEST(resumed.exit_code == 0, resumed.err);
   // The two runs differ only in output.dir (inside the header's config), so compare every tensor's bytes.
   const ag::SafetensorsFile a = ag::read_safetensors(run + "/checkpoint/model.safetensors");
-  const ag::SafetensorsFile b = ag::read_safetensors(dir / "full/checkpoint/model.safetensors");
+  const ag::SafetensorsFile b = ag::read_safetensors(dir.file("full/checkpoint/model.safetensors"));
   BOOST_REQUIRE(a.tensors.size() == b.tensors.size());
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     BOOST_TEST(a.tensors[i].name == b.tensors[i].name);
@@ -161,8 +149,8 @@ BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
 }
 
 BOOST_AUTO_TEST_CASE(resume_can_train_longer_and_checks_its_overrides) {
-  TempDir dir;
-  const std::string run = dir / "run";
+  testing::TempDir dir;
+  const std::string run = dir.file("run");
   BOOST_REQUIRE(
       run_attograd("train configs/reverse.json --set train.steps=5" + kSmall + " --out '" + run + "'")
           .exit_code == 0);

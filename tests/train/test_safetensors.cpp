@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 
+#include "common/temp_dir.h"
 #include "train/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -22,24 +23,6 @@ using ag::SafetensorsFile;
 using ag::write_safetensors;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with everything in it at the end of each test.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() /
-          ("attograd-safetensors-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -122,7 +105,7 @@ std::vector<NamedArray> sample_tensors() {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(round_trip_keeps_bits_metadata_and_order) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("model.safetensors");
   const auto tensors = sample_tensors();
   const std::map<std::string, std::string> metadata = {
@@ -145,7 +128,7 @@ BOOST_AUTO_TEST_CASE(round_trip_keeps_bits_metadata_and_order) {
 }
 
 BOOST_AUTO_TEST_CASE(empty_file_without_metadata_round_trips) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("e.safetensors");
   write_safetensors(path, {}, {});
   // By the spec: an empty JSON object "{}" padded to 8 bytes with spaces, and no data.
@@ -156,7 +139,7 @@ BOOST_AUTO_TEST_CASE(empty_file_without_metadata_round_trips) {
 }
 
 BOOST_AUTO_TEST_CASE(header_is_padded_with_spaces_to_align_data_to_8) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("a.safetensors");
   // Vary the header length through every residue mod 8.
   for (int len = 1; len <= 16; ++len) {
@@ -177,7 +160,7 @@ BOOST_AUTO_TEST_CASE(header_is_padded_with_spaces_to_align_data_to_8) {
 }
 
 BOOST_AUTO_TEST_CASE(exact_bytes_of_hand_built_files) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("tiny.safetensors");
 
   // One tensor "a" = [1, -2] and metadata k=v. The header is 79 characters, so one space pads it to 80
@@ -214,7 +197,7 @@ BOOST_AUTO_TEST_CASE(exact_bytes_of_hand_built_files) {
 }
 
 BOOST_AUTO_TEST_CASE(truncated_files_give_clear_errors) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string good = tmp.file("good.safetensors");
   write_safetensors(good, sample_tensors(), {{"step", "3"}});
   const std::string bytes = slurp(good);
@@ -243,7 +226,7 @@ BOOST_AUTO_TEST_CASE(truncated_files_give_clear_errors) {
 }
 
 BOOST_AUTO_TEST_CASE(corrupt_header_json) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("bad.safetensors");
   spit(path, raw_file(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4])", f32_le(1)));
   expect_read_error(path, "not valid JSON");
@@ -284,7 +267,7 @@ BOOST_AUTO_TEST_CASE(corrupt_header_json) {
 }
 
 BOOST_AUTO_TEST_CASE(offsets_beyond_the_file) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("beyond.safetensors");
   spit(path, raw_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", f32_le(1)));
   expect_read_error(path, "beyond the data section's 4 bytes (a: data_offsets)");
@@ -297,7 +280,7 @@ BOOST_AUTO_TEST_CASE(offsets_beyond_the_file) {
 }
 
 BOOST_AUTO_TEST_CASE(overlapping_and_gapped_offsets) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("overlap.safetensors");
   const std::string data = f32_le(1) + f32_le(2) + f32_le(3);
   spit(path, raw_file(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
@@ -316,7 +299,7 @@ BOOST_AUTO_TEST_CASE(overlapping_and_gapped_offsets) {
 }
 
 BOOST_AUTO_TEST_CASE(unsupported_dtype_is_named) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("dtype.safetensors");
   spit(path,
        raw_file(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", std::string(8, '\0')));
@@ -326,7 +309,7 @@ BOOST_AUTO_TEST_CASE(unsupported_dtype_is_named) {
 }
 
 BOOST_AUTO_TEST_CASE(huge_declared_header_size_is_rejected_before_allocating) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("huge.safetensors");
   spit(path, u64_le(std::numeric_limits<uint64_t>::max()) + "{}");
   expect_read_error(path, "header size 18446744073709551615 is beyond the file");
@@ -337,13 +320,13 @@ BOOST_AUTO_TEST_CASE(huge_declared_header_size_is_rejected_before_allocating) {
 }
 
 BOOST_AUTO_TEST_CASE(missing_file_and_directory) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   expect_read_error(tmp.file("nope.safetensors"), "no such file");
   expect_read_error(tmp.dir.string(), "is a directory");
 }
 
 BOOST_AUTO_TEST_CASE(expect_tensors_reports_missing_unexpected_and_mismatched) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("m.safetensors");
   write_safetensors(path, {{"w", {2, 3}, std::vector<float>(6, 1.0f)}, {"b", {2}, {0, 0}}}, {});
   const SafetensorsFile f = read_safetensors(path);
@@ -366,7 +349,7 @@ BOOST_AUTO_TEST_CASE(expect_tensors_reports_missing_unexpected_and_mismatched) {
 }
 
 BOOST_AUTO_TEST_CASE(writer_rejects_inconsistent_tensors_without_touching_the_file) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("w.safetensors");
   expect_error([&] { write_safetensors(path, {{"a", {2, 2}, {1, 2, 3}}}, {}); }, "(a: data)");
   expect_error([&] { write_safetensors(path, {{"a", {1}, {1}}, {"a", {1}, {2}}}, {}); }, "appears twice (a)");
@@ -377,7 +360,7 @@ BOOST_AUTO_TEST_CASE(writer_rejects_inconsistent_tensors_without_touching_the_fi
 }
 
 BOOST_AUTO_TEST_CASE(atomic_write_success_leaves_no_temp_and_replaces_old) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("model.safetensors");
   write_safetensors(path, {{"a", {1}, {1.0f}}}, {{"step", "1"}});
   write_safetensors(path, {{"a", {2}, {2.0f, 3.0f}}}, {{"step", "2"}});
@@ -390,7 +373,7 @@ BOOST_AUTO_TEST_CASE(atomic_write_success_leaves_no_temp_and_replaces_old) {
 }
 
 BOOST_AUTO_TEST_CASE(failed_writes_leave_the_old_file_and_no_temp) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("model.safetensors");
   write_safetensors(path, {{"a", {1}, {1.0f}}}, {{"step", "1"}});
   const std::string old_bytes = slurp(path);
@@ -437,7 +420,7 @@ BOOST_AUTO_TEST_CASE(failed_writes_leave_the_old_file_and_no_temp) {
 }
 
 BOOST_AUTO_TEST_CASE(state_words_round_trip_through_metadata) {
-  TempDir tmp;
+  testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("state.safetensors");
   const uint64_t big = std::numeric_limits<uint64_t>::max();
   const double cached = -0.123456789012345678;

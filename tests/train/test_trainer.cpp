@@ -6,34 +6,15 @@
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "common/temp_dir.h"
 #include "train/checkpoint.h"
+#include "train/text_file.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("attograd-trainer-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  static inline int counter = 0;
-};
 
 ag::Config small_config(int threads) {
   return ag::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json",
@@ -62,43 +43,43 @@ std::vector<double> losses(const std::string& metrics) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_run_writes_its_folder_and_learns) {
-  TempDir dir;
+  testing::TempDir dir;
   const ag::Config config = small_config(1);
-  const ag::TrainResult r = ag::train_model(config, {dir / "run", false, nullptr, nullptr});
+  const ag::TrainResult r = ag::train_model(config, {dir.file("run"), false, nullptr, nullptr});
   BOOST_TEST(r.step == 40);
   BOOST_TEST(!r.interrupted);
   for (const char* f :
        {"config.json", "metrics.jsonl", "checkpoint/model.safetensors", "checkpoint/optimizer.safetensors",
         "attention/step-000000.json", "attention/step-000040.json", "attention/step-000040.svg",
         "scores.json", "report.html"})
-    BOOST_TEST(fs::exists(dir / ("run/" + std::string(f))), f);
-  const std::vector<double> l = losses(dir / "run/metrics.jsonl");
+    BOOST_TEST(fs::exists(dir.file("run/" + std::string(f))), f);
+  const std::vector<double> l = losses(dir.file("run/metrics.jsonl"));
   BOOST_REQUIRE(l.size() >= 2);
   BOOST_TEST(l.back() < l.front());  // it learns something in 40 steps
   // The resolved config round-trips: what the run folder says is what ran.
-  std::ifstream in(dir / "run/config.json");
+  std::ifstream in(dir.file("run/config.json"));
   BOOST_TEST((ag::from_json(nlohmann::json::parse(in)) == config));
 }
 
 BOOST_AUTO_TEST_CASE(same_config_seed_and_threads_give_bit_identical_losses) {
   for (int threads : {1, 2}) {
-    TempDir dir;
-    ag::train_model(small_config(threads), {dir / "a", false, nullptr, nullptr});
-    ag::train_model(small_config(threads), {dir / "b", false, nullptr, nullptr});
-    BOOST_TEST(losses(dir / "a/metrics.jsonl") == losses(dir / "b/metrics.jsonl"),
+    testing::TempDir dir;
+    ag::train_model(small_config(threads), {dir.file("a"), false, nullptr, nullptr});
+    ag::train_model(small_config(threads), {dir.file("b"), false, nullptr, nullptr});
+    BOOST_TEST(losses(dir.file("a/metrics.jsonl")) == losses(dir.file("b/metrics.jsonl")),
                boost::test_tools::per_element());
-    BOOST_TEST(read_bytes(dir / "a/checkpoint/model.safetensors") ==
-               read_bytes(dir / "b/checkpoint/model.safetensors"));
+    BOOST_TEST(ag::read_text_file(dir.file("a/checkpoint/model.safetensors")) ==
+               ag::read_text_file(dir.file("b/checkpoint/model.safetensors")));
   }
 }
 
 BOOST_AUTO_TEST_CASE(stopping_at_any_step_and_resuming_equals_an_uninterrupted_run) {
-  TempDir dir;
+  testing::TempDir dir;
   const ag::Config config = small_config(2);
-  const ag::TrainResult full = ag::train_model(config, {dir / "full", false, nullptr, nullptr});
+  const ag::TrainResult full = ag::train_model(config, {dir.file("full"), false, nullptr, nullptr});
   // Between checkpoints, at a checkpoint step, at an eval step, and right at the start.
   for (int64_t stop : {1, 15, 20, 27}) {
-    const std::string run = dir / ("stopped-" + std::to_string(stop));
+    const std::string run = dir.file("stopped-" + std::to_string(stop));
     std::atomic<bool> flag{false};
     StopAt observer(stop, flag);
     const ag::TrainResult first = ag::train_model(config, {run, false, &flag, &observer});
@@ -107,16 +88,16 @@ BOOST_AUTO_TEST_CASE(stopping_at_any_step_and_resuming_equals_an_uninterrupted_r
     const ag::TrainResult resumed = ag::train_model(config, {run, true, nullptr, nullptr});
     BOOST_TEST(resumed.step == 40);
     BOOST_TEST(resumed.last_loss == full.last_loss, "stopped at " << stop);
-    BOOST_TEST(read_bytes(run + "/checkpoint/model.safetensors") ==
-                   read_bytes(dir / "full/checkpoint/model.safetensors"),
+    BOOST_TEST(ag::read_text_file(run + "/checkpoint/model.safetensors") ==
+                   ag::read_text_file(dir.file("full/checkpoint/model.safetensors")),
                "model bytes differ after stopping at " << stop);
-    BOOST_TEST(losses(run + "/metrics.jsonl") == losses(dir / "full/metrics.jsonl"),
+    BOOST_TEST(losses(run + "/metrics.jsonl") == losses(dir.file("full/metrics.jsonl")),
                boost::test_tools::per_element());
   }
 }
 
 BOOST_AUTO_TEST_CASE(a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint) {
-  TempDir dir;
+  testing::TempDir dir;
   // A learning rate this large blows the weights up within a few dozen steps.
   ag::Config config = small_config(1);
   config.train.lr = 1e6;
@@ -125,27 +106,27 @@ BOOST_AUTO_TEST_CASE(a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint
   config.train.steps = 200;
   config.output.checkpoint_every = 1;
   try {
-    ag::train_model(config, {dir / "run", false, nullptr, nullptr});
+    ag::train_model(config, {dir.file("run"), false, nullptr, nullptr});
     BOOST_FAIL("the run did not diverge");
   } catch (const ag::TrainingDiverged& e) {
     const std::string what = e.what();
     BOOST_TEST(what.find("at step") != std::string::npos, what);
   }
   // The last checkpoint is loadable and holds finite weights.
-  const ag::Config stored = ag::config_from_checkpoint(ag::model_checkpoint_path(dir / "run"));
+  const ag::Config stored = ag::config_from_checkpoint(ag::model_checkpoint_path(dir.file("run")));
   BOOST_TEST(stored.train.lr == 1e6);
 }
 
 BOOST_AUTO_TEST_CASE(a_truncated_checkpoint_is_a_clear_error) {
-  TempDir dir;
-  ag::train_model(small_config(1), {dir / "run", false, nullptr, nullptr});
-  const std::string path = ag::model_checkpoint_path(dir / "run");
-  const std::string bytes = read_bytes(path);
+  testing::TempDir dir;
+  ag::train_model(small_config(1), {dir.file("run"), false, nullptr, nullptr});
+  const std::string path = ag::model_checkpoint_path(dir.file("run"));
+  const std::string bytes = ag::read_text_file(path);
   for (size_t cut : {size_t(4), size_t(100), bytes.size() / 2, bytes.size() - 1}) {
     std::ofstream(path, std::ios::binary | std::ios::trunc)
         .write(bytes.data(), static_cast<std::streamsize>(cut));
     try {
-      ag::train_model(small_config(1), {dir / "run", true, nullptr, nullptr});
+      ag::train_model(small_config(1), {dir.file("run"), true, nullptr, nullptr});
       BOOST_FAIL("a truncated checkpoint was accepted");
     } catch (const std::runtime_error& e) {
       const std::string what = e.what();
