@@ -12,18 +12,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/gemm.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 
 namespace ag {
 
 namespace {
-
-// A (rows x dk) head slice of a (B, T, D) buffer: row stride D.
-template <typename T>
-using HeadMap = Eigen::Map<Mat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-template <typename T>
-using ConstHeadMap = Eigen::Map<const Mat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 // Where the mask row of (b, h, t) starts, for a mask broadcast to (B, H, T, S); col_stride is 0 or 1.
 struct MaskIndex {
@@ -85,12 +80,12 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
     Eigen::Array<T, Eigen::Dynamic, 1> x(S);  // scratch, one per thread
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
-      ConstHeadMap<T> qh(pq + b * Tq * D + h * dk, Tq, dk, Eigen::OuterStride<>(D));
-      ConstHeadMap<T> kh(pk + b * S * D + h * dk, S, dk, Eigen::OuterStride<>(D));
-      ConstHeadMap<T> vh(pv + b * S * D + h * dk, S, dk, Eigen::OuterStride<>(D));
-      MatMap<T> p(pw + i * Tq * S, Tq, S);  // (T, S)
+      const MatView<T> qh = row_major(pq + b * Tq * D + h * dk, D);  // (T, dk)
+      const MatView<T> kh = row_major(pk + b * S * D + h * dk, D);   // (S, dk)
+      const MatView<T> vh = row_major(pv + b * S * D + h * dk, D);   // (S, dk)
+      MatMap<T> p(pw + i * Tq * S, Tq, S);                           // (T, S)
       // scores = q k^T * scale, as the composed path: the product first, then the scaling.
-      p.noalias() = qh * kh.transpose();
+      gemm(Tq, S, dk, qh, kh.transposed(), p.data(), S, false);
       for (int64_t t = 0; t < Tq; ++t) {
         VecMap<T> row(p.data() + t * S, S);
         row *= scale;
@@ -114,7 +109,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
           if (x[s] == neg_inf) row[s] = T(0);
         row *= T(1) / row.sum();
       }
-      HeadMap<T>(po + b * Tq * D + h * dk, Tq, dk, Eigen::OuterStride<>(D)).noalias() = p * vh;
+      gemm(Tq, dk, S, row_major(p.data(), S), vh, po + b * Tq * D + h * dk, D, false);
     }
   });
 
@@ -145,22 +140,16 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                Mat<T> dp(Tq, S);  // scratch, one per thread
                for (int64_t i = i0; i < i1; ++i) {
                  const int64_t b = i / H, h = i % H;
-                 const Eigen::OuterStride<> st(D);
-                 ConstHeadMap<T> qh(pq + b * Tq * D + h * dk, Tq, dk, st);
-                 ConstHeadMap<T> kh(pk + b * S * D + h * dk, S, dk, st);
-                 ConstHeadMap<T> vh(pv + b * S * D + h * dk, S, dk, st);
-                 ConstHeadMap<T> go(dout + b * Tq * D + h * dk, Tq, dk, st);
+                 const MatView<T> qh = row_major(pq + b * Tq * D + h * dk, D);
+                 const MatView<T> kh = row_major(pk + b * S * D + h * dk, D);
+                 const MatView<T> vh = row_major(pv + b * S * D + h * dk, D);
+                 const MatView<T> go = row_major(dout + b * Tq * D + h * dk, D);
                  ConstMatMap<T> p(pw + i * Tq * S, Tq, S);
+                 const MatView<T> pt = row_major(p.data(), S).transposed();
                  // out = P v  =>  dv = P^T dout,  dP = dout v^T
-                 if (gv) {
-                   HeadMap<T> dv(gv + b * S * D + h * dk, S, dk, st);
-                   if (fv)
-                     dv.noalias() = p.transpose() * go;
-                   else
-                     dv.noalias() += p.transpose() * go;
-                 }
+                 if (gv) gemm(S, dk, Tq, pt, go, gv + b * S * D + h * dk, D, !fv);
                  if (!gq && !gk) continue;
-                 dp.noalias() = go * vh.transpose();
+                 gemm(Tq, S, dk, go, vh.transposed(), dp.data(), S, false);
                  // P = softmax(scores): dscores = P * (dP - <dP, P>) per row; then the scale. A masked
                  // entry has P = 0, so it passes no gradient.
                  for (int64_t t = 0; t < Tq; ++t) {
@@ -170,20 +159,10 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                    dr = pr * (dr - dot) * scale;
                  }
                  // scores = q k^T  =>  dq = dscores k,  dk = dscores^T q
-                 if (gq) {
-                   HeadMap<T> dq(gq + b * Tq * D + h * dk, Tq, dk, st);
-                   if (fq)
-                     dq.noalias() = dp * kh;
-                   else
-                     dq.noalias() += dp * kh;
-                 }
-                 if (gk) {
-                   HeadMap<T> dkm(gk + b * S * D + h * dk, S, dk, st);
-                   if (fk)
-                     dkm.noalias() = dp.transpose() * qh;
-                   else
-                     dkm.noalias() += dp.transpose() * qh;
-                 }
+                 if (gq) gemm(Tq, dk, S, row_major<T>(dp.data(), S), kh, gq + b * Tq * D + h * dk, D, !fq);
+                 if (gk)
+                   gemm(S, dk, Tq, row_major<T>(dp.data(), S).transposed(), qh, gk + b * S * D + h * dk, D,
+                        !fk);
                }
              });
            });

@@ -1,9 +1,10 @@
 // Matrix products: matmul (2-d, batched over equal leading dims, or N-d x 2-d as one flattened GEMM)
-// and linear (x W^T + b, PyTorch's layout, without materialising W^T). Every product is an Eigen GEMM
-// over maps of the contiguous buffers; noalias() keeps Eigen from allocating a temporary.
+// and linear (x W^T + b, PyTorch's layout, without materialising W^T). Every product is one ag::gemm
+// over views of the contiguous buffers: transposes are strides, never copies.
 #include <algorithm>
 #include <stdexcept>
 
+#include "autograd/gemm.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 
@@ -13,30 +14,6 @@ namespace {
 
 std::string two_shapes(const char* op, const Shape& a, const Shape& b) {
   return std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b);
-}
-
-// Below this many flops a GEMM runs whole on the calling thread (about 10 microseconds of work).
-constexpr int64_t kGemmParallelFlops = int64_t(1) << 21;
-// Output rows are split in multiples of this, so each thread's block keeps Eigen's register tiles full.
-constexpr int64_t kRowGrain = 16;
-
-// c = a * b (or c += a * b), rows x cols = (rows x inner) (inner x cols), a and b any Eigen matrix
-// expressions Eigen's GEMM reads directly (maps, their transposes). Large products are split into blocks
-// of output rows, one per thread: the split depends only on the shape and the thread count, so results
-// are deterministic for a fixed thread count, and no thread waits on another inside Eigen.
-template <typename T, typename A, typename B>
-void gemm(T* c, int64_t rows, int64_t cols, const A& a, const B& b, bool accumulate) {
-  const int64_t inner = a.cols();
-  const int64_t blocks = (rows + kRowGrain - 1) / kRowGrain;
-  const bool large = 2 * rows * cols * inner >= kGemmParallelFlops;
-  parallel_for(blocks, large ? kParallelMinWork : 0, [&](int64_t b0, int64_t b1) {
-    const int64_t r0 = b0 * kRowGrain, r1 = std::min(rows, b1 * kRowGrain);
-    MatMap<T> cm(c + r0 * cols, r1 - r0, cols);
-    if (accumulate)
-      cm.noalias() += a.middleRows(r0, r1 - r0) * b;
-    else
-      cm.noalias() = a.middleRows(r0, r1 - r0) * b;
-  });
 }
 
 }  // namespace
@@ -56,17 +33,17 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
     // (..., M, K) x (K, N): all rows of a in one GEMM.
     const int64_t R = a.numel() / K;
     Tensor<T> out = Tensor<T>::empty(out_shape);
-    gemm(out.data(), R, N, ConstMatMap<T>(a.data(), R, K), ConstMatMap<T>(b.data(), K, N), false);
+    gemm(R, N, K, row_major(a.data(), K), row_major(b.data(), N), out.data(), N, false);
     if (needs_grad<T>({&a, &b}))
       attach(out, "matmul", {a.node_ptr(), b.node_ptr()}, [R, K, N](Node<T>& n) {
         Node<T>& na = *n.inputs[0];
         Node<T>& nb = *n.inputs[1];
-        ConstMatMap<T> g(n.grad.data(), R, N);
+        const MatView<T> g = row_major(n.grad.data(), N);
         // C = A B  =>  dA = dC B^T,  dB = A^T dC
         if (na.requires_grad)
-          gemm(na.grad_buffer(), R, K, g, ConstMatMap<T>(nb.value.data(), K, N).transpose(), true);
+          gemm(R, K, N, g, row_major(nb.value.data(), N).transposed(), na.grad_buffer(), K, true);
         if (nb.requires_grad)
-          gemm(nb.grad_buffer(), K, N, ConstMatMap<T>(na.value.data(), R, K).transpose(), g, true);
+          gemm(K, N, R, row_major(na.value.data(), K).transposed(), g, nb.grad_buffer(), N, true);
       });
     return out;
   }
@@ -82,8 +59,7 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   // depend on the thread count.
   parallel_for(batches, 2 * M * N * K * batches, [&](int64_t b0, int64_t b1) {
     for (int64_t i = b0; i < b1; ++i)
-      MatMap<T>(po + i * M * N, M, N).noalias() =
-          ConstMatMap<T>(pa + i * M * K, M, K) * ConstMatMap<T>(pb + i * K * N, K, N);
+      gemm(M, N, K, row_major(pa + i * M * K, K), row_major(pb + i * K * N, N), po + i * M * N, N, false);
   });
   if (needs_grad<T>({&a, &b}))
     attach(out, "matmul", {a.node_ptr(), b.node_ptr()}, [batches, M, K, N](Node<T>& n) {
@@ -94,13 +70,13 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
       const T* g = n.grad.data();
       parallel_for(batches, 4 * M * N * K * batches, [&](int64_t b0, int64_t b1) {
         for (int64_t i = b0; i < b1; ++i) {
-          ConstMatMap<T> gi(g + i * M * N, M, N);
+          const MatView<T> gi = row_major(g + i * M * N, N);
           if (ga)
-            MatMap<T>(ga + i * M * K, M, K).noalias() +=
-                gi * ConstMatMap<T>(nb.value.data() + i * K * N, K, N).transpose();
+            gemm(M, K, N, gi, row_major(nb.value.data() + i * K * N, N).transposed(), ga + i * M * K, K,
+                 true);
           if (gb)
-            MatMap<T>(gb + i * K * N, K, N).noalias() +=
-                ConstMatMap<T>(na.value.data() + i * M * K, M, K).transpose() * gi;
+            gemm(K, N, M, row_major(na.value.data() + i * M * K, K).transposed(), gi, gb + i * K * N, N,
+                 true);
         }
       });
     });
@@ -123,12 +99,9 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   MatMap<T> y(out.data(), R, out_features);
   if (has_bias) {
     y.rowwise() = ConstRowMap<T>(bias.data(), out_features);
-    gemm(out.data(), R, out_features, ConstMatMap<T>(x.data(), R, in),
-         ConstMatMap<T>(weight.data(), out_features, in).transpose(), true);
-  } else {
-    gemm(out.data(), R, out_features, ConstMatMap<T>(x.data(), R, in),
-         ConstMatMap<T>(weight.data(), out_features, in).transpose(), false);
   }
+  gemm(R, out_features, in, row_major(x.data(), in), row_major(weight.data(), in).transposed(), out.data(),
+       out_features, has_bias);
 
   const bool record = has_bias ? needs_grad<T>({&x, &weight, &bias}) : needs_grad<T>({&x, &weight});
   if (!record) return out;
@@ -142,10 +115,12 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     if (nx.requires_grad) {
       bool fresh = false;  // a fresh buffer is written by the GEMM (=), not zero-filled first and added to
       T* dx = nx.grad_buffer_for_write(fresh);
-      gemm(dx, R, in, g, ConstMatMap<T>(nw.value.data(), out_features, in), !fresh);
+      gemm(R, in, out_features, row_major(g.data(), out_features), row_major(nw.value.data(), in), dx, in,
+           !fresh);
     }
     if (nw.requires_grad)
-      gemm(nw.grad_buffer(), out_features, in, g.transpose(), ConstMatMap<T>(nx.value.data(), R, in), true);
+      gemm(out_features, in, R, row_major(g.data(), out_features).transposed(),
+           row_major(nx.value.data(), in), nw.grad_buffer(), in, true);
     if (n.inputs.size() == 3 && n.inputs[2]->requires_grad)
       MatMap<T>(n.inputs[2]->grad_buffer(), 1, out_features) += g.colwise().sum();
   });

@@ -63,13 +63,16 @@ class Pool {
   int size() const { return threads_; }
 
   void run(int64_t n, detail::ChunkFn fn, void* ctx) {
+    // The claim word moves to the new generation first: a worker still leaving the previous job can then
+    // no longer claim a chunk of it against this job's chunk count and function (jobs of different
+    // sizes in a row made that race real).
+    const uint64_t gen = generation_.load() + 1;
+    next_.store(gen << 32);
     fn_ = fn;
     ctx_ = ctx;
     n_ = n;
     parts_.store(std::min<int64_t>(n, int64_t(kChunksPerThread) * threads_));
     completed_.store(0);
-    const uint64_t gen = generation_.load() + 1;
-    next_.store(gen << 32);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       generation_.store(gen);

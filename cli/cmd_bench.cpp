@@ -34,20 +34,31 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The machine's float32 GEMM rate as the engine reaches it: a 512x512x512 product through ag::matmul (an
-// Eigen GEMM, split by blocks of output rows over the engine's pool at `threads`), the median of many
-// repetitions (GFLOP/s, 2*n^3 flops per product). Eigen's own OpenMP threading is not used: on a shared
-// machine it measured 5 to 10 times below one thread, which would make the MFU meaningless.
-double measure_peak_gflops(int threads) {
+// The machine's float32 GEMM rate, as issue 6 defines the peak for the MFU: an Eigen 512x512x512 product,
+// split by blocks of 16 output rows over the engine's pool at `threads` (Eigen's own OpenMP threading
+// measured 5 to 10 times below one thread on a shared machine, which would make the MFU meaningless);
+// the median of many repetitions, in GFLOP/s (2 n^3 flops per product). With `engine` set, the same
+// product through ag::matmul (the engine's own GEMM) instead, reported beside it.
+double measure_gemm_gflops(int threads, bool engine) {
   const int64_t n = 512;
   const int reps = 40;
   ag::set_num_threads(threads);
   ag::NoGradScope no_grad;
   ag::Tensor<float> a = ag::Tensor<float>::full({n, n}, 0.5f), b = ag::Tensor<float>::full({n, n}, 0.25f);
+  ag::Tensor<float> c = ag::Tensor<float>::zeros({n, n});
+  const ag::ConstMatMap<float> am(a.data(), n, n), bm(b.data(), n, n);
+  ag::MatMap<float> cm(c.data(), n, n);
   std::vector<double> times;
   for (int r = 0; r < reps + 3; ++r) {
     const auto start = Clock::now();
-    const ag::Tensor<float> c = ag::matmul(a, b);
+    if (engine) {
+      c = ag::matmul(a, b);
+    } else {
+      const int64_t blocks = n / 16;
+      ag::parallel_for(blocks, 2 * n * n * n, [&](int64_t b0, int64_t b1) {
+        cm.middleRows(b0 * 16, (b1 - b0) * 16).noalias() = am.middleRows(b0 * 16, (b1 - b0) * 16) * bm;
+      });
+    }
     if (r >= 3) times.push_back(seconds_since(start));
   }
   return 2.0 * n * n * n / median(times) / 1e9;
@@ -63,7 +74,8 @@ struct Args {
 int run(const Args& a) {
   const ag::Config config = ag::load_config(a.config, a.sets);
   const int threads = a.threads > 0 ? a.threads : config.train.threads;
-  const double peak = a.peak_gflops > 0 ? a.peak_gflops : measure_peak_gflops(threads);
+  const double peak = a.peak_gflops > 0 ? a.peak_gflops : measure_gemm_gflops(threads, false);
+  const double engine_gemm = measure_gemm_gflops(threads, true);
   ag::set_num_threads(threads);
 
   const std::unique_ptr<ag::Task> task = ag::make_task(config.task);
@@ -114,6 +126,7 @@ int run(const Args& a) {
                            {"params", model->parameter_count()},
                            {"gflops_per_s", gflops},
                            {"peak_gflops", peak},
+                           {"engine_gemm_gflops", engine_gemm},
                            {"mfu", gflops / peak}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
@@ -130,7 +143,7 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--threads", a->threads, "threads (default: the config's train.threads)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--peak-gflops", a->peak_gflops,
-                  "the machine's peak for mfu (default: measured, Eigen 512x512 float32 GEMM)")
+                  "the machine's peak for mfu (default: measured, an Eigen 512x512 float32 GEMM)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--set", a->sets, "override a config field, key.path=value (repeatable)");
   return [a] { return run(*a); };

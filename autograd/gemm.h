@@ -1,0 +1,41 @@
+// The engine's matrix product: C = A B (or C += A B) for float32 and float64, with each operand any
+// strided view, so transposes and per-head column slices are read in place, never copied by the caller.
+//
+// It is a packed, cache-blocked GEMM in the style of GotoBLAS/BLIS: a block of B is copied into
+// column slivers and a block of A into row slivers that the register-tiled micro-kernel streams through
+// (gemm.cpp). Our own, rather than Eigen's, because on the CPUs we measured Eigen 3.4's float32 kernel
+// ran at 70 to 80 GFLOP/s where this one runs at about 100 (docs/performance.md).
+//
+// Determinism: every element of C is summed over the inner dimension in the same order whatever the
+// block sizes, the split across threads or the thread count, so results are the same bits for any
+// number of threads.
+#pragma once
+
+#include <cstdint>
+
+namespace ag {
+
+// A read-only matrix view: element (i, j) is data[i * row_stride + j * col_stride].
+template <typename T>
+struct MatView {
+  const T* data;
+  int64_t row_stride;
+  int64_t col_stride;
+
+  MatView transposed() const { return {data, col_stride, row_stride}; }
+};
+
+// A row-major matrix whose rows start `row_stride` elements apart (the number of columns, when dense).
+template <typename T>
+MatView<T> row_major(const T* data, int64_t row_stride) {
+  return {data, row_stride, 1};
+}
+
+// c (rows x cols, rows `ldc` apart) = a (rows x inner) * b (inner x cols), or += when `accumulate`.
+// Large products are split by output rows over the thread pool; inside a parallel region it runs on the
+// calling thread. `c` must not overlap `a` or `b`.
+template <typename T>
+void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
+          bool accumulate);
+
+}  // namespace ag

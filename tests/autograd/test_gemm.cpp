@@ -1,0 +1,131 @@
+// ag::gemm (the packed GEMM under matmul, linear and attention) against a plain triple loop, on shapes
+// that cross every blocking edge (the micro-tile, the packed depth of 512, the 2048-column panel), with
+// transposed and strided operands; and the thread pool it runs on, under jobs of changing sizes.
+#define BOOST_TEST_MODULE gemm
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/gemm.h"
+#include "autograd/random.h"
+#include "autograd/threads.h"
+
+namespace {
+
+// A rows x cols operand stored inside a larger buffer: transposed or not, with `pad` spare elements at
+// the end of each stored row (like one head's columns inside a (T, D) activation).
+template <typename T>
+struct Operand {
+  std::vector<T> storage;
+  ag::MatView<T> view;
+  T at(int64_t i, int64_t j) const { return view.data[i * view.row_stride + j * view.col_stride]; }
+};
+
+template <typename T>
+Operand<T> make_operand(int64_t rows, int64_t cols, bool transposed, int64_t pad, uint64_t seed) {
+  ag::Rng rng(seed);
+  const int64_t stored_rows = transposed ? cols : rows, stored_cols = transposed ? rows : cols;
+  const int64_t ld = stored_cols + pad;
+  Operand<T> o;
+  o.storage.resize(static_cast<size_t>(std::max<int64_t>(1, stored_rows * ld)));
+  for (T& v : o.storage) v = static_cast<T>(rng.normal(0.0, 1.0));
+  const ag::MatView<T> stored = ag::row_major(o.storage.data(), ld);
+  o.view = transposed ? stored.transposed() : stored;
+  return o;
+}
+
+// Runs ag::gemm on one case and checks every element against a long-double triple loop, within the
+// rounding bound of any summation order: |error| <= (inner + 1) u (|c0| + sum |a_ip b_pj|), u the unit
+// roundoff of T. A wrong element, a missed term or a stale tile is off by O(1), far above it.
+template <typename T>
+void check_case(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad, bool accumulate) {
+  const Operand<T> a = make_operand<T>(rows, inner, ta, pad, 11 + rows * 7 + inner);
+  const Operand<T> b = make_operand<T>(inner, cols, tb, pad, 13 + cols * 5 + inner);
+  const int64_t ldc = cols + pad;
+  const T c0 = T(0.5);
+  std::vector<T> c(static_cast<size_t>(rows * ldc), c0);
+  ag::gemm(rows, cols, inner, a.view, b.view, c.data(), ldc, accumulate);
+  const long double u = std::numeric_limits<T>::epsilon() / 2;
+  double worst = 0;  // error / bound
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      if (j >= cols) {  // the padding between rows of C is never written
+        BOOST_REQUIRE_EQUAL(c[i * ldc + j], c0);
+        continue;
+      }
+      long double ref = accumulate ? c0 : 0.0L, magnitude = accumulate ? c0 : 0.0L;
+      for (int64_t p = 0; p < inner; ++p) {
+        const long double term = static_cast<long double>(a.at(i, p)) * b.at(p, j);
+        ref += term;
+        magnitude += std::fabs(term);
+      }
+      const long double bound = (inner + 1) * u * magnitude;
+      const long double err = std::fabs(static_cast<long double>(c[i * ldc + j]) - ref);
+      worst = std::max(worst, static_cast<double>(bound > 0 ? err / bound : err));
+    }
+  BOOST_TEST(worst <= 1.0, rows << "x" << inner << "x" << cols << " ta " << ta << " tb " << tb << " pad "
+                                << pad << " acc " << accumulate << ": error / rounding bound " << worst);
+}
+
+template <typename T>
+void check_shapes() {
+  const int64_t rows_list[] = {1, 5, 12, 13, 49};
+  const int64_t cols_list[] = {1, 7, 16, 33, 65};
+  const int64_t inner_list[] = {0, 1, 17, 515};
+  for (int64_t rows : rows_list)
+    for (int64_t cols : cols_list)
+      for (int64_t inner : inner_list)
+        for (int t = 0; t < 4; ++t)
+          check_case<T>(rows, cols, inner, t & 1, t & 2, (rows + cols) % 3, (rows + inner + t) % 2);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(float64_matches_the_triple_loop_on_every_blocking_edge) {
+  check_shapes<double>();
+}
+
+BOOST_AUTO_TEST_CASE(float32_matches_the_triple_loop_on_every_blocking_edge) {
+  check_shapes<float>();
+}
+
+BOOST_AUTO_TEST_CASE(wide_products_cross_the_column_panel_and_use_both_threads) {
+  // 2100 columns cross the 2048-column panel; cols x inner is large enough for the shared packed B.
+  for (int threads : {1, 2}) {
+    ag::set_num_threads(threads);
+    check_case<float>(100, 2100, 40, false, true, 0, false);
+    check_case<double>(61, 2100, 530, true, false, 3, true);
+  }
+  ag::set_num_threads(1);
+}
+
+BOOST_AUTO_TEST_CASE(results_are_the_same_bits_for_any_thread_count) {
+  const Operand<float> a = make_operand<float>(300, 700, false, 0, 1);
+  const Operand<float> b = make_operand<float>(700, 260, true, 0, 2);
+  std::vector<float> one(300 * 260), two(300 * 260);
+  ag::set_num_threads(1);
+  ag::gemm(300, 260, 700, a.view, b.view, one.data(), 260, false);
+  ag::set_num_threads(2);
+  ag::gemm(300, 260, 700, a.view, b.view, two.data(), 260, false);
+  ag::set_num_threads(1);
+  BOOST_TEST(one == two);
+}
+
+BOOST_AUTO_TEST_CASE(pool_runs_every_index_once_across_jobs_of_changing_sizes) {
+  // Jobs of different sizes back to back: a worker leaving one job must not run a chunk of the next one
+  // with the old chunk count (a race that once hung the pool).
+  ag::set_num_threads(2);
+  std::vector<std::atomic<int>> hits(64);
+  for (int job = 0; job < 20000; ++job) {
+    const int64_t n = 1 + (job * 7) % 40;
+    for (int64_t i = 0; i < n; ++i) hits[i].store(0);
+    ag::parallel_for(n, ag::kParallelMinWork, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+    });
+    for (int64_t i = 0; i < n; ++i)
+      BOOST_REQUIRE_MESSAGE(hits[i].load() == 1, "job " << job << " index " << i);
+  }
+  ag::set_num_threads(1);
+}
