@@ -1,9 +1,10 @@
-// The packed GEMM behind ag::gemm (see gemm.h). Three levels of blocking, as in GotoBLAS:
-//   for each kKC-deep slice of the inner dimension:   pack B's slice (kc x cols) into slivers kNR wide
-//     for each kMC-row block of A:                    pack it (mc x kc) into slivers kMR tall
-//       for each pair of slivers:                     micro-kernel: a kMR x kNR tile of C in registers
-// The micro-kernel keeps its kMR x kNR accumulators in vector registers for the whole kc loop and reads
-// A and B only from the packed buffers, which are contiguous in exactly the order it consumes them.
+// The packed GEMM behind ag::gemm (see gemm.h). Blocked as in GotoBLAS/BLIS:
+//   for each kKC-deep slice of the inner dimension:  pack B's slice (kc x cols) into slivers kNR wide
+//     for each kMC-row block of A:                   (stays in L2)
+//       for each pair of slivers:                    micro-kernel: a kMR x kNR tile of C in registers
+// The micro-kernel keeps its kMR x kNR accumulators in vector registers for the whole kc loop, streams
+// the packed B sliver (contiguous in exactly the order it is consumed) and broadcasts A's elements read
+// in place; only a sliver cut by the last row (or an A with no unit stride) is copied, zero-padded.
 // It is written with GCC/Clang vector extensions, so one source compiles to AVX-512, AVX2 or SSE/NEON
 // code; the tile is sized so the accumulators fill the machine's vector registers without spilling.
 #include "autograd/gemm.h"
@@ -29,8 +30,8 @@ constexpr int kVectorBytes = 16;
 constexpr int kMR = 6;
 #endif
 
-// Depth of a packed slice and rows of a packed A block: a kc x kNR sliver of B and a kMC x kc block of A
-// stay in L1/L2 while the micro-kernel runs over them (tuned on a Zen 4 core: 1 MB L2; kKC 128 to 768 and
+// Depth of a packed slice and rows of an A block: a kc x kNR sliver of B and a kMC x kc block of A stay
+// in L1/L2 while the micro-kernel runs over them (tuned on a Zen 4 core: 1 MB L2; kKC 128 to 768 and
 // kMC 48 to 144 were within 10% of each other).
 constexpr int64_t kKC = 512;
 constexpr int64_t kMC = 48;
@@ -48,22 +49,26 @@ struct Tile {
   static constexpr int kLanes = kVectorBytes / sizeof(T);
   static constexpr int kNR = 2 * kLanes;
 
-  // c (kMR x kNR) = or += a_packed (kc x kMR) . b_packed (kc x kNR).
-  static void kernel(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accumulate) {
-    Vec acc[kMR][2];
-    for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = Vec{};
-    for (int64_t p = 0; p < kc; ++p, a += kMR, b += kNR) {
-      Vec b0, b1;
-      std::memcpy(&b0, b, sizeof(Vec));
-      std::memcpy(&b1, b + kLanes, sizeof(Vec));
+  // c (kMR x kVectors*kLanes) = or += a (kMR x kc) . b_packed (kc x kNR, its first kVectors*kLanes columns).
+  // A is read in place: element (i, p) at a[i * lda + p] when kRowMajorA, else a[i + p * lda] (a
+  // transposed operand, or a packed sliver with lda = kMR). Each kMR-row sliver is reused across every
+  // column sliver from L1, so packing it would only add a transposing copy (a third of a small product).
+  template <bool kRowMajorA, int kVectors>
+  static void kernel(int64_t kc, const T* a, int64_t lda, const T* b, T* c, int64_t ldc, bool accumulate) {
+    Vec acc[kMR][kVectors];
+    for (int i = 0; i < kMR; ++i)
+      for (int j = 0; j < kVectors; ++j) acc[i][j] = Vec{};
+    for (int64_t p = 0; p < kc; ++p, b += kNR) {
+      Vec bv[kVectors];
+      for (int j = 0; j < kVectors; ++j) std::memcpy(&bv[j], b + j * kLanes, sizeof(Vec));
 #pragma GCC unroll 16
       for (int i = 0; i < kMR; ++i) {
-        acc[i][0] += a[i] * b0;
-        acc[i][1] += a[i] * b1;
+        const T ai = kRowMajorA ? a[i * lda + p] : a[i + p * lda];
+        for (int j = 0; j < kVectors; ++j) acc[i][j] += ai * bv[j];
       }
     }
     for (int i = 0; i < kMR; ++i)
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < kVectors; ++j) {
         T* cp = c + i * ldc + j * kLanes;
         Vec v = acc[i][j];
         if (accumulate) {
@@ -75,33 +80,31 @@ struct Tile {
       }
   }
 
-  // A tile cut by the edge of C: the full tile into a scratch tile, then its rows x cols corner into C.
-  // The same kernel and the same final addition, so edge elements get the same bits as inner ones.
-  static void edge_kernel(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, bool accumulate,
-                          int64_t rows, int64_t cols) {
+  // One tile of C: the full kernel straight into C, or, where the tile is cut by C's edge, the kernel
+  // into a scratch tile (half width when the cut leaves at most one vector of columns) and then its
+  // rows x cols corner into C. The same arithmetic either way, so every element gets the same bits.
+  template <bool kRowMajorA>
+  static void run(int64_t kc, const T* a, int64_t lda, const T* b, T* c, int64_t ldc, bool accumulate,
+                  int64_t rows, int64_t cols) {
+    if (rows == kMR && cols == kNR) return kernel<kRowMajorA, 2>(kc, a, lda, b, c, ldc, accumulate);
     alignas(64) T tile[kMR * kNR];
-    kernel(kc, a, b, tile, kNR, false);
+    if (cols <= kLanes)
+      kernel<kRowMajorA, 1>(kc, a, lda, b, tile, kNR, false);
+    else
+      kernel<kRowMajorA, 2>(kc, a, lda, b, tile, kNR, false);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
         c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
   }
 };
 
-// rows x kc of A -> slivers of kMR rows, each stored k-major (kc x kMR), the last one zero-padded.
+// rows (<= kMR) x kc of A -> one sliver stored k-major (kc x kMR), zero-padded to kMR rows: for the
+// sliver cut by the last row, and for an A with no unit stride.
 template <typename T>
-void pack_a(int64_t rows, int64_t kc, MatView<T> a, T* dst) {
-  for (int64_t r0 = 0; r0 < rows; r0 += kMR, dst += kMR * kc) {
-    const int64_t mr = std::min<int64_t>(kMR, rows - r0);
-    const T* src = a.data + r0 * a.row_stride;
-    if (mr < kMR) std::fill(dst, dst + kMR * kc, T(0));
-    if (a.col_stride == 1) {  // row-major A: read each row contiguously
-      for (int64_t i = 0; i < mr; ++i)
-        for (int64_t p = 0; p < kc; ++p) dst[p * kMR + i] = src[i * a.row_stride + p];
-    } else {
-      for (int64_t p = 0; p < kc; ++p)
-        for (int64_t i = 0; i < mr; ++i) dst[p * kMR + i] = src[i * a.row_stride + p * a.col_stride];
-    }
-  }
+void pack_a_sliver(int64_t rows, int64_t kc, MatView<T> a, T* dst) {
+  if (rows < kMR) std::fill(dst, dst + kMR * kc, T(0));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t p = 0; p < kc; ++p) dst[p * kMR + i] = a.data[i * a.row_stride + p * a.col_stride];
 }
 
 // kc x cols of B -> slivers of kNR columns, each stored k-major (kc x kNR), the last one zero-padded.
@@ -135,27 +138,36 @@ int64_t packed_b_size(int64_t kc, int64_t nc) {
   return (nc + kNR - 1) / kNR * kNR * kc;
 }
 
-// c[rows x nc] (+)= a[rows x kc] . B, with B's kc x nc block already packed: packs A block by block and
-// runs the micro-kernel over every pair of slivers.
+// c[rows x nc] (+)= a[rows x kc] . B, with B's kc x nc block already packed: runs the micro-kernel over
+// every pair of slivers, kMC rows of A at a time (they stay in L2 across the column slivers).
 template <typename T>
 void multiply_packed(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, const T* packed_b, T* c, int64_t ldc,
                      bool add) {
   constexpr int kNR = Tile<T>::kNR;
+  const bool row_major_a = a.col_stride == 1, col_major_a = a.row_stride == 1 && !row_major_a;
   thread_local Buffer<T> packed_a_buffer;
-  T* packed_a = scratch(packed_a_buffer, (std::min(kMC, rows) + kMR - 1) / kMR * kMR * kc);
+  T* packed_a = scratch(packed_a_buffer, kMC * kKC);
   for (int64_t ic = 0; ic < rows; ic += kMC) {
     const int64_t mc = std::min(kMC, rows - ic);
-    pack_a(mc, kc, MatView<T>{a.data + ic * a.row_stride, a.row_stride, a.col_stride}, packed_a);
+    for (int64_t ir = 0; ir < mc; ir += kMR) {  // slivers that cannot be read in place
+      const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+      if (mr < kMR || !(row_major_a || col_major_a))
+        pack_a_sliver(mr, kc, MatView<T>{a.data + (ic + ir) * a.row_stride, a.row_stride, a.col_stride},
+                      packed_a + ir * kc);
+    }
     for (int64_t jr = 0; jr < nc; jr += kNR) {
       const int64_t nr = std::min<int64_t>(kNR, nc - jr);
       const T* pb = packed_b + jr * kc;
       for (int64_t ir = 0; ir < mc; ir += kMR) {
         const int64_t mr = std::min<int64_t>(kMR, mc - ir);
+        const T* as = a.data + (ic + ir) * a.row_stride;
         T* ct = c + (ic + ir) * ldc + jr;
-        if (mr == kMR && nr == kNR)
-          Tile<T>::kernel(kc, packed_a + ir * kc, pb, ct, ldc, add);
+        if (mr == kMR && row_major_a)
+          Tile<T>::template run<true>(kc, as, a.row_stride, pb, ct, ldc, add, mr, nr);
+        else if (mr == kMR && col_major_a)
+          Tile<T>::template run<false>(kc, as, a.col_stride, pb, ct, ldc, add, mr, nr);
         else
-          Tile<T>::edge_kernel(kc, packed_a + ir * kc, pb, ct, ldc, add, mr, nr);
+          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, pb, ct, ldc, add, mr, nr);
       }
     }
   }
