@@ -8,7 +8,7 @@
 // Row-wise kernels (one row per task) give the same bits for every thread count; a GEMM split by output
 // rows gives the same bits for a fixed thread count.
 //
-// Idle workers spin for a few tens of microseconds, then sleep on a condition variable: on a machine busy
+// Idle workers spin for up to 200 microseconds, then sleep on a condition variable: on a machine busy
 // with other work they give their core back instead of burning it (the failure of spin-waiting pools).
 #pragma once
 
