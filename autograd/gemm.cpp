@@ -39,9 +39,8 @@ constexpr int64_t kNC = 2048;  // columns of B packed at once, bounding the pack
 
 // Below this many flops a product runs whole on the calling thread (about 10 microseconds of work).
 constexpr int64_t kParallelFlops = int64_t(1) << 21;
-// From this many elements of B on, threads share one packed copy of each block of B instead of packing
-// their own (two pool wake-ups per block instead of one; worth it once the copy costs more than that).
-constexpr int64_t kSharedPackElements = int64_t(1) << 16;
+// Largest B read in place rather than packed (see read_b_in_place).
+constexpr int64_t kInPlaceBBytes = 64 * 1024;
 
 template <typename T>
 struct Tile {
@@ -49,16 +48,18 @@ struct Tile {
   static constexpr int kLanes = kVectorBytes / sizeof(T);
   static constexpr int kNR = 2 * kLanes;
 
-  // c (kMR x kVectors*kLanes) = or += a (kMR x kc) . b_packed (kc x kNR, its first kVectors*kLanes columns).
+  // c (kMR x kVectors*kLanes) = or += a (kMR x kc) . b (kc x kVectors*kLanes, rows ldb apart: a packed
+  // sliver with ldb = kNR, or a small row-major B read in place).
   // A is read in place: element (i, p) at a[i * lda + p] when kRowMajorA, else a[i + p * lda] (a
   // transposed operand, or a packed sliver with lda = kMR). Each kMR-row sliver is reused across every
   // column sliver from L1, so packing it would only add a transposing copy (a third of a small product).
   template <bool kRowMajorA, int kVectors>
-  static void kernel(int64_t kc, const T* a, int64_t lda, const T* b, T* c, int64_t ldc, bool accumulate) {
+  static void kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
+                     bool accumulate) {
     Vec acc[kMR][kVectors];
     for (int i = 0; i < kMR; ++i)
       for (int j = 0; j < kVectors; ++j) acc[i][j] = Vec{};
-    for (int64_t p = 0; p < kc; ++p, b += kNR) {
+    for (int64_t p = 0; p < kc; ++p, b += ldb) {
       Vec bv[kVectors];
       for (int j = 0; j < kVectors; ++j) std::memcpy(&bv[j], b + j * kLanes, sizeof(Vec));
 #pragma GCC unroll 16
@@ -80,18 +81,20 @@ struct Tile {
       }
   }
 
-  // One tile of C: the full kernel straight into C, or, where the tile is cut by C's edge, the kernel
-  // into a scratch tile (half width when the cut leaves at most one vector of columns) and then its
-  // rows x cols corner into C. The same arithmetic either way, so every element gets the same bits.
+  // One tile of C: the kernel straight into C when the tile is whole (or exactly one vector wide), else,
+  // where it is cut by C's edge, the kernel into a scratch tile (half width when the cut leaves at most
+  // one vector of columns) and then its rows x cols corner into C. The same arithmetic either way, so
+  // every element gets the same bits.
   template <bool kRowMajorA>
-  static void run(int64_t kc, const T* a, int64_t lda, const T* b, T* c, int64_t ldc, bool accumulate,
-                  int64_t rows, int64_t cols) {
-    if (rows == kMR && cols == kNR) return kernel<kRowMajorA, 2>(kc, a, lda, b, c, ldc, accumulate);
+  static void run(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
+                  bool accumulate, int64_t rows, int64_t cols) {
+    if (rows == kMR && cols == kNR) return kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, c, ldc, accumulate);
+    if (rows == kMR && cols == kLanes) return kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, c, ldc, accumulate);
     alignas(64) T tile[kMR * kNR];
     if (cols <= kLanes)
-      kernel<kRowMajorA, 1>(kc, a, lda, b, tile, kNR, false);
+      kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, tile, kNR, false);
     else
-      kernel<kRowMajorA, 2>(kc, a, lda, b, tile, kNR, false);
+      kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, tile, kNR, false);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
         c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
@@ -142,11 +145,20 @@ int64_t packed_b_size(int64_t kc, int64_t nc) {
   return (nc + kNR - 1) / kNR * kNR * kc;
 }
 
-// c[rows x nc] (+)= a[rows x kc] . B, with B's kc x nc block already packed: runs the micro-kernel over
-// every pair of slivers, kMC rows of A at a time (they stay in L2 across the column slivers).
+// Where a kc x nc block of B is read from: packed slivers (sliver j at data + j * kc * kNR, rows kNR
+// apart), or B itself in place (sliver j at data + j * kNR, rows row_stride apart).
 template <typename T>
-void multiply_packed(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, const T* packed_b, T* c, int64_t ldc,
-                     bool add) {
+struct BlockB {
+  const T* data;
+  int64_t row_stride;
+  int64_t sliver_stride;
+};
+
+// c[rows x nc] (+)= a[rows x kc] . B's kc x nc block: runs the micro-kernel over every pair of slivers,
+// kMC rows of A at a time (they stay in L2 across the column slivers).
+template <typename T>
+void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T> b, T* c, int64_t ldc,
+                    bool add) {
   constexpr int kNR = Tile<T>::kNR;
   const bool row_major_a = a.col_stride == 1, col_major_a = a.row_stride == 1 && !row_major_a;
   thread_local Buffer<T> packed_a_buffer;
@@ -161,17 +173,17 @@ void multiply_packed(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, const T
     }
     for (int64_t jr = 0; jr < nc; jr += kNR) {
       const int64_t nr = std::min<int64_t>(kNR, nc - jr);
-      const T* pb = packed_b + jr * kc;
+      const T* bs = b.data + jr / kNR * b.sliver_stride;
       for (int64_t ir = 0; ir < mc; ir += kMR) {
         const int64_t mr = std::min<int64_t>(kMR, mc - ir);
         const T* as = a.data + (ic + ir) * a.row_stride;
         T* ct = c + (ic + ir) * ldc + jr;
         if (mr == kMR && row_major_a)
-          Tile<T>::template run<true>(kc, as, a.row_stride, pb, ct, ldc, add, mr, nr);
+          Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, add, mr, nr);
         else if (mr == kMR && col_major_a)
-          Tile<T>::template run<false>(kc, as, a.col_stride, pb, ct, ldc, add, mr, nr);
+          Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, add, mr, nr);
         else
-          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, pb, ct, ldc, add, mr, nr);
+          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc, add, mr, nr);
       }
     }
   }
@@ -190,16 +202,30 @@ void for_each_block(int64_t cols, int64_t inner, MatView<T> b, Pack&& pack, Mult
   }
 }
 
+// A B small enough to stay in L1/L2 whole, row-major and a whole number of vectors wide, is read in
+// place: packing it would cost as much as the product when A has few rows (attention's per-head
+// products: P V, dP K, ...).
+template <typename T>
+bool read_b_in_place(int64_t cols, int64_t inner, MatView<T> b) {
+  return b.col_stride == 1 && cols % Tile<T>::kLanes == 0 && inner <= kKC &&
+         inner * cols * static_cast<int64_t>(sizeof(T)) <= kInPlaceBBytes;
+}
+
 template <typename T>
 void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
                  bool accumulate) {
+  constexpr int kNR = Tile<T>::kNR;
+  if (read_b_in_place(cols, inner, b)) {
+    multiply_block(rows, cols, inner, a, BlockB<T>{b.data, b.row_stride, kNR}, c, ldc, accumulate);
+    return;
+  }
   thread_local Buffer<T> packed_b_buffer;
   T* packed_b = scratch(packed_b_buffer, packed_b_size<T>(std::min(kKC, inner), std::min(kNC, cols)));
   for_each_block(
       cols, inner, b, [&](int64_t kc, int64_t nc, MatView<T> block) { pack_b(kc, nc, block, packed_b); },
       [&](int64_t jc, int64_t pc, int64_t kc, int64_t nc) {
-        multiply_packed(rows, nc, kc, MatView<T>{a.data + pc * a.col_stride, a.row_stride, a.col_stride},
-                        packed_b, c + jc, ldc, accumulate || pc > 0);
+        multiply_block(rows, nc, kc, MatView<T>{a.data + pc * a.col_stride, a.row_stride, a.col_stride},
+                       BlockB<T>{packed_b, kNR, kNR * kc}, c + jc, ldc, accumulate || pc > 0);
       });
 }
 
@@ -214,47 +240,31 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
       for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));
     return;
   }
-  const int64_t slivers = (rows + kMR - 1) / kMR;
   const int64_t flops = 2 * rows * cols * inner;
-  const int64_t work = flops >= kParallelFlops ? flops : 0;
-  auto rows_of = [&](int64_t s0, int64_t s1) { return std::make_pair(s0 * kMR, std::min(rows, s1 * kMR)); };
+  const int64_t threads = num_threads();
+  if (flops < kParallelFlops || threads < 2 || detail::in_parallel_region())
+    return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate);
 
-  if (cols * inner < kSharedPackElements || work == 0 || num_threads() < 2 || detail::in_parallel_region()) {
-    // Split by output rows in whole micro-tiles, one part per thread: each part packs its own copy of B,
-    // which at this size costs less than a second pool wake-up, but not less than the product itself
-    // when there are several parts per thread (a fifth of a 1024 x 64 x 64 product for four).
-    const int64_t parts = std::min<int64_t>(slivers, num_threads());
-    parallel_for(parts, work, [&](int64_t p0, int64_t p1) {
-      const auto [r0, r1] = rows_of(slivers * p0 / parts, slivers * p1 / parts);
-      gemm_serial(r1 - r0, cols, inner, MatView<T>{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b,
-                  c + r0 * ldc, ldc, accumulate);
+  // One part per thread. Split by column slivers where there are enough: A is read in place, so each
+  // part packs only its own columns of B and nothing is copied twice. Otherwise (a narrow C) by row
+  // slivers, each part packing all of B.
+  constexpr int kNR = Tile<T>::kNR;
+  const int64_t col_slivers = (cols + kNR - 1) / kNR, row_slivers = (rows + kMR - 1) / kMR;
+  if (col_slivers >= threads) {
+    const int64_t parts = threads;
+    parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
+      const int64_t c0 = col_slivers * p0 / parts * kNR, c1 = std::min(cols, col_slivers * p1 / parts * kNR);
+      gemm_serial(rows, c1 - c0, inner, a, MatView<T>{b.data + c0 * b.col_stride, b.row_stride, b.col_stride},
+                  c + c0, ldc, accumulate);
     });
     return;
   }
-  // A large B is packed once per block, by all threads together, and shared: copying it once per chunk
-  // (a transposed weight is a strided gather) cost about a tenth of a large product.
-  thread_local Buffer<T> shared_b_buffer;
-  T* packed_b = scratch(shared_b_buffer, packed_b_size<T>(std::min(kKC, inner), std::min(kNC, cols)));
-  constexpr int kNR = Tile<T>::kNR;
-  for_each_block(
-      cols, inner, b,
-      [&](int64_t kc, int64_t nc, MatView<T> block) {
-        parallel_for((nc + kNR - 1) / kNR, kc * nc, [&](int64_t s0, int64_t s1) {
-          const int64_t c0 = s0 * kNR, c1 = std::min(nc, s1 * kNR);
-          pack_b(kc, c1 - c0,
-                 MatView<T>{block.data + c0 * block.col_stride, block.row_stride, block.col_stride},
-                 packed_b + c0 * kc);
-        });
-      },
-      [&](int64_t jc, int64_t pc, int64_t kc, int64_t nc) {
-        parallel_for(slivers, 2 * rows * nc * kc, [&](int64_t s0, int64_t s1) {
-          const auto [r0, r1] = rows_of(s0, s1);
-          multiply_packed(
-              r1 - r0, nc, kc,
-              MatView<T>{a.data + r0 * a.row_stride + pc * a.col_stride, a.row_stride, a.col_stride},
-              packed_b, c + r0 * ldc + jc, ldc, accumulate || pc > 0);
-        });
-      });
+  const int64_t parts = std::min(row_slivers, threads);
+  parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
+    const int64_t r0 = row_slivers * p0 / parts * kMR, r1 = std::min(rows, row_slivers * p1 / parts * kMR);
+    gemm_serial(r1 - r0, cols, inner, MatView<T>{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b,
+                c + r0 * ldc, ldc, accumulate);
+  });
 }
 
 template void gemm<float>(int64_t, int64_t, int64_t, MatView<float>, MatView<float>, float*, int64_t, bool);
