@@ -96,9 +96,12 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   Tensor<T> out = Tensor<T>::empty(out_shape);
-  MatMap<T> y(out.data(), R, out_features);
-  if (has_bias) {
-    y.rowwise() = ConstRowMap<T>(bias.data(), out_features);
+  if (has_bias) {  // every row starts as the bias; the GEMM adds x W^T to it
+    const T* pb = bias.data();
+    T* py = out.data();
+    parallel_for(R, R * out_features, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out_features, py + r * out_features);
+    });
   }
   gemm(R, out_features, in, row_major(x.data(), in), row_major(weight.data(), in).transposed(), out.data(),
        out_features, has_bias);
@@ -121,8 +124,18 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     if (nw.requires_grad)
       gemm(out_features, in, R, row_major(g.data(), out_features).transposed(),
            row_major(nx.value.data(), in), nw.grad_buffer(), in, true);
-    if (n.inputs.size() == 3 && n.inputs[2]->requires_grad)
-      MatMap<T>(n.inputs[2]->grad_buffer(), 1, out_features) += g.colwise().sum();
+    if (n.inputs.size() == 3 && n.inputs[2]->requires_grad) {
+      // db: each thread sums whole columns, row by row, so the order (and the bits) never depend on the
+      // split.
+      T* db = n.inputs[2]->grad_buffer();
+      const T* pg = n.grad.data();
+      constexpr int64_t kColumns = 16;
+      parallel_for((out_features + kColumns - 1) / kColumns, R * out_features, [&](int64_t b0, int64_t b1) {
+        const int64_t c0 = b0 * kColumns, c1 = std::min(out_features, b1 * kColumns);
+        VecMap<T> sum(db + c0, c1 - c0);
+        for (int64_t r = 0; r < R; ++r) sum += ConstVecMap<T>(pg + r * out_features + c0, c1 - c0);
+      });
+    }
   });
   return out;
 }
