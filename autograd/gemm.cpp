@@ -21,7 +21,10 @@ namespace {
 
 #if defined(__AVX512F__)
 constexpr int kVectorBytes = 64;
-constexpr int kMR = 12;  // 12 x 2 accumulators + 2 B vectors + 1 broadcast of the 32 registers
+// 8 x 2 accumulators + 2 B vectors + 1 broadcast of the 32 registers. 12 rows fill more of them, but
+// 8 divides the sequence lengths and widths these models use, so no tile is cut by an edge: 512^3 ran
+// at 109 GFLOP/s against 98, and the tiny bench step took 5.8 ms against 6.3.
+constexpr int kMR = 8;
 #elif defined(__AVX__)
 constexpr int kVectorBytes = 32;
 constexpr int kMR = 6;  // 6 x 2 accumulators + 3 of the 16 registers
