@@ -1,10 +1,12 @@
 // Elementwise binary ops with NumPy broadcasting (add, sub, mul, div) and the scalar ones (scale,
 // add_scalar, neg). Same-shape operands take an Eigen array fast path; the general case walks the
 // broadcast index space once. The gradient of a broadcast input is summed over its broadcast dims.
+#include <algorithm>
 #include <stdexcept>
 
 #include "autograd/broadcast.h"
 #include "autograd/ops.h"
+#include "autograd/threads.h"
 
 namespace ag {
 
@@ -44,6 +46,25 @@ Broadcast::Broadcast(const Shape& a, const Shape& b, const char* op) {
 namespace {
 
 enum class Kind { kAdd, kSub, kMul, kDiv };
+
+// Calls f(begin, length) over [0, size) in chunks spread over the pool: elementwise, so the split never
+// changes a result.
+template <typename F>
+void for_chunks(int64_t size, F&& f) {
+  constexpr int64_t kChunk = 8192;
+  parallel_for((size + kChunk - 1) / kChunk, size, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = c0 * kChunk; i < std::min(size, c1 * kChunk); i += kChunk)
+      f(i, std::min(kChunk, size - i));
+  });
+}
+
+template <typename Dst, typename Src>
+void assign_or_add(Dst& dst, const Src& src, bool assign) {
+  if (assign)
+    dst = src;
+  else
+    dst += src;
+}
 constexpr const char* kNames[] = {"add", "sub", "mul", "div"};
 
 template <typename T>
@@ -57,22 +78,24 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
   const T* pa = a.data();
   const T* pb = b.data();
   if (same) {
-    auto va = a.vec();
-    auto vb = b.vec();
-    switch (kind) {
-      case Kind::kAdd:
-        out.vec() = va + vb;
-        break;
-      case Kind::kSub:
-        out.vec() = va - vb;
-        break;
-      case Kind::kMul:
-        out.vec() = va * vb;
-        break;
-      case Kind::kDiv:
-        out.vec() = va / vb;
-        break;
-    }
+    for_chunks(out.numel(), [&](int64_t i, int64_t len) {
+      ConstVecMap<T> va(pa + i, len), vb(pb + i, len);
+      VecMap<T> vo(o + i, len);
+      switch (kind) {
+        case Kind::kAdd:
+          vo = va + vb;
+          break;
+        case Kind::kSub:
+          vo = va - vb;
+          break;
+        case Kind::kMul:
+          vo = va * vb;
+          break;
+        case Kind::kDiv:
+          vo = va / vb;
+          break;
+      }
+    });
   } else {
     switch (kind) {
       case Kind::kAdd:
@@ -99,63 +122,51 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
     Node<T>& na = *n.inputs[0];
     Node<T>& nb = *n.inputs[1];
     if (same) {
-      ConstVecMap<T> vg(g, n.numel());
       // A fresh grad buffer (nothing flowed in yet) is assigned, not zero-filled and added to. a and b
       // may be the same node (x + x): then the second write finds the buffer no longer fresh and adds.
-      bool fresh = false;
-      if (na.requires_grad) {
-        VecMap<T> ga(na.grad_buffer_for_write(fresh), n.numel());
-        switch (kind) {
-          case Kind::kAdd:
-          case Kind::kSub:
-            if (fresh)
-              ga = vg;
-            else
-              ga += vg;
-            break;
-          case Kind::kMul:
-            if (fresh)
-              ga = vg * sb.vec();
-            else
-              ga += vg * sb.vec();
-            break;
-          case Kind::kDiv:
-            if (fresh)
-              ga = vg / sb.vec();
-            else
-              ga += vg / sb.vec();
-            break;
+      bool fresh_a = false, fresh_b = false;
+      T* ga = na.requires_grad ? na.grad_buffer_for_write(fresh_a) : nullptr;
+      T* gb = nb.requires_grad ? nb.grad_buffer_for_write(fresh_b) : nullptr;
+      if (ga == gb) fresh_b = false;  // one buffer: the first write assigns, the second adds
+      const T* pa = sa.defined() ? sa.data() : nullptr;
+      const T* pb = sb.defined() ? sb.data() : nullptr;
+      for_chunks(n.numel(), [&](int64_t i, int64_t len) {
+        ConstVecMap<T> vg(g + i, len);
+        if (ga) {
+          VecMap<T> da(ga + i, len);
+          switch (kind) {
+            case Kind::kAdd:
+            case Kind::kSub:
+              assign_or_add(da, vg, fresh_a);
+              break;
+            case Kind::kMul:
+              assign_or_add(da, vg * ConstVecMap<T>(pb + i, len), fresh_a);
+              break;
+            case Kind::kDiv:
+              assign_or_add(da, vg / ConstVecMap<T>(pb + i, len), fresh_a);
+              break;
+          }
         }
-      }
-      if (nb.requires_grad) {
-        VecMap<T> gb(nb.grad_buffer_for_write(fresh), n.numel());
-        switch (kind) {
-          case Kind::kAdd:
-            if (fresh)
-              gb = vg;
-            else
-              gb += vg;
-            break;
-          case Kind::kSub:
-            if (fresh)
-              gb = -vg;
-            else
-              gb -= vg;
-            break;
-          case Kind::kMul:
-            if (fresh)
-              gb = vg * sa.vec();
-            else
-              gb += vg * sa.vec();
-            break;
-          case Kind::kDiv:
-            if (fresh)
-              gb = -(vg * sa.vec() / (sb.vec() * sb.vec()));
-            else
-              gb -= vg * sa.vec() / (sb.vec() * sb.vec());
-            break;  // d(a/b)/db = -a/b^2
+        if (gb) {
+          VecMap<T> db(gb + i, len);
+          switch (kind) {
+            case Kind::kAdd:
+              assign_or_add(db, vg, fresh_b);
+              break;
+            case Kind::kSub:
+              assign_or_add(db, -vg, fresh_b);
+              break;
+            case Kind::kMul:
+              assign_or_add(db, vg * ConstVecMap<T>(pa + i, len), fresh_b);
+              break;
+            case Kind::kDiv: {  // d(a/b)/db = -a/b^2
+              ConstVecMap<T> vb(pb + i, len);
+              assign_or_add(db, -(vg * ConstVecMap<T>(pa + i, len) / (vb * vb)), fresh_b);
+              break;
+            }
+          }
         }
-      }
+      });
       return;
     }
     if (na.requires_grad) {
