@@ -124,7 +124,9 @@ BOOST_AUTO_TEST_CASE(float32_path_matches_float64) {
     check_close(y32.values(), y64.values(), 1e-6, names[k] + " float32 value");
     y64.backward(seed);
     y32.backward(std::vector<float>(seed.begin(), seed.end()));
-    check_close(x32.grad_tensor().values(), x64.grad_tensor().values(), 2e-6, names[k] + " float32 grad");
+    // 1e-5: Eigen's float tanh without AVX (a -DATTOGRAD_NATIVE=OFF build) is off by up to 3e-6 where
+    // gelu's 1 + tanh(u) nearly cancels; with AVX-512 the worst is under 2e-6.
+    check_close(x32.grad_tensor().values(), x64.grad_tensor().values(), 1e-5, names[k] + " float32 grad");
   }
 }
 
