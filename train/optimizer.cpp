@@ -2,14 +2,43 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "autograd/threads.h"
 
 namespace ag {
 
 namespace {
-// AdamW's elements are spread over the threads in chunks of this many.
-constexpr int64_t kChunk = 4096;
+
+// Parameters are cut into spans of at most this many elements, and the spans of all parameters are
+// spread over the threads in one job: most tensors of a small model are below one span, and a job per
+// tensor ran them one after another on one thread.
+constexpr int64_t kSpan = 2048;
+
+struct Span {
+  size_t param;
+  int64_t begin, length;
+};
+
+// The spans of every parameter that has a gradient, in parameter order.
+std::vector<Span> spans_of(const std::vector<OptimParam>& params) {
+  std::vector<Span> spans;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].tensor->has_grad()) continue;
+    const int64_t n = params[i].tensor->numel();
+    for (int64_t b = 0; b < n; b += kSpan) spans.push_back({i, b, std::min(kSpan, n - b)});
+  }
+  return spans;
+}
+
+int64_t total_length(const std::vector<Span>& spans) {
+  int64_t n = 0;
+  for (const Span& s : spans) n += s.length;
+  return n;
+}
+
+using FloatArray = Eigen::Map<Eigen::ArrayXf>;
+
 }  // namespace
 
 bool uses_weight_decay(const std::string& name) {
@@ -38,41 +67,51 @@ void AdamW::step(double lr) {
   const float inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(bc2));
   const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_),
               eps = static_cast<float>(eps_);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor<float>& p = *params_[i].tensor;
-    if (!p.has_grad()) continue;
-    const int64_t n = p.numel();
-    float* w = p.data();
-    const float* g = p.grad();
-    float* m = m_[i].data();
-    float* v = v_[i].data();
-    const float decay = params_[i].decay ? static_cast<float>(1 - lr * weight_decay_) : 1.0f;
-    // One pass over w, g, m, v (the four arrays are read once and written once), element by element in
-    // the documented order; elements are independent, so the split over threads changes nothing.
-    parallel_for((n + kChunk - 1) / kChunk, 8 * n, [&](int64_t c0, int64_t c1) {
-      const int64_t end = std::min(n, c1 * kChunk);
-      for (int64_t j = c0 * kChunk; j < end; ++j) {
-        const float gj = g[j];
-        const float mj = b1 * m[j] + (1 - b1) * gj;
-        const float vj = b2 * v[j] + (1 - b2) * (gj * gj);
-        m[j] = mj;
-        v[j] = vj;
-        w[j] = w[j] * decay - step_size * mj / (std::sqrt(vj) * inv_sqrt_bc2 + eps);
-      }
-    });
-  }
+  const std::vector<Span> spans = spans_of(params_);
+  // Per span (small enough to stay in L1): m, then v, then w, each one vectorised sweep (Eigen's sqrt,
+  // unlike std::sqrt, sets no errno, so it vectorises); elements are independent, so the split over
+  // threads changes nothing.
+  parallel_for(static_cast<int64_t>(spans.size()), 8 * total_length(spans), [&](int64_t s0, int64_t s1) {
+    for (int64_t k = s0; k < s1; ++k) {
+      const Span& sp = spans[k];
+      Tensor<float>& p = *params_[sp.param].tensor;
+      const float decay = params_[sp.param].decay ? static_cast<float>(1 - lr * weight_decay_) : 1.0f;
+      FloatArray w(p.data() + sp.begin, sp.length), m(m_[sp.param].data() + sp.begin, sp.length),
+          v(v_[sp.param].data() + sp.begin, sp.length);
+      const Eigen::Map<const Eigen::ArrayXf> g(p.grad() + sp.begin, sp.length);
+      m = b1 * m + (1 - b1) * g;
+      v = b2 * v + (1 - b2) * g.square();
+      w = w * decay - step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
+    }
+  });
 }
 
 double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm) {
+  const std::vector<Span> spans = spans_of(params);
+  const int64_t n = static_cast<int64_t>(spans.size());
+  // Each span's sum of squares on its own, then the spans added in order: the same bits for any thread
+  // count.
+  std::vector<double> partial(spans.size());
+  parallel_for(n, 4 * total_length(spans), [&](int64_t s0, int64_t s1) {
+    for (int64_t k = s0; k < s1; ++k) {
+      const Span& sp = spans[k];
+      partial[k] = ConstVecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length)
+                       .cast<double>()
+                       .square()
+                       .sum();
+    }
+  });
   double sq = 0;
-  for (const auto& p : params)
-    if (p.tensor->has_grad())
-      sq += ConstVecMap<float>(p.tensor->grad(), p.tensor->numel()).cast<double>().square().sum();
+  for (double x : partial) sq += x;
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     const float factor = static_cast<float>(max_norm / (norm + 1e-6));
-    for (const auto& p : params)
-      if (p.tensor->has_grad()) VecMap<float>(p.tensor->grad(), p.tensor->numel()) *= factor;
+    parallel_for(n, total_length(spans), [&](int64_t s0, int64_t s1) {
+      for (int64_t k = s0; k < s1; ++k) {
+        const Span& sp = spans[k];
+        VecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length) *= factor;
+      }
+    });
   }
   return norm;
 }

@@ -24,7 +24,7 @@ class AdamW {
   AdamW(std::vector<OptimParam> params, double weight_decay, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8);
 
-  // One update with the parameters' current gradients (a parameter without a gradient counts as zero),
+  // One update with the parameters' current gradients (a parameter without a gradient is left as it is),
   // in PyTorch's order: p *= 1 - lr*wd; m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
   void step(double lr);
 
