@@ -87,26 +87,29 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
       // scores = q k^T * scale, as the composed path: the product first, then the scaling.
       gemm(Tq, S, dk, qh, kh.transposed(), p.data(), S, false);
       for (int64_t t = 0; t < Tq; ++t) {
-        VecMap<T> row(p.data() + t * S, S);
-        row *= scale;
-        if (mi.defined) {
-          const T* mr = pm + mi.row(b, h, t);
-          if (mi.stride[3] == 0) {
-            if (*mr != T(0)) row.setConstant(neg_inf);
-          } else {
-            for (int64_t s = 0; s < S; ++s)
-              if (mr[s] != T(0)) row[s] = neg_inf;
+        T* r = p.data() + t * S;
+        VecMap<T> row(r, S);
+        const T* mr = mi.defined ? pm + mi.row(b, h, t) : nullptr;
+        if (mr && mi.stride[3] == 0) {  // one mask value for the whole row
+          if (*mr != T(0)) {            // nowhere to look: zero weights, zero output, zero gradient
+            row.setZero();
+            continue;
           }
+          mr = nullptr;
         }
+        // Branch-free loops, so the compiler vectorises them.
+        if (mr)
+          for (int64_t s = 0; s < S; ++s) r[s] = mr[s] != T(0) ? neg_inf : r[s] * scale;
+        else
+          row *= scale;
         const T m = row.maxCoeff();
-        if (m == neg_inf) {  // nowhere to look: zero weights, zero output, zero gradient
+        if (m == neg_inf) {
           row.setZero();
           continue;
         }
         x = row;  // exp(-inf) must give exactly 0, and Eigen's vectorised exp gives a denormal
         row = (x - m).exp();
-        for (int64_t s = 0; s < S; ++s)
-          if (x[s] == neg_inf) row[s] = T(0);
+        for (int64_t s = 0; s < S; ++s) r[s] = x[s] == neg_inf ? T(0) : r[s];
         row *= T(1) / row.sum();
       }
       gemm(Tq, dk, S, row_major(p.data(), S), vh, po + b * Tq * D + h * dk, D, false);
