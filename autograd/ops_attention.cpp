@@ -78,6 +78,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   // depend on the thread count.
   parallel_for(B * H, 4 * B * H * Tq * S * dk, [&](int64_t i0, int64_t i1) {
     Eigen::Array<T, Eigen::Dynamic, 1> x(S);  // scratch, one per thread
+    const T sc = scale, ninf = neg_inf;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
       const MatView<T> qh = row_major(pq + b * Tq * D + h * dk, D);  // (T, dk)
@@ -97,19 +98,24 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
           }
           mr = nullptr;
         }
-        // Branch-free loops, so the compiler vectorises them.
+        // Branch-free loops over locals (not the lambda's captures, which a store through r could alias),
+        // so the compiler vectorises them.
         if (mr)
-          for (int64_t s = 0; s < S; ++s) r[s] = mr[s] != T(0) ? neg_inf : r[s] * scale;
+          for (int64_t s = 0; s < S; ++s) {
+            const T scaled = r[s] * sc;
+            r[s] = mr[s] != T(0) ? ninf : scaled;
+          }
         else
-          row *= scale;
+          row *= sc;
         const T m = row.maxCoeff();
-        if (m == neg_inf) {
+        if (m == ninf) {
           row.setZero();
           continue;
         }
         x = row;  // exp(-inf) must give exactly 0, and Eigen's vectorised exp gives a denormal
         row = (x - m).exp();
-        for (int64_t s = 0; s < S; ++s) r[s] = x[s] == neg_inf ? T(0) : r[s];
+        const T* xs = x.data();
+        for (int64_t s = 0; s < S; ++s) r[s] = xs[s] == ninf ? T(0) : r[s];
         row *= T(1) / row.sum();
       }
       gemm(Tq, dk, S, row_major(p.data(), S), vh, po + b * Tq * D + h * dk, D, false);
