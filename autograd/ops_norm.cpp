@@ -1,7 +1,6 @@
 // Layer normalisation over the last dim, as torch.nn.functional.layer_norm with weight and bias of shape
 // [D] and the biased variance. The backward is fused: one pass per row for x, one accumulation for the
 // affine parameters, from the per-row mean and 1/std saved by forward.
-#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -77,22 +76,16 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
                  }
                });
              }
-             // The parameter gradients: each thread takes whole columns and sums them row by row, so the
-             // order (and the bits) never depend on the thread count.
+             // Serial over rows so the parameter gradients sum in a fixed order (deterministic across thread
+             // counts); this pass is a small fraction of the cost.
              if (wn.requires_grad || bn.requires_grad) {
-               T* dw = wn.requires_grad ? wn.grad_buffer() : nullptr;
-               T* db = bn.requires_grad ? bn.grad_buffer() : nullptr;
-               constexpr int64_t kColumns = 16;
-               parallel_for((cols + kColumns - 1) / kColumns, 2 * rows * cols, [&](int64_t b0, int64_t b1) {
-                 const int64_t c0 = b0 * kColumns, len = std::min(cols, b1 * kColumns) - c0;
-                 for (int64_t r = 0; r < rows; ++r) {
-                   ConstVecMap<T> dyr(dy + r * cols + c0, len);
-                   if (dw)
-                     VecMap<T>(dw + c0, len) +=
-                         dyr * (ConstVecMap<T>(xp + r * cols + c0, len) - mean[r]) * rstd[r];
-                   if (db) VecMap<T>(db + c0, len) += dyr;
-                 }
-               });
+               VecMap<T> dw(wn.requires_grad ? wn.grad_buffer() : nullptr, wn.requires_grad ? cols : 0);
+               VecMap<T> db(bn.requires_grad ? bn.grad_buffer() : nullptr, bn.requires_grad ? cols : 0);
+               for (int64_t r = 0; r < rows; ++r) {
+                 ConstVecMap<T> dyr(dy + r * cols, cols);
+                 if (wn.requires_grad) dw += dyr * (ConstVecMap<T>(xp + r * cols, cols) - mean[r]) * rstd[r];
+                 if (bn.requires_grad) db += dyr;
+               }
              }
            });
   return out;
