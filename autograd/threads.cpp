@@ -5,9 +5,6 @@
 // threads spin briefly and then sleep, so a busy machine is not made busier.
 #include "autograd/threads.h"
 
-#include <omp.h>
-
-#include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -148,9 +145,6 @@ std::mutex g_pool_mutex;
 void set_num_threads(int n) {
   n = n < 1 ? 1 : n;
   g_threads.store(n);
-  // Eigen's own GEMM threading stays off: large products are split by ops_matmul.cpp on this pool.
-  Eigen::setNbThreads(1);
-  omp_set_num_threads(n);
 }
 
 int num_threads() {

@@ -1,12 +1,11 @@
 // The engine's worker threads: one persistent pool of our own, used by the ops' parallel loops and by the
-// GEMMs that are large enough to split (Eigen's own GEMM threading is switched off: on small products it
-// spent more time waking and spin-waiting OpenMP threads than multiplying).
+// GEMMs that are large enough to split (OpenMP is not used at all: Eigen's OpenMP GEMM threading, tried
+// first, spent more time waking and spin-waiting threads than multiplying on these small products).
 //
 // Determinism: parallel_for splits [0, n) into contiguous chunks by a fixed rule (a few per thread, from n
 // and the thread count only), so for a fixed thread count every element is computed by the same code on
 // the same data in the same order, whichever thread happens to run its chunk.
-// Row-wise kernels (one row per task) give the same bits for every thread count; a GEMM split by output
-// rows gives the same bits for a fixed thread count.
+// Row-wise kernels (one row per task) and the GEMMs (gemm.h) give the same bits for every thread count.
 //
 // Idle workers spin for up to 200 microseconds, then sleep on a condition variable: on a machine busy
 // with other work they give their core back instead of burning it (the failure of spin-waiting pools).
