@@ -111,8 +111,8 @@ BOOST_AUTO_TEST_CASE(layer_norm_constant_row_gives_bias) {
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_threads_do_not_change_results) {
-  // 64 x 1024 crosses the OpenMP threshold; each row belongs to one thread and the parameter gradients are
-  // summed serially, so the thread count cannot change a bit.
+  // 64 x 1024 crosses the pool's parallel threshold; each row belongs to one thread and the parameter
+  // gradients are summed serially, so the thread count cannot change a bit.
   auto x = random_tensor({64, 1024}, 67, 2.0);
   auto w = random_tensor({1024}, 68);
   auto b = random_tensor({1024}, 69);
