@@ -1,5 +1,6 @@
-// The trainer end to end, in process: a run learns, stopping at any step and resuming gives the same final
-// loss and the same model bytes as an uninterrupted run, a NaN loss stops the run and keeps the last good
+// The trainer end to end, in process: a run learns, the same config gives the same bits (for any thread
+// count), stopping at any step and resuming gives the same final loss and the same model bytes as an
+// uninterrupted run, a NaN loss stops the run and keeps the last good
 // checkpoint, and a truncated or corrupt checkpoint is refused with one line naming the file.
 #define BOOST_TEST_MODULE trainer
 #include <atomic>
@@ -9,6 +10,7 @@
 
 #include "common/temp_dir.h"
 #include "train/checkpoint.h"
+#include "train/safetensors.h"
 #include "train/text_file.h"
 #include "train/trainer.h"
 
@@ -37,6 +39,12 @@ struct StopAt : ag::TrainObserver {
 std::vector<double> losses(const std::string& metrics) {
   std::vector<double> out;
   for (const auto& r : ag::read_metrics_jsonl(metrics)) out.push_back(r.loss);
+  return out;
+}
+
+std::vector<double> grad_norms(const std::string& metrics) {
+  std::vector<double> out;
+  for (const auto& r : ag::read_metrics_jsonl(metrics)) out.push_back(r.grad_norm);
   return out;
 }
 
@@ -70,6 +78,35 @@ BOOST_AUTO_TEST_CASE(same_config_seed_and_threads_give_bit_identical_losses) {
                boost::test_tools::per_element());
     BOOST_TEST(ag::read_text_file(dir.file("a/checkpoint/model.safetensors")) ==
                ag::read_text_file(dir.file("b/checkpoint/model.safetensors")));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(one_and_two_threads_give_the_same_bits) {
+  // Every kernel sums each output element in an order fixed by the shapes alone (the GEMM by its blocking,
+  // reductions per row or per column, the gradient norm per span), so the thread count changes nothing.
+  // d_model 64 and 32 sequences: the projections (544 x 64 x 64) and the MLP are large enough to be split
+  // over the threads, as are attention, GELU, AdamW and the gradient norm; a clip of 0.05 makes every
+  // step's update depend on the norm's last bit.
+  auto config = [](int threads) {
+    return ag::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json",
+                           {"train.steps=20", "train.batch_size=32", "train.eval_every=20",
+                            "train.log_every=2", "train.eval_size=32", "output.attention_every=20",
+                            "output.checkpoint_every=20", "train.threads=" + std::to_string(threads)});
+  };
+  testing::TempDir dir;
+  ag::train_model(config(1), {dir.file("one"), false, nullptr, nullptr});
+  ag::train_model(config(2), {dir.file("two"), false, nullptr, nullptr});
+  BOOST_TEST(losses(dir.file("one/metrics.jsonl")) == losses(dir.file("two/metrics.jsonl")),
+             boost::test_tools::per_element());
+  BOOST_TEST(grad_norms(dir.file("one/metrics.jsonl")) == grad_norms(dir.file("two/metrics.jsonl")),
+             boost::test_tools::per_element());
+  // The files' headers differ (they hold the resolved config, threads included); the tensors may not.
+  const ag::SafetensorsFile one = ag::read_safetensors(dir.file("one/checkpoint/model.safetensors"));
+  const ag::SafetensorsFile two = ag::read_safetensors(dir.file("two/checkpoint/model.safetensors"));
+  BOOST_REQUIRE_EQUAL(one.tensors.size(), two.tensors.size());
+  for (size_t i = 0; i < one.tensors.size(); ++i) {
+    BOOST_TEST(one.tensors[i].name == two.tensors[i].name);
+    BOOST_TEST(one.tensors[i].data == two.tensors[i].data, one.tensors[i].name);
   }
 }
 
