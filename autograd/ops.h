@@ -4,7 +4,8 @@
 // How to add an op:
 //   1. Declare it here, in the group it belongs to.
 //   2. In its ops_*.cpp file: check shapes (throw std::invalid_argument naming the op and the shapes),
-//      compute the output through Eigen maps over the contiguous buffers, then
+//      compute the output through Eigen maps over the contiguous buffers (products through ag::gemm,
+//      gemm.h; large loops through parallel_for, threads.h), then
 //      `if (needs_grad<T>({&a, ...})) attach(out, "name", {a.node_ptr(), ...}, [..](Node<T>& n) {...});`
 //      The closure reads n.grad and adds (+=) into n.inputs[i]->grad_buffer() for every input whose
 //      requires_grad is set. Capture what backward needs by value (shapes, saved tensors), never `out`
