@@ -25,12 +25,8 @@ int run_forward(const Args& a) {
                                        : ag::parse_token_ids(run.task->vocab_size(), a.ids, "--ids");
   check_input_length(run, ids.size(), a.tokens.empty() ? "--ids" : "--tokens");
   const int T = static_cast<int>(ids.size());
-  const ag::Probe probe = probe_inputs(run, {ids}).front();
-  ag::Tensor<float> logits;
-  {
-    ag::NoGradScope no_grad;
-    logits = run.model->forward(ids, 1, T);  // (1, T, V)
-  }
+  ag::Tensor<float> logits;  // (1, T, V), from the same forward pass as the maps
+  const ag::Probe probe = probe_inputs(run, {ids}, &logits).front();
   const int64_t V = logits.size(-1);
   std::vector<int32_t> predictions;
   for (int t = 0; t < T; ++t) {

@@ -67,13 +67,14 @@ void check_layer_head(const ag::LoadedRun& run, std::optional<int> layer, std::o
                              : " heads per layer (valid: 0.." + std::to_string(H - 1) + ")"));
 }
 
-std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs) {
+std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
+                                    ag::Tensor<float>* logits) {
   ag::Batch batch;
   batch.B = static_cast<int>(inputs.size());
   batch.T = static_cast<int>(inputs.front().size());
   for (const auto& ids : inputs) batch.inputs.insert(batch.inputs.end(), ids.begin(), ids.end());
   batch.targets.assign(batch.inputs.size(), -1);
-  return ag::capture_attention(*run.model, *run.task, batch);
+  return ag::capture_attention(*run.model, *run.task, batch, logits);
 }
 
 ag::Probe select_maps(const ag::Probe& probe, std::optional<int> layer, std::optional<int> head) {

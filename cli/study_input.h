@@ -48,8 +48,10 @@ std::vector<int32_t> input_from_ids(const ag::LoadedRun& run, const std::string&
 // Throws UsageError "--layer 5: the model has layers 0..1" (or "--head ...") when out of range.
 void check_layer_head(const ag::LoadedRun& run, std::optional<int> layer, std::optional<int> head);
 
-// Each input's maps (all of the same length), one Probe per input.
-std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs);
+// Each input's maps (all of the same length), one Probe per input; the same pass's logits (B, T, V) go
+// to `logits` when it is given.
+std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
+                                    ag::Tensor<float>* logits = nullptr);
 
 // The probe with only the maps of the given layer and/or head (all maps when neither is given).
 ag::Probe select_maps(const ag::Probe& probe, std::optional<int> layer, std::optional<int> head);

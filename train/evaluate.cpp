@@ -39,10 +39,12 @@ EvalResult evaluate(nn::CausalLM<float>& model, const Batch& batch, int chunk) {
   return {exact_match_accuracy(predictions, batch), scored ? loss_sum / scored : 0.0, batch.B};
 }
 
-std::vector<Probe> capture_attention(nn::CausalLM<float>& model, const Task& task, const Batch& batch) {
+std::vector<Probe> capture_attention(nn::CausalLM<float>& model, const Task& task, const Batch& batch,
+                                     Tensor<float>* logits) {
   NoGradScope no_grad;
   model.set_keep_attention(true);
-  model.forward(batch.inputs, batch.B, batch.T);
+  Tensor<float> out = model.forward(batch.inputs, batch.B, batch.T);
+  if (logits) *logits = out;
   const std::vector<Tensor<float>> layers = model.attention_weights();  // each (B, H, T, T)
   model.set_keep_attention(false);
   const int T = batch.T;

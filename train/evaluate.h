@@ -19,8 +19,10 @@ EvalResult evaluate(nn::CausalLM<float>& model, const Batch& batch, int chunk = 
 // The first n sequences of a batch, as their own batch.
 Batch take_sequences(const Batch& batch, int n);
 
-// Every layer's and head's weights on each sequence of `batch`, with the task's token names.
-std::vector<Probe> capture_attention(nn::CausalLM<float>& model, const Task& task, const Batch& batch);
+// Every layer's and head's weights on each sequence of `batch`, with the task's token names; the same
+// forward pass's logits (B, T, V) go to `logits` when it is given.
+std::vector<Probe> capture_attention(nn::CausalLM<float>& model, const Task& task, const Batch& batch,
+                                     Tensor<float>* logits = nullptr);
 
 // Repeated random sequences over the task's value tokens (BOS, r1..rm, r1..rm, cut to T) for the induction
 // score: the pattern only shows where a token repeats, which most tasks' inputs never do.
