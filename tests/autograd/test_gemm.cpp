@@ -91,26 +91,34 @@ BOOST_AUTO_TEST_CASE(float32_matches_the_triple_loop_on_every_blocking_edge) {
   check_shapes<float>();
 }
 
-BOOST_AUTO_TEST_CASE(wide_products_cross_the_column_panel_and_use_both_threads) {
-  // 2100 columns cross the 2048-column panel; cols x inner is large enough for the shared packed B.
+BOOST_AUTO_TEST_CASE(large_products_split_over_both_threads) {
+  // Wide C (split by column slivers; 2100 columns also cross the 2048-column panel) and narrow C (20
+  // columns: split by row slivers, each thread packing all of B), at 1 and 2 threads.
   for (int threads : {1, 2}) {
     ag::set_num_threads(threads);
     check_case<float>(100, 2100, 40, false, true, 0, false);
     check_case<double>(61, 2100, 530, true, false, 3, true);
+    check_case<float>(3001, 20, 64, false, true, 1, true);
+    check_case<double>(2999, 16, 70, true, false, 0, false);
   }
   ag::set_num_threads(1);
 }
 
 BOOST_AUTO_TEST_CASE(results_are_the_same_bits_for_any_thread_count) {
-  const Operand<float> a = make_operand<float>(300, 700, false, 0, 1);
-  const Operand<float> b = make_operand<float>(700, 260, true, 0, 2);
-  std::vector<float> one(300 * 260), two(300 * 260);
-  ag::set_num_threads(1);
-  ag::gemm(300, 260, 700, a.view, b.view, one.data(), 260, false);
-  ag::set_num_threads(2);
-  ag::gemm(300, 260, 700, a.view, b.view, two.data(), 260, false);
-  ag::set_num_threads(1);
-  BOOST_TEST(one == two);
+  // A wide C (column split) and a narrow one (row split), both with edges in every direction.
+  const int64_t shapes[][3] = {{300, 260, 700}, {2005, 20, 90}};
+  for (const auto& shape : shapes) {
+    const int64_t rows = shape[0], cols = shape[1], inner = shape[2];
+    const Operand<float> a = make_operand<float>(rows, inner, false, 0, 1);
+    const Operand<float> b = make_operand<float>(inner, cols, true, 0, 2);
+    std::vector<float> one(rows * cols), two(rows * cols);
+    ag::set_num_threads(1);
+    ag::gemm(rows, cols, inner, a.view, b.view, one.data(), cols, false);
+    ag::set_num_threads(2);
+    ag::gemm(rows, cols, inner, a.view, b.view, two.data(), cols, false);
+    ag::set_num_threads(1);
+    BOOST_TEST(one == two, rows << "x" << inner << "x" << cols);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(pool_runs_every_index_once_across_jobs_of_changing_sizes) {
