@@ -4,6 +4,7 @@
 // is outside the timed region (as in torch_bench.py); warm-up steps are excluded. Not a training run: no
 // run folder, no checkpoints, no evaluation.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -74,6 +75,9 @@ struct Args {
 int run(const Args& a) {
   const ag::Config config = ag::load_config(a.config, a.sets);
   const int threads = a.threads > 0 ? a.threads : config.train.threads;
+  // Progress for a person at a terminal, on stderr (stdout carries only the JSON line); nothing elsewhere.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  if (tty) std::fprintf(stderr, "bench: measuring GEMM rates...");
   const double peak = a.peak_gflops > 0 ? a.peak_gflops : measure_gemm_gflops(threads, false);
   const double engine_gemm = measure_gemm_gflops(threads, true);
   ag::set_num_threads(threads);
@@ -107,6 +111,9 @@ int run(const Args& a) {
     if (!std::isfinite(loss_value))
       throw std::runtime_error(a.config + ": loss became non-finite at bench step " + std::to_string(step));
     if (step >= a.warmup) step_seconds.push_back(elapsed);
+    if (tty)
+      std::fprintf(stderr, "\r\033[Kbench %s: step %d/%d%s, %.1f ms", config.name.c_str(), step + 1,
+                   a.warmup + a.steps, step < a.warmup ? " (warm-up)" : "", elapsed * 1e3);
   }
 
   const double med = median(step_seconds);
@@ -128,6 +135,7 @@ int run(const Args& a) {
                            {"peak_gflops", peak},
                            {"engine_gemm_gflops", engine_gemm},
                            {"mfu", gflops / peak}};
+  if (tty) std::fprintf(stderr, "\r\033[K");
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
