@@ -142,12 +142,6 @@ T* scratch(Buffer<T>& buffer, int64_t n) {
   return buffer.data();
 }
 
-template <typename T>
-int64_t packed_b_size(int64_t kc, int64_t nc) {
-  constexpr int kNR = Tile<T>::kNR;
-  return (nc + kNR - 1) / kNR * kNR * kc;
-}
-
 // Where a kc x nc block of B is read from: packed slivers (sliver j at data + j * kc * kNR, rows kNR
 // apart), or B itself in place (sliver j at data + j * kNR, rows row_stride apart).
 template <typename T>
@@ -192,19 +186,6 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
   }
 }
 
-// Walks the kc x nc blocks of B: `pack` packs one, `multiply` runs all rows of A against it.
-template <typename T, typename Pack, typename Multiply>
-void for_each_block(int64_t cols, int64_t inner, MatView<T> b, Pack&& pack, Multiply&& multiply) {
-  for (int64_t jc = 0; jc < cols; jc += kNC) {
-    const int64_t nc = std::min(kNC, cols - jc);
-    for (int64_t pc = 0; pc < inner; pc += kKC) {
-      const int64_t kc = std::min(kKC, inner - pc);
-      pack(kc, nc, MatView<T>{b.data + pc * b.row_stride + jc * b.col_stride, b.row_stride, b.col_stride});
-      multiply(jc, pc, kc, nc);
-    }
-  }
-}
-
 // A B small enough to stay in L1/L2 whole, row-major and a whole number of vectors wide, is read in
 // place: packing it would cost as much as the product when A has few rows (attention's per-head
 // products: P V, dP K, ...).
@@ -223,13 +204,17 @@ void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatVie
     return;
   }
   thread_local Buffer<T> packed_b_buffer;
-  T* packed_b = scratch(packed_b_buffer, packed_b_size<T>(std::min(kKC, inner), std::min(kNC, cols)));
-  for_each_block(
-      cols, inner, b, [&](int64_t kc, int64_t nc, MatView<T> block) { pack_b(kc, nc, block, packed_b); },
-      [&](int64_t jc, int64_t pc, int64_t kc, int64_t nc) {
-        multiply_block(rows, nc, kc, MatView<T>{a.data + pc * a.col_stride, a.row_stride, a.col_stride},
-                       BlockB<T>{packed_b, kNR, kNR * kc}, c + jc, ldc, accumulate || pc > 0);
-      });
+  T* packed_b = scratch(packed_b_buffer, (std::min(kNC, cols) + kNR - 1) / kNR * kNR * std::min(kKC, inner));
+  for (int64_t jc = 0; jc < cols; jc += kNC) {
+    const int64_t nc = std::min(kNC, cols - jc);
+    for (int64_t pc = 0; pc < inner; pc += kKC) {
+      const int64_t kc = std::min(kKC, inner - pc);
+      pack_b(kc, nc, MatView<T>{b.data + pc * b.row_stride + jc * b.col_stride, b.row_stride, b.col_stride},
+             packed_b);
+      multiply_block(rows, nc, kc, MatView<T>{a.data + pc * a.col_stride, a.row_stride, a.col_stride},
+                     BlockB<T>{packed_b, kNR, kNR * kc}, c + jc, ldc, accumulate || pc > 0);
+    }
+  }
 }
 
 }  // namespace
