@@ -47,16 +47,9 @@ namespace {
 
 enum class Kind { kAdd, kSub, kMul, kDiv };
 
-// Calls f(begin, length) over [0, size) in chunks spread over the pool: elementwise, so the split never
-// changes a result.
-template <typename F>
-void for_chunks(int64_t size, F&& f) {
-  constexpr int64_t kChunk = 8192;
-  parallel_for((size + kChunk - 1) / kChunk, size, [&](int64_t c0, int64_t c1) {
-    for (int64_t i = c0 * kChunk; i < std::min(size, c1 * kChunk); i += kChunk)
-      f(i, std::min(kChunk, size - i));
-  });
-}
+// Same-shape operands are split over the threads in chunks of this many elements (elementwise, so the
+// split never changes a result).
+constexpr int64_t kChunk = 8192;
 
 template <typename Dst, typename Src>
 void assign_or_add(Dst& dst, const Src& src, bool assign) {
@@ -78,7 +71,7 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
   const T* pa = a.data();
   const T* pb = b.data();
   if (same) {
-    for_chunks(out.numel(), [&](int64_t i, int64_t len) {
+    parallel_chunks(out.numel(), kChunk, 1, [&](int64_t i, int64_t len) {
       ConstVecMap<T> va(pa + i, len), vb(pb + i, len);
       VecMap<T> vo(o + i, len);
       switch (kind) {
@@ -130,7 +123,7 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
       if (ga == gb) fresh_b = false;  // one buffer: the first write assigns, the second adds
       const T* pa = sa.defined() ? sa.data() : nullptr;
       const T* pb = sb.defined() ? sb.data() : nullptr;
-      for_chunks(n.numel(), [&](int64_t i, int64_t len) {
+      parallel_chunks(n.numel(), kChunk, 1, [&](int64_t i, int64_t len) {
         ConstVecMap<T> vg(g + i, len);
         if (ga) {
           VecMap<T> da(ga + i, len);

@@ -19,7 +19,7 @@ constexpr T kGeluK = T(0.044715);
 
 // Backward runs over chunks of this many elements, so a backward that needs a scratch array (gelu) keeps
 // it on the stack and in L1 instead of allocating (and page-faulting) one as large as the tensor.
-constexpr Eigen::Index kChunk = 2048;
+constexpr int64_t kChunk = 2048;
 // Rough cost of one element (transcendentals dominate), for deciding when to use the threads.
 constexpr int64_t kWorkPerElement = 8;
 template <typename T>
@@ -32,34 +32,25 @@ template <typename T, typename Forward, typename Backward>
 Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward grad_fn) {
   if (!a.defined()) throw std::invalid_argument(std::string(op) + ": input tensor is undefined");
   Tensor<T> out = Tensor<T>::empty(a.shape());
-  const Eigen::Index size = static_cast<Eigen::Index>(a.numel());
-  const Eigen::Index chunks = (size + kChunk - 1) / kChunk;
+  const int64_t size = a.numel();
   const T* x = a.data();
   T* y = out.data();
-  // Chunks are independent (elementwise), so the split over threads does not change any result.
-  parallel_for(chunks, kWorkPerElement * size, [&](int64_t c0, int64_t c1) {
-    for (Eigen::Index i = c0 * kChunk; i < std::min(size, c1 * kChunk); i += kChunk) {
-      const Eigen::Index len = std::min(kChunk, size - i);
-      VecMap<T> ys(y + i, len);
-      forward(ConstVecMap<T>(x + i, len), ys);
-    }
+  parallel_chunks(size, kChunk, kWorkPerElement, [&](int64_t i, int64_t len) {
+    VecMap<T> ys(y + i, len);
+    forward(ConstVecMap<T>(x + i, len), ys);
   });
   if (needs_grad<T>({&a}))
-    attach(out, op, {a.node_ptr()}, [grad_fn, size, chunks](Node<T>& n) {
+    attach(out, op, {a.node_ptr()}, [grad_fn, size](Node<T>& n) {
       Node<T>& in = *n.inputs[0];
       if (!in.requires_grad) return;
       bool fresh = false;
       T* dx = in.grad_buffer_for_write(fresh);
-      parallel_for(chunks, kWorkPerElement * size, [&](int64_t c0, int64_t c1) {
-        for (Eigen::Index i = c0 * kChunk; i < std::min(size, c1 * kChunk); i += kChunk) {
-          const Eigen::Index len = std::min(kChunk, size - i);
-          ConstVecMap<T> xs(in.value.data() + i, len), ys(n.value.data() + i, len),
-              dys(n.grad.data() + i, len);
-          VecMap<T> dxs(dx + i, len);
-          // A fresh buffer starts as zeros, so the backward's += runs on a zeroed chunk (in L1).
-          if (fresh) dxs.setZero();
-          grad_fn(xs, ys, dys, dxs);
-        }
+      parallel_chunks(size, kChunk, kWorkPerElement, [&](int64_t i, int64_t len) {
+        ConstVecMap<T> xs(in.value.data() + i, len), ys(n.value.data() + i, len), dys(n.grad.data() + i, len);
+        VecMap<T> dxs(dx + i, len);
+        // A fresh buffer starts as zeros, so the backward's += runs on a zeroed chunk (in L1).
+        if (fresh) dxs.setZero();
+        grad_fn(xs, ys, dys, dxs);
       });
     });
   return out;

@@ -11,6 +11,7 @@
 // with other work they give their core back instead of burning it (the failure of spin-waiting pools).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -43,6 +44,16 @@ void parallel_for(int64_t n, int64_t work, F&& f) {
   detail::run_parallel(
       n, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
       const_cast<void*>(static_cast<const void*>(&f)));
+}
+
+// Calls f(begin, length) on consecutive chunks of `chunk` elements (the last one shorter) covering
+// [0, size), spread over the threads when size x work_per_element is large enough (see parallel_for).
+// For elementwise work, where any split gives the same results.
+template <typename F>
+void parallel_chunks(int64_t size, int64_t chunk, int64_t work_per_element, F&& f) {
+  parallel_for((size + chunk - 1) / chunk, work_per_element * size, [&](int64_t c0, int64_t c1) {
+    for (int64_t i = c0 * chunk; i < std::min(size, c1 * chunk); i += chunk) f(i, std::min(chunk, size - i));
+  });
 }
 
 }  // namespace ag
