@@ -120,7 +120,6 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
       bool fresh_a = false, fresh_b = false;
       T* ga = na.requires_grad ? na.grad_buffer_for_write(fresh_a) : nullptr;
       T* gb = nb.requires_grad ? nb.grad_buffer_for_write(fresh_b) : nullptr;
-      if (ga == gb) fresh_b = false;  // one buffer: the first write assigns, the second adds
       const T* pa = sa.defined() ? sa.data() : nullptr;
       const T* pb = sb.defined() ? sb.data() : nullptr;
       parallel_chunks(n.numel(), kChunk, 1, [&](int64_t i, int64_t len) {
