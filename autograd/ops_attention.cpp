@@ -14,6 +14,7 @@
 
 #include "autograd/gemm.h"
 #include "autograd/ops.h"
+#include "autograd/softmax_row.h"
 #include "autograd/threads.h"
 
 namespace ag {
@@ -107,16 +108,8 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
           }
         else
           row *= sc;
-        const T m = row.maxCoeff();
-        if (m == ninf) {
-          row.setZero();
-          continue;
-        }
-        x = row;  // exp(-inf) must give exactly 0, and Eigen's vectorised exp gives a denormal
-        row = (x - m).exp();
-        const T* xs = x.data();
-        for (int64_t s = 0; s < S; ++s) r[s] = xs[s] == ninf ? T(0) : r[s];
-        row *= T(1) / row.sum();
+        x = row;  // the scores, so that the weights can be written in their place
+        softmax_row(x.data(), r, S);
       }
       gemm(Tq, dk, S, row_major(p.data(), S), vh, po + b * Tq * D + h * dk, D, false);
     }

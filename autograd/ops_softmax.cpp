@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "autograd/softmax_row.h"
 #include "autograd/threads.h"
 
 namespace ag {
@@ -33,15 +34,6 @@ Rows rows_of(const Tensor<T>& a, const char* op) {
   return r;
 }
 
-// Eigen's vectorised exp maps -inf to a denormal (about 5e-309 in double) rather than 0. Sums of exp after
-// the max-shift are >= 1, so that is harmless there; softmax outputs, though, must be exactly 0 where
-// masked. A plain fix-up loop after the exp keeps the exp vectorised (an Eigen select() would not be).
-template <typename T>
-void zero_where_masked(const T* x, T* y, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    if (x[j] == kNegInf<T>) y[j] = T(0);
-}
-
 }  // namespace
 
 template <typename T>
@@ -52,18 +44,7 @@ Tensor<T> softmax(const Tensor<T>& a) {
   const T* x = a.data();
   T* y = out.data();
   parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      ConstVecMap<T> xr(x + r * cols, cols);
-      VecMap<T> yr(y + r * cols, cols);
-      const T m = xr.maxCoeff();
-      if (m == kNegInf<T>) {
-        yr.setZero();
-        continue;
-      }
-      yr = (xr - m).exp();
-      zero_where_masked(xr.data(), yr.data(), cols);
-      yr *= T(1) / yr.sum();
-    }
+    for (int64_t r = r0; r < r1; ++r) softmax_row(x + r * cols, y + r * cols, cols);
   });
   if (needs_grad<T>({&a}))
     attach(out, "softmax", {a.node_ptr()}, [rows, cols](Node<T>& n) {
