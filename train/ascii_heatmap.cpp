@@ -46,14 +46,6 @@ void repeat(std::string& out, const char* glyph, int n) {
   for (int k = 0; k < n; ++k) out += glyph;
 }
 
-void check_square(const AttentionWeights& w, const char* what) {
-  for (const auto& row : w)
-    if (row.size() != w.size())
-      throw std::invalid_argument(std::string(what) + ": expected a T x T map, got a row of " +
-                                  std::to_string(row.size()) + " in a map of " + std::to_string(w.size()) +
-                                  " rows");
-}
-
 void check_labels(const AttentionWeights& w, const std::vector<std::string>& rows,
                   const std::vector<std::string>& cols, const char* what) {
   check_square(w, what);

@@ -13,6 +13,15 @@
 #include "train/text_file.h"
 
 namespace ag {
+
+void check_square(const AttentionWeights& w, const char* what) {
+  for (const auto& row : w)
+    if (row.size() != w.size())
+      throw std::invalid_argument(std::string(what) + ": expected a T x T map, got a row of " +
+                                  std::to_string(row.size()) + " in a map of " + std::to_string(w.size()) +
+                                  " rows");
+}
+
 namespace {
 
 using nlohmann::json;

@@ -18,6 +18,9 @@ namespace ag {
 // takes from key (source) position j. Rows of a causal softmax sum to 1 and are 0 for j > i.
 using AttentionWeights = std::vector<std::vector<float>>;  // [T query][T key]
 
+// Throws std::invalid_argument "<what>: expected a T x T map, ..." unless every row is as long as the map.
+void check_square(const AttentionWeights& w, const char* what);
+
 struct HeadMap {
   int layer = 0;  // from 0
   int head = 0;   // from 0

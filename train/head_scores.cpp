@@ -17,14 +17,6 @@ namespace {
 using nlohmann::json;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-void check_square(const AttentionWeights& w, const char* what) {
-  for (const auto& row : w)
-    if (row.size() != w.size())
-      throw std::invalid_argument(std::string(what) + ": expected a T x T map, got a row of " +
-                                  std::to_string(row.size()) + " in a map of " + std::to_string(w.size()) +
-                                  " rows");
-}
-
 [[noreturn]] void fail(const std::string& source, const std::string& pointer, const std::string& what) {
   throw std::runtime_error(source + ": " + (pointer.empty() ? "/" : pointer) + ": " + what);
 }
