@@ -7,9 +7,9 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
-#include "train/ablation.h"
+#include "study/ablation.h"
+#include "study/run_study.h"
 #include "train/run_folder.h"
-#include "train/study.h"
 
 namespace cli {
 
@@ -21,11 +21,11 @@ struct Args {
 };
 
 // Scores that describe this checkpoint: every head of the model, computed at its step.
-bool scores_match(const ag::HeadScoresFile& s, const ag::LoadedRun& run) {
+bool scores_match(const study::HeadScoresFile& s, const train::LoadedRun& run) {
   if (s.step != run.step) return false;
   const size_t heads = run.model->blocks.size() * static_cast<size_t>(run.config.model.n_heads);
   if (s.heads.size() != heads) return false;
-  for (const ag::HeadScores& h : s.heads)
+  for (const study::HeadScores& h : s.heads)
     if (h.layer < 0 || h.layer >= static_cast<int>(run.model->blocks.size()) || h.head < 0 ||
         h.head >= run.config.model.n_heads)
       return false;
@@ -33,16 +33,16 @@ bool scores_match(const ag::HeadScoresFile& s, const ag::LoadedRun& run) {
 }
 
 int run_ablate(const Args& a) {
-  ag::LoadedRun run = ag::load_run(a.run);
+  train::LoadedRun run = train::load_run(a.run);
   ag::set_num_threads(run.config.train.threads);
   const int n = a.n > 0 ? a.n : run.config.train.eval_size;
   // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
-  const ag::Batch eval_set = run.task->eval_set(run.config.seed, n);
+  const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
   const std::string scores_path = a.run + "/scores.json";
-  ag::HeadScoresFile scores;
+  study::HeadScoresFile scores;
   bool have_scores = false;
   if (std::filesystem::exists(scores_path)) {
-    scores = ag::read_head_scores(scores_path);
+    scores = study::read_head_scores(scores_path);
     have_scores = scores_match(scores, run);
     if (!have_scores)
       std::printf("%s: %s; recomputing the scores\n", scores_path.c_str(),
@@ -52,24 +52,24 @@ int run_ablate(const Args& a) {
                                           : "does not list this model's heads");
   }
   if (!have_scores) {
-    const ag::Batch score_set = run.task->eval_set(run.config.seed, run.config.train.eval_size);
-    scores = ag::Study(*run.task, run.config, score_set).head_scores(*run.model, run.step);
+    const train::Batch score_set = run.task->eval_set(run.config.seed, run.config.train.eval_size);
+    scores = study::Study(*run.task, run.config, score_set).head_scores(*run.model, run.step);
   }
 
   std::printf("%s (step %lld): ablating each of %zu heads on %d held-out sequences\n", a.run.c_str(),
               static_cast<long long>(run.step), scores.heads.size(), n);
-  const ag::AblationReport report = ag::ablate_heads(*run.model, eval_set);
-  ag::merge_ablation(scores, report);
+  const study::AblationReport report = study::ablate_heads(*run.model, eval_set);
+  study::merge_ablation(scores, report);
 
   std::printf("\nbaseline (nothing ablated): exact match %.4f, loss %.4f\n", report.baseline.acc,
               report.baseline.loss);
   std::printf(
       "zero: the head's output set to 0; mean: set to its mean over these sequences (keeps its constant\n"
       "part, removes what depends on the input). A head matters when its ablated accuracy drops.\n\n");
-  std::printf("%s", ag::head_scores_table(scores.heads).c_str());
+  std::printf("%s", study::head_scores_table(scores.heads).c_str());
 
-  ag::write_head_scores(scores_path, scores);
-  ag::write_run_report(a.run, run.config.name);
+  study::write_head_scores(scores_path, scores);
+  study::write_run_report(a.run, run.config.name);
   std::printf("\nwrote %s (\"ablation\" per head) and %s/report.html\n", scores_path.c_str(), a.run.c_str());
   return 0;
 }

@@ -1,15 +1,15 @@
 // attograd attend RUN_DIR (--tokens "3 1 4" | --ids "0 5 3 6") [--layer L] [--head H] [--svg FILE]:
 // where each head of a trained model looks on one input, as ASCII heatmaps in the lesson's five levels.
-// By default every head compactly (ag::ascii_grid); --layer and/or --head pick heads, each drawn full size
+// By default every head compactly (study::ascii_grid); --layer and/or --head pick heads, each drawn full size
 // with its weight table. --svg writes the selected heads as a self-contained picture.
 #include <cstdio>
 #include <optional>
 
 #include "cli/commands.h"
 #include "cli/study_input.h"
-#include "train/ascii_heatmap.h"
-#include "train/svg_heatmap.h"
-#include "train/text_file.h"
+#include "io/atomic_file.h"
+#include "study/view/ascii_heatmap.h"
+#include "study/view/svg_heatmap.h"
 
 namespace cli {
 
@@ -22,33 +22,33 @@ struct Args {
 
 int run_attend(const Args& a) {
   const std::optional<int> layer = a.pick.layer(), head = a.pick.head();
-  ag::LoadedRun run = load_for_study(a.run, layer, head);
+  train::LoadedRun run = load_for_study(a.run, layer, head);
   bool bos_added = false;
   const std::vector<int32_t> ids = !a.tokens.empty() ? input_from_names(run, a.tokens, "--tokens", &bos_added)
                                                      : input_from_ids(run, a.ids, "--ids");
-  const ag::Probe probe = select_maps(probe_inputs(run, {ids}).front(), layer, head);
+  const study::Probe probe = select_maps(probe_inputs(run, {ids}).front(), layer, head);
   const int T = static_cast<int>(ids.size());
 
   std::printf("%s (step %lld), %s task, %d tokens: %s\n", a.run.c_str(), static_cast<long long>(run.step),
               run.config.task.kind.c_str(), T, join_tokens(probe.tokens).c_str());
   if (bos_added) print_bos_added(run);
-  ag::AsciiOptions opts;
+  study::AsciiOptions opts;
   opts.mark_future = true;  // causal model: keys after the query are masked, not merely unattended
   if (!layer && !head) {
     std::printf("\nevery head (rows: where each query token looks, columns: key tokens)\n%s",
-                ag::ascii_grid(probe, opts).c_str());
+                study::ascii_grid(probe, opts).c_str());
   } else {
-    for (const ag::HeadMap& m : probe.maps) {
+    for (const study::HeadMap& m : probe.maps) {
       std::printf("\nlayer %d head %d (rows: where each query token looks, columns: key tokens)\n%s", m.layer,
-                  m.head, ag::ascii_heatmap(m.weights, probe.tokens, probe.tokens, opts).c_str());
+                  m.head, study::ascii_heatmap(m.weights, probe.tokens, probe.tokens, opts).c_str());
       std::printf("\nweights (row i: how query i splits its attention; rows sum to 1)\n%s",
-                  ag::weight_table(m.weights, probe.tokens, probe.tokens).c_str());
+                  study::weight_table(m.weights, probe.tokens, probe.tokens).c_str());
     }
   }
   if (!a.svg.empty()) {
-    ag::SvgOptions svg;
+    study::SvgOptions svg;
     svg.title = run.config.name + ", step " + std::to_string(run.step) + ": " + join_tokens(probe.tokens);
-    ag::write_text_file_atomically(a.svg, ag::svg_attention_grid(probe, svg));
+    io::write_text_file_atomically(a.svg, study::svg_attention_grid(probe, svg));
     std::printf("\nwrote %s\n", a.svg.c_str());
   }
   return 0;

@@ -15,9 +15,7 @@
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 #include "cli/commands.h"
-#include "train/model_factory.h"
-#include "train/optimizer.h"
-#include "train/tasks.h"
+#include "train/training_step.h"
 
 namespace cli {
 
@@ -73,7 +71,7 @@ struct Args {
 };
 
 int run(const Args& a) {
-  const ag::Config config = ag::load_config(a.config, a.sets);
+  const train::Config config = train::load_config(a.config, a.sets);
   const int threads = a.threads > 0 ? a.threads : config.train.threads;
   // Progress for a person at a terminal, on stderr (stdout carries only the JSON line); nothing elsewhere.
   const bool tty = isatty(fileno(stderr)) != 0;
@@ -82,40 +80,27 @@ int run(const Args& a) {
   const double engine_gemm = measure_gemm_gflops(threads, true);
   ag::set_num_threads(threads);
 
-  const std::unique_ptr<ag::Task> task = ag::make_task(config.task);
-  std::unique_ptr<nn::CausalLM<float>> model = ag::make_model<float>(config);
-  std::vector<ag::OptimParam> params;
+  train::TrainingStep trainer(config);
   int64_t non_embedding = 0;
-  for (auto& p : model->named_parameters()) {
-    params.push_back({p.name, p.tensor, ag::uses_weight_decay(p.name)});
+  for (const auto& p : trainer.model().named_parameters())
     if (p.name.rfind("tok_emb.", 0) != 0 && p.name.rfind("pos_emb.", 0) != 0)
       non_embedding += p.tensor->numel();
-  }
-  ag::AdamW optimizer(params, config.train.weight_decay);
-  ag::Rng data_rng(config.seed * 0x9E3779B97F4A7C15ULL + 1);
-  const int B = config.train.batch_size, T = task->seq_len();
-
+  const int B = config.train.batch_size, T = trainer.task().seq_len();
   std::vector<double> step_seconds;
   for (int step = 0; step < a.warmup + a.steps; ++step) {
-    const ag::Batch batch = task->sample(data_rng, B);
-    const double lr = ag::learning_rate(config.train, step);
+    const train::Batch batch = trainer.next_batch();
     const auto start = Clock::now();
-    model->zero_grad();
-    ag::Tensor<float> logits = model->forward(batch.inputs, B, T);
-    ag::Tensor<float> loss = ag::cross_entropy(logits, batch.targets, -1);
-    const double loss_value = loss.item();
-    loss.backward();
-    ag::clip_grad_norm(params, config.train.grad_clip);
-    optimizer.step(lr);
+    try {
+      trainer.run(batch, step);
+    } catch (const train::TrainingDiverged& e) {
+      throw std::runtime_error(a.config + ": " + e.what() + " of the bench");
+    }
     const double elapsed = seconds_since(start);
-    if (!std::isfinite(loss_value))
-      throw std::runtime_error(a.config + ": loss became non-finite at bench step " + std::to_string(step));
     if (step >= a.warmup) step_seconds.push_back(elapsed);
     if (tty)
       std::fprintf(stderr, "\r\033[Kbench %s: step %d/%d%s, %.1f ms", config.name.c_str(), step + 1,
                    a.warmup + a.steps, step < a.warmup ? " (warm-up)" : "", elapsed * 1e3);
   }
-
   const double med = median(step_seconds);
   const double tokens = double(B) * T;
   const double flops = 6.0 * double(non_embedding) * tokens +
@@ -130,7 +115,7 @@ int run(const Args& a) {
                            {"step_ms_median", med * 1e3},
                            {"step_ms_min", *std::min_element(step_seconds.begin(), step_seconds.end()) * 1e3},
                            {"peak_rss_mb", usage.ru_maxrss / 1024.0},
-                           {"params", model->parameter_count()},
+                           {"params", trainer.model().parameter_count()},
                            {"gflops_per_s", gflops},
                            {"peak_gflops", peak},
                            {"engine_gemm_gflops", engine_gemm},

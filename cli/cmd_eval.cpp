@@ -21,11 +21,11 @@ Command add_eval(CLI::App& app) {
   sub->add_option("--n", a->n, "held-out sequences (default: the config's train.eval_size)")
       ->check(CLI::PositiveNumber);
   return [a] {
-    ag::LoadedRun run = ag::load_run(a->run);
+    train::LoadedRun run = train::load_run(a->run);
     ag::set_num_threads(run.config.train.threads);
     const int n = a->n > 0 ? a->n : run.config.train.eval_size;
     // The same held-out stream as training's evaluations, so the numbers agree with metrics.jsonl.
-    const ag::EvalResult r = ag::evaluate(*run.model, run.task->eval_set(run.config.seed, n));
+    const train::EvalResult r = train::evaluate(*run.model, run.task->eval_set(run.config.seed, n));
     if (a->json)
       std::printf("%s\n",
                   nlohmann::json{{"eval_acc", r.acc}, {"eval_loss", r.loss}, {"n", r.n}}.dump().c_str());

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/study_input.h"
-#include "train/ascii_heatmap.h"
+#include "study/view/ascii_heatmap.h"
 #include "train/evaluate.h"
 #include "train/run_folder.h"
 
@@ -18,15 +18,15 @@ struct Args {
 };
 
 int run_forward(const Args& a) {
-  ag::LoadedRun run = ag::load_run(a.run);
+  train::LoadedRun run = train::load_run(a.run);
   // Taken as given, BOS or not: forward shows what the model does on exactly this input.
   const std::vector<int32_t> ids = !a.tokens.empty()
-                                       ? ag::parse_token_names(*run.task, a.tokens, "--tokens")
-                                       : ag::parse_token_ids(run.task->vocab_size(), a.ids, "--ids");
+                                       ? train::parse_token_names(*run.task, a.tokens, "--tokens")
+                                       : train::parse_token_ids(run.task->vocab_size(), a.ids, "--ids");
   check_input_length(run, ids.size(), a.tokens.empty() ? "--ids" : "--tokens");
   const int T = static_cast<int>(ids.size());
   ag::Tensor<float> logits;  // (1, T, V), from the same forward pass as the maps
-  const ag::Probe probe = probe_inputs(run, {ids}, &logits).front();
+  const study::Probe probe = probe_inputs(run, {ids}, &logits).front();
   const int64_t V = logits.size(-1);
   std::vector<int32_t> predictions;
   for (int t = 0; t < T; ++t) {
@@ -43,7 +43,7 @@ int run_forward(const Args& a) {
     j["logits"] = rows;
     j["predictions"] = predictions;
     nlohmann::json att = nlohmann::json::array();
-    for (const ag::HeadMap& m : probe.maps)
+    for (const study::HeadMap& m : probe.maps)
       att.push_back({{"layer", m.layer}, {"head", m.head}, {"weights", m.weights}});
     j["attention"] = att;
     std::printf("%s\n", j.dump().c_str());
@@ -54,10 +54,10 @@ int run_forward(const Args& a) {
   for (int t = 0; t < T; ++t)
     std::printf("  %3d  %-5s  ->  %s\n", t, probe.tokens[t].c_str(),
                 run.task->token_name(predictions[t]).c_str());
-  ag::AsciiOptions opts;
+  study::AsciiOptions opts;
   opts.mark_future = true;
   std::printf("\nattention (rows: query tokens, columns: key tokens)\n%s",
-              ag::ascii_grid(probe, opts).c_str());
+              study::ascii_grid(probe, opts).c_str());
   return 0;
 }
 

@@ -19,8 +19,8 @@ struct Args {
 
 // Central differences cost two forwards per parameter: keep the layers, heads and masks of the config
 // but cap the widths, so a check takes seconds, not hours.
-ag::Config shrink(ag::Config c, std::string& note) {
-  const ag::Config original = c;
+train::Config shrink(train::Config c, std::string& note) {
+  const train::Config original = c;
   c.model.n_heads = std::min(c.model.n_heads, 2);
   c.model.d_model = std::min(c.model.d_model, 4 * c.model.n_heads);
   if (c.model.d_model % c.model.n_heads) c.model.d_model = 4 * c.model.n_heads;
@@ -39,9 +39,9 @@ ag::Config shrink(ag::Config c, std::string& note) {
 
 int run_gradcheck(const Args& a) {
   std::string note = "batch 2";
-  const ag::Config config = shrink(ag::load_config(a.config, a.sets), note);
-  const auto task = ag::make_task(config.task);
-  auto model = ag::make_model<double>(config);
+  const train::Config config = shrink(train::load_config(a.config, a.sets), note);
+  const auto task = train::make_task(config.task);
+  auto model = train::make_model<double>(config);
   ag::Rng rng(config.seed);
   // LayerNorm weights start at 1 and biases at 0; a small perturbation makes every term of the gradient
   // count.
@@ -53,7 +53,7 @@ int run_gradcheck(const Args& a) {
     names.push_back(p.name);
   }
   ag::Rng data(config.seed + 1);
-  const ag::Batch batch = task->sample(data, config.train.batch_size);
+  const train::Batch batch = task->sample(data, config.train.batch_size);
   std::printf("gradcheck %s: %s, T %d, %lld parameters in %zu tensors, float64 central differences\n",
               a.config.c_str(), note.c_str(), batch.T, static_cast<long long>(model->parameter_count()),
               params.size());

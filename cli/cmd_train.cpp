@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "study/run_study.h"
 #include "train/checkpoint.h"
 
 namespace cli {
@@ -25,13 +26,13 @@ struct TrainArgs {
 
 // The config of a resumed run is the one it was trained with; a CONFIG given too must agree with it, and
 // --set may change what does not alter the past (e.g. train.steps to train longer).
-ag::Config resume_config(const TrainArgs& a) {
-  const std::string ckpt = ag::model_checkpoint_path(a.resume);
+train::Config resume_config(const TrainArgs& a) {
+  const std::string ckpt = train::model_checkpoint_path(a.resume);
   if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + a.resume + ": no checkpoint at " + ckpt);
-  ag::Config stored = ag::config_from_checkpoint(ckpt);
-  if (!a.sets.empty()) stored = ag::from_json(ag::to_json(stored), ckpt, a.sets);
+  train::Config stored = train::config_from_checkpoint(ckpt);
+  if (!a.sets.empty()) stored = train::from_json(train::to_json(stored), ckpt, a.sets);
   if (!a.config.empty()) {
-    ag::Config given = ag::load_config(a.config, a.sets);
+    train::Config given = train::load_config(a.config, a.sets);
     given.output = stored.output;
     if (given != stored)
       throw UsageError(a.config + ": differs from the config " + a.resume + " was trained with (" + a.resume +
@@ -42,27 +43,29 @@ ag::Config resume_config(const TrainArgs& a) {
 }
 
 int run(const TrainArgs& a) {
-  ag::Config config;
+  train::Config config;
   std::string run_dir;
   if (!a.resume.empty()) {
     config = resume_config(a);
     run_dir = a.resume;
   } else {
     if (a.config.empty()) throw UsageError("train: CONFIG is required (or --resume RUN_DIR)");
-    config = ag::load_config(a.config, a.sets);
+    config = train::load_config(a.config, a.sets);
     if (!a.out.empty()) config.output.dir = a.out;
     run_dir = config.output.dir;
-    if (std::filesystem::exists(ag::model_checkpoint_path(run_dir)) && !a.overwrite)
+    if (std::filesystem::exists(train::model_checkpoint_path(run_dir)) && !a.overwrite)
       throw UsageError(run_dir + ": already holds a trained run; --resume " + run_dir +
                        " to continue it, --out DIR for a new one, or --overwrite to replace it");
   }
   Progress progress(stdout);
-  ag::TrainOptions options{run_dir, !a.resume.empty(), &g_stop, &progress};
+  study::RunStudy run_study(config, run_dir);
+  train::TrainOptions options{run_dir, !a.resume.empty(), &g_stop, {&progress, &run_study}};
   g_stop.store(false);
   std::signal(SIGINT, on_interrupt);
-  const ag::TrainResult r = ag::train_model(config, options);
+  const train::TrainResult r = train::train_model(config, options);
   std::signal(SIGINT, SIG_DFL);
   progress.finish_line();
+  if (!run_study.score_table().empty()) std::printf("%s", run_study.score_table().c_str());
   if (r.interrupted) {
     std::printf("interrupted at step %lld: checkpoint saved; continue with: attograd train --resume %s\n",
                 static_cast<long long>(r.step), run_dir.c_str());

@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     if (!sub->parsed()) continue;
     try {
       return command();
-    } catch (const ag::TrainingDiverged& e) {
+    } catch (const train::TrainingDiverged& e) {
       std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
       return 1;
     } catch (const std::exception& e) {

@@ -20,7 +20,7 @@ std::string duration(double seconds) {
 
 Progress::Progress(std::FILE* out) : out_(out), tty_(isatty(fileno(out)) != 0) {}
 
-void Progress::on_start(const ag::Config& config, int64_t first_step, int64_t params) {
+void Progress::on_start(const train::Config& config, int64_t first_step, int64_t params) {
   total_ = config.train.steps;
   std::fprintf(out_, "training %s: %s task, %lld parameters, %d steps from step %lld, %d thread%s\n",
                config.name.c_str(), config.task.kind.c_str(), static_cast<long long>(params),
@@ -29,7 +29,7 @@ void Progress::on_start(const ag::Config& config, int64_t first_step, int64_t pa
   std::fflush(out_);
 }
 
-void Progress::on_step(const ag::MetricsRecord& r, double eta_seconds) {
+void Progress::on_step(const train::MetricsRecord& r, double eta_seconds) {
   if (r.eval_acc) last_acc_ = *r.eval_acc;
   if (!tty_) return;
   const auto now = std::chrono::steady_clock::now();
@@ -49,7 +49,7 @@ void Progress::on_step(const ag::MetricsRecord& r, double eta_seconds) {
   line_open_ = true;
 }
 
-void Progress::on_log(const ag::MetricsRecord& r) {
+void Progress::on_log(const train::MetricsRecord& r) {
   if (tty_) return;
   std::fprintf(out_, "step %lld/%lld loss %.4f lr %.2e grad_norm %.3f tok/s %.0f",
                static_cast<long long>(r.step), static_cast<long long>(total_), r.loss, r.lr, r.grad_norm,

@@ -9,12 +9,12 @@
 
 namespace cli {
 
-class Progress : public ag::TrainObserver {
+class Progress : public train::TrainObserver {
  public:
   explicit Progress(std::FILE* out);
-  void on_start(const ag::Config& config, int64_t first_step, int64_t params) override;
-  void on_step(const ag::MetricsRecord& r, double eta_seconds) override;
-  void on_log(const ag::MetricsRecord& r) override;
+  void on_start(const train::Config& config, int64_t first_step, int64_t params) override;
+  void on_step(const train::MetricsRecord& r, double eta_seconds) override;
+  void on_log(const train::MetricsRecord& r) override;
   void on_message(const std::string& text) override;
   void finish_line();  // ends the redrawn line before other output
 

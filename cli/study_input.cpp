@@ -6,12 +6,13 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
-#include "train/ascii_heatmap.h"
+#include "study/capture.h"
+#include "study/view/ascii_heatmap.h"
 #include "train/evaluate.h"
 
 namespace cli {
 
-void check_input_length(const ag::LoadedRun& run, size_t n, const std::string& argument) {
+void check_input_length(const train::LoadedRun& run, size_t n, const std::string& argument) {
   if (static_cast<int>(n) > run.config.model.max_len)
     throw UsageError(argument + ": " + std::to_string(n) + " tokens, but the model takes at most max_len " +
                      std::to_string(run.config.model.max_len));
@@ -30,16 +31,16 @@ std::optional<int> LayerHeadOptions::head() const {
   return head_opt_->count() ? std::optional<int>(head_) : std::nullopt;
 }
 
-ag::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head) {
-  ag::LoadedRun run = ag::load_run(dir);
+train::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head) {
+  train::LoadedRun run = train::load_run(dir);
   ag::set_num_threads(run.config.train.threads);
   check_layer_head(run, layer, head);
   return run;
 }
 
-std::vector<int32_t> input_from_names(const ag::LoadedRun& run, const std::string& text,
+std::vector<int32_t> input_from_names(const train::LoadedRun& run, const std::string& text,
                                       const std::string& argument, bool* bos_added) {
-  std::vector<int32_t> ids = ag::parse_token_names(*run.task, text, argument);
+  std::vector<int32_t> ids = train::parse_token_names(*run.task, text, argument);
   const std::optional<int> bos = run.task->token_id("BOS");
   const bool add = bos && ids.front() != *bos;
   if (add) ids.insert(ids.begin(), *bos);
@@ -48,14 +49,14 @@ std::vector<int32_t> input_from_names(const ag::LoadedRun& run, const std::strin
   return ids;
 }
 
-std::vector<int32_t> input_from_ids(const ag::LoadedRun& run, const std::string& text,
+std::vector<int32_t> input_from_ids(const train::LoadedRun& run, const std::string& text,
                                     const std::string& argument) {
-  std::vector<int32_t> ids = ag::parse_token_ids(run.task->vocab_size(), text, argument);
+  std::vector<int32_t> ids = train::parse_token_ids(run.task->vocab_size(), text, argument);
   check_input_length(run, ids.size(), argument);
   return ids;
 }
 
-void check_layer_head(const ag::LoadedRun& run, std::optional<int> layer, std::optional<int> head) {
+void check_layer_head(const train::LoadedRun& run, std::optional<int> layer, std::optional<int> head) {
   const int L = static_cast<int>(run.model->blocks.size());
   const int H = static_cast<int>(run.config.model.n_heads);
   if (layer && (*layer < 0 || *layer >= L))
@@ -67,21 +68,21 @@ void check_layer_head(const ag::LoadedRun& run, std::optional<int> layer, std::o
                              : " heads per layer (valid: 0.." + std::to_string(H - 1) + ")"));
 }
 
-std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
-                                    ag::Tensor<float>* logits) {
-  ag::Batch batch;
+std::vector<study::Probe> probe_inputs(train::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
+                                       ag::Tensor<float>* logits) {
+  train::Batch batch;
   batch.B = static_cast<int>(inputs.size());
   batch.T = static_cast<int>(inputs.front().size());
   for (const auto& ids : inputs) batch.inputs.insert(batch.inputs.end(), ids.begin(), ids.end());
   batch.targets.assign(batch.inputs.size(), -1);
-  return ag::capture_attention(*run.model, *run.task, batch, logits);
+  return study::capture_attention(*run.model, *run.task, batch, logits);
 }
 
-ag::Probe select_maps(const ag::Probe& probe, std::optional<int> layer, std::optional<int> head) {
-  ag::Probe out{probe.ids, probe.tokens, {}};
-  for (const ag::HeadMap& m : probe.maps)
+study::Probe select_maps(const study::Probe& probe, std::optional<int> layer, std::optional<int> head) {
+  study::Probe out{probe.ids, probe.tokens, {}};
+  for (const study::HeadMap& m : probe.maps)
     if ((!layer || m.layer == *layer) && (!head || m.head == *head)) out.maps.push_back(m);
-  std::sort(out.maps.begin(), out.maps.end(), [](const ag::HeadMap& a, const ag::HeadMap& b) {
+  std::sort(out.maps.begin(), out.maps.end(), [](const study::HeadMap& a, const study::HeadMap& b) {
     return std::make_pair(a.layer, a.head) < std::make_pair(b.layer, b.head);
   });
   return out;
@@ -101,7 +102,7 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
   for (const auto& p : panels) {
     rows = std::max(rows, p.size());
     int w = 0;
-    for (const std::string& line : p) w = std::max(w, ag::display_width(line));
+    for (const std::string& line : p) w = std::max(w, study::display_width(line));
     widths.push_back(w);
   }
   std::string out;
@@ -111,7 +112,7 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
       const std::string cell = r < panels[k].size() ? panels[k][r] : "";
       line += cell;
       if (k + 1 < panels.size())
-        line.append(static_cast<size_t>(widths[k] - ag::display_width(cell) + gap), ' ');
+        line.append(static_cast<size_t>(widths[k] - study::display_width(cell) + gap), ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + '\n';
@@ -129,7 +130,7 @@ std::string join_tokens(const std::vector<std::string>& tokens) {
   return out;
 }
 
-void print_bos_added(const ag::LoadedRun& run) {
+void print_bos_added(const train::LoadedRun& run) {
   std::printf("(BOS put in front: every %s sequence starts with it; write it yourself to silence this)\n",
               run.config.task.kind.c_str());
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "train/attention_maps.h"
+#include "study/view/attention_maps.h"
 #include "train/run_folder.h"
 
 namespace cli {
@@ -31,30 +31,30 @@ class LayerHeadOptions {
 
 // The run in `dir`, with the engine's threads set as its config says; throws UsageError when `layer` or
 // `head` is outside the model (see check_layer_head).
-ag::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head);
+train::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head);
 
 // Throws UsageError "ARGUMENT: N tokens, but the model takes at most max_len M" when n > max_len.
-void check_input_length(const ag::LoadedRun& run, size_t n, const std::string& argument);
+void check_input_length(const train::LoadedRun& run, size_t n, const std::string& argument);
 
 // Token names from `text` (argument names the option in errors). When the task has a BOS token and the
 // first token is not BOS, BOS is put in front and *bos_added is set: the tasks' sequences all start with
 // it, so a model never saw an input without it. Throws UsageError when the input is longer than max_len.
-std::vector<int32_t> input_from_names(const ag::LoadedRun& run, const std::string& text,
+std::vector<int32_t> input_from_names(const train::LoadedRun& run, const std::string& text,
                                       const std::string& argument, bool* bos_added);
 // Raw ids, taken exactly as given (no BOS added); the same length check.
-std::vector<int32_t> input_from_ids(const ag::LoadedRun& run, const std::string& text,
+std::vector<int32_t> input_from_ids(const train::LoadedRun& run, const std::string& text,
                                     const std::string& argument);
 
 // Throws UsageError "--layer 5: the model has layers 0..1" (or "--head ...") when out of range.
-void check_layer_head(const ag::LoadedRun& run, std::optional<int> layer, std::optional<int> head);
+void check_layer_head(const train::LoadedRun& run, std::optional<int> layer, std::optional<int> head);
 
 // Each input's maps (all of the same length), one Probe per input; the same pass's logits (B, T, V) go
 // to `logits` when it is given.
-std::vector<ag::Probe> probe_inputs(ag::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
-                                    ag::Tensor<float>* logits = nullptr);
+std::vector<study::Probe> probe_inputs(train::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
+                                       ag::Tensor<float>* logits = nullptr);
 
 // The probe with only the maps of the given layer and/or head (all maps when neither is given).
-ag::Probe select_maps(const ag::Probe& probe, std::optional<int> layer, std::optional<int> head);
+study::Probe select_maps(const study::Probe& probe, std::optional<int> layer, std::optional<int> head);
 
 // The first `n` lines of a rendered picture (drops trailing legend lines), or all when n < 0.
 std::vector<std::string> text_lines(const std::string& text, int n = -1);
@@ -69,6 +69,6 @@ std::string head_name(int layer, int head);
 std::string join_tokens(const std::vector<std::string>& tokens);
 
 // Prints the line that says input_from_names put BOS in front.
-void print_bos_added(const ag::LoadedRun& run);
+void print_bos_added(const train::LoadedRun& run);
 
 }  // namespace cli

@@ -7,14 +7,22 @@
 
 namespace nn {
 
+namespace {
+// softmax(Q K^T / sqrt(dk) + mask): (..., T, S), the weights both attention paths share.
 template <typename T>
-AttentionResult<T> scaled_dot_product_attention(const ag::Tensor<T>& q, const ag::Tensor<T>& k,
-                                                const ag::Tensor<T>& v, const ag::Tensor<T>& mask) {
+ag::Tensor<T> attention_weights(const ag::Tensor<T>& q, const ag::Tensor<T>& k, const ag::Tensor<T>& mask) {
   const int64_t dk = q.size(-1);
   // Dot products grow like sqrt(dk); dividing keeps softmax out of saturation, where its gradient vanishes.
   ag::Tensor<T> scores = ag::scale(ag::matmul(q, ag::transpose(k)), T(1) / std::sqrt(T(dk)));  // (..., T, S)
   if (mask.defined()) scores = ag::masked_fill(scores, mask, -std::numeric_limits<T>::infinity());
-  ag::Tensor<T> weights = ag::softmax(scores);
+  return ag::softmax(scores);
+}
+}  // namespace
+
+template <typename T>
+AttentionResult<T> scaled_dot_product_attention(const ag::Tensor<T>& q, const ag::Tensor<T>& k,
+                                                const ag::Tensor<T>& v, const ag::Tensor<T>& mask) {
+  ag::Tensor<T> weights = attention_weights(q, k, mask);
   return {ag::matmul(weights, v), weights};
 }
 
@@ -66,44 +74,31 @@ MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag
 }
 
 template <typename T>
-ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask) {
+ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask,
+                                             Hooks<T>* hooks, const std::string& prefix) const {
   if (x.dim() != 3 || x.size(2) != d_model)
     throw std::invalid_argument("MultiHeadAttention: expected x (B, T, " + std::to_string(d_model) +
                                 "), got " + ag::shape_str(x.shape()));
   const int64_t B = x.size(0), t = x.size(1);
-  if (!keep_weights && !keep_head_outputs && patches.empty()) {
-    // The training path: one fused op (ag::attention) computes the same numbers as the composed path below,
-    // which the study hooks need because it exposes the weights and the per-head outputs.
-    const ag::Tensor<T> heads = ag::attention(wq.forward(x), wk.forward(x), wv.forward(x), n_heads, mask,
-                                              T(1) / std::sqrt(T(dk)));  // (B, T, D)
-    return wo.forward(heads);
+  ag::Tensor<T> z;  // (B, T, H, dk) as (B, T, D): each head's output, heads side by side
+  if (!hooks || !hooks->has(prefix + "attn.pattern")) {
+    // One fused op: its (B, T, D) output is the heads' outputs side by side, so z needs no copy.
+    z = ag::attention(wq.forward(x), wk.forward(x), wv.forward(x), n_heads, mask, T(1) / std::sqrt(T(dk)));
+  } else {
+    // (B, T, D) -> (B, T, H, dk) -> (B, H, T, dk)
+    auto split_heads = [&](const ag::Tensor<T>& y) {
+      return ag::permute(ag::reshape(y, {B, t, n_heads, dk}), {0, 2, 1, 3});
+    };
+    const ag::Tensor<T> pattern = hooks->run(  // (B, H, T, S)
+        prefix + "attn.pattern",
+        attention_weights(split_heads(wq.forward(x)), split_heads(wk.forward(x)), mask));
+    // (B, H, T, dk) -> (B, T, H, dk) -> (B, T, D)
+    z = ag::reshape(ag::permute(ag::matmul(pattern, split_heads(wv.forward(x))), {0, 2, 1, 3}),
+                    {B, t, d_model});
   }
-  // (B, T, D) -> (B, T, H, dk) -> (B, H, T, dk)
-  auto split_heads = [&](const ag::Tensor<T>& y) {
-    return ag::permute(ag::reshape(y, {B, t, n_heads, dk}), {0, 2, 1, 3});
-  };
-  AttentionResult<T> r = scaled_dot_product_attention(split_heads(wq.forward(x)), split_heads(wk.forward(x)),
-                                                      split_heads(wv.forward(x)), mask);
-  ag::Tensor<T> heads = r.output;  // (B, H, T, dk)
-  if (keep_weights) last_weights = r.weights;
-  if (keep_head_outputs) last_head_outputs = heads;
-  if (!patches.empty()) {
-    // Patched copies are for measurement only: they carry no gradient.
-    heads = heads.detach();
-    for (const HeadPatch<T>& p : patches) {
-      if (p.head < 0 || p.head >= n_heads || (p.replacement.defined() && p.replacement.numel() != t * dk))
-        throw std::invalid_argument("MultiHeadAttention: patch for head " + std::to_string(p.head) +
-                                    " needs head < " + std::to_string(n_heads) +
-                                    " and a (T, dk) replacement");
-      for (int64_t b = 0; b < B; ++b) {
-        T* dst = heads.data() + (b * n_heads + p.head) * t * dk;
-        for (int64_t i = 0; i < t * dk; ++i)
-          dst[i] = p.replacement.defined() ? p.replacement.data()[i] : T(0);
-      }
-    }
-  }
-  // (B, H, T, dk) -> (B, T, H, dk) -> (B, T, D), then Wo mixes the heads.
-  return wo.forward(ag::reshape(ag::permute(heads, {0, 2, 1, 3}), {B, t, d_model}));
+  if (hooks && hooks->has(prefix + "attn.z"))
+    z = ag::reshape(hooks->run(prefix + "attn.z", ag::reshape(z, {B, t, n_heads, dk})), {B, t, d_model});
+  return run_hook(hooks, prefix, "attn.out", wo.forward(z));  // Wo mixes the heads
 }
 
 #define ATTOGRAD_INSTANTIATE(T)                                                                            \

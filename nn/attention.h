@@ -1,11 +1,12 @@
 // Attention, as the lesson builds it: scaled dot-product attention, the lesson's one-head SelfAttention,
-// and MultiHeadAttention with its output projection Wo (DESIGN.md's layout: head h owns output rows
-// [h*dk, (h+1)*dk) of wq/wk/wv and input columns [h*dk, (h+1)*dk) of wo).
-// Dimension letters: B batch, H heads, T query positions, S key positions, D d_model, dk per-head width.
+// and MultiHeadAttention with its output projection Wo (docs/architecture.md's layout: head h owns output
+// rows [h*dk, (h+1)*dk) of wq/wk/wv and input columns [h*dk, (h+1)*dk) of wo). Dimension letters: B batch, H
+// heads, T query positions, S key positions, D d_model, dk per-head width.
 #pragma once
 
 #include <optional>
 
+#include "nn/hooks.h"
 #include "nn/layers.h"
 
 namespace nn {
@@ -39,30 +40,18 @@ class SelfAttention : public Module<T> {
   ag::Tensor<T>&wq, &wk, &wv;
 };
 
-// What to do to one head's output before Wo, to measure its causal effect (attograd ablate).
-template <typename T>
-struct HeadPatch {
-  int head = 0;
-  // Undefined: zero the head. Otherwise (T, dk): replace the head's output at every batch entry.
-  ag::Tensor<T> replacement;
-};
-
 template <typename T>
 class MultiHeadAttention : public Module<T> {
  public:
   MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng);
-  // x (B, T, D) -> (B, T, D).
-  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask = {});
+  // x (B, T, D) -> (B, T, D). With hooks, runs the points `prefix`attn.pattern, attn.z and attn.out
+  // (nn/hooks.h); a hook on the pattern takes the composed path (softmax weights as a tensor), every other
+  // case the fused ag::attention op, which computes the same numbers.
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask = {}, Hooks<T>* hooks = nullptr,
+                        const std::string& prefix = "") const;
 
   int64_t n_heads, d_model, dk;
   Linear<T> wq, wk, wv, wo;
-
-  // Study hooks. With keep_weights, last_weights holds the per-head weights (B, H, T, T) of the last
-  // forward; with keep_head_outputs, last_head_outputs holds (B, H, T, dk) before the heads are merged.
-  bool keep_weights = false;
-  bool keep_head_outputs = false;
-  ag::Tensor<T> last_weights, last_head_outputs;
-  std::vector<HeadPatch<T>> patches;
 };
 
 }  // namespace nn

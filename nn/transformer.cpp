@@ -1,5 +1,7 @@
 #include "nn/transformer.h"
 
+#include <algorithm>
+
 namespace nn {
 
 template <typename T>
@@ -17,14 +19,17 @@ TransformerBlock<T>::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t 
 }
 
 template <typename T>
-ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask) {
-  ag::Tensor<T> h = ag::add(x, attn.forward(ln1.forward(x), mask));
-  if (mlp) h = ag::add(h, mlp->forward(ln2->forward(h)));
-  return h;
+ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, Hooks<T>* hooks,
+                                           const std::string& prefix) const {
+  const ag::Tensor<T> resid_pre = run_hook(hooks, prefix, "resid_pre", x);
+  ag::Tensor<T> h = run_hook(hooks, prefix, "resid_mid",
+                             ag::add(resid_pre, attn.forward(ln1.forward(resid_pre), mask, hooks, prefix)));
+  if (mlp) h = ag::add(h, run_hook(hooks, prefix, "mlp.out", mlp->forward(ln2->forward(h))));
+  return run_hook(hooks, prefix, "resid_post", h);
 }
 
 namespace {
-// Built in the member initialiser list so the generator is drawn in DESIGN.md's order.
+// Built in the member initialiser list so the generator is drawn in docs/architecture.md's order.
 template <typename T>
 std::vector<std::unique_ptr<TransformerBlock<T>>> make_blocks(const ModelShape& s, ag::Rng& rng) {
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks;
@@ -52,31 +57,42 @@ CausalLM<T>::CausalLM(const ModelShape& s, ag::Rng& rng)
 }
 
 template <typename T>
+std::vector<std::string> CausalLM<T>::hook_points() const {
+  std::vector<std::string> points;
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const std::string p = block_prefix(l);
+    for (const char* name : {"resid_pre", "attn.pattern", "attn.z", "attn.out", "resid_mid"})
+      points.push_back(p + name);
+    if (blocks[l]->mlp) points.push_back(p + "mlp.out");
+    points.push_back(p + "resid_post");
+  }
+  points.push_back("ln_f.out");
+  points.push_back("logits");
+  return points;
+}
+
+template <typename T>
 ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batch, int64_t t,
-                                   const std::vector<uint8_t>& is_padding) {
+                                   const std::vector<uint8_t>& is_padding, Hooks<T>* hooks) const {
   if (t < 1 || t > shape.max_len)
     throw std::invalid_argument("CausalLM: sequence length " + std::to_string(t) + " outside 1.." +
                                 std::to_string(shape.max_len));
+  if (hooks) {
+    const std::vector<std::string> known = hook_points();
+    for (const std::string& p : hooks->points())
+      if (std::find(known.begin(), known.end(), p) == known.end())
+        throw std::invalid_argument("hook " + p + ": no such point in this model (blocks.0.." +
+                                    std::to_string(blocks.size() - 1) + ", see nn/hooks.h)");
+  }
   std::vector<int32_t> positions(static_cast<size_t>(t));
   for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(i);
   // (B, T, D) + (T, D): positions broadcast over the batch.
   ag::Tensor<T> x = ag::add(tok_emb.forward(ids, {batch, t}), pos_emb.forward(positions, {t}));
   ag::Tensor<T> mask = causal_mask<T>(t);                                                // (T, T)
   if (!is_padding.empty()) mask = ag::add(mask, padding_mask<T>(is_padding, batch, t));  // (B, 1, T, T)
-  for (auto& block : blocks) x = block->forward(x, mask);
-  return lm_head.forward(ln_f.forward(x));
-}
-
-template <typename T>
-void CausalLM<T>::set_keep_attention(bool on) {
-  for (auto& block : blocks) block->attn.keep_weights = on;
-}
-
-template <typename T>
-std::vector<ag::Tensor<T>> CausalLM<T>::attention_weights() const {
-  std::vector<ag::Tensor<T>> out;
-  for (const auto& block : blocks) out.push_back(block->attn.last_weights);
-  return out;
+  for (size_t l = 0; l < blocks.size(); ++l)
+    x = blocks[l]->forward(x, mask, hooks, hooks ? block_prefix(l) : std::string());
+  return run_hook(hooks, "", "logits", lm_head.forward(run_hook(hooks, "", "ln_f.out", ln_f.forward(x))));
 }
 
 template class TransformerBlock<float>;

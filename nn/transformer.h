@@ -1,8 +1,10 @@
-// The pre-LayerNorm GPT of DESIGN.md: TransformerBlock and CausalLM.
+// The pre-LayerNorm GPT of docs/architecture.md: TransformerBlock and CausalLM.
 //   x = tok_emb[tokens] + pos_emb[positions]
 //   per block: x = x + Wo(MHA(ln1(x)));  x = x + fc2(gelu_tanh(fc1(ln2(x))))   (no ln2/mlp if attention_only)
 //   logits = lm_head(ln_f(x))
-// Parameter names (and so checkpoint names) follow DESIGN.md's table through the Module registry.
+// Parameter names (and so checkpoint names) follow docs/architecture.md's table through the Module registry.
+// Forward takes optional activation hooks (nn/hooks.h lists the points); without them it is the training
+// path.
 #pragma once
 
 #include <memory>
@@ -20,7 +22,9 @@ template <typename T>
 class TransformerBlock : public Module<T> {
  public:
   TransformerBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, bool attention_only, ag::Rng& rng);
-  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask);
+  // x (B, T, D) -> (B, T, D); hook points under `prefix` ("blocks.L.").
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, Hooks<T>* hooks = nullptr,
+                        const std::string& prefix = "") const;
 
   LayerNorm<T> ln1;
   MultiHeadAttention<T> attn;
@@ -35,12 +39,12 @@ class CausalLM : public Module<T> {
   CausalLM(const ModelShape& shape, ag::Rng& rng);
 
   // ids (B*T, row-major) -> logits (B, T, vocab). The causal mask is always applied; is_padding (B*T, 1 =
-  // padding key) additionally hides padded keys. With keep_attention, attention_weights() returns each
-  // layer's (B, H, T, T) weights of this forward.
+  // padding key) additionally hides padded keys. hooks: read or replace activations (nn/hooks.h); a hook
+  // at a point this model does not have is an error (std::invalid_argument naming it).
   ag::Tensor<T> forward(const std::vector<int32_t>& ids, int64_t batch, int64_t t,
-                        const std::vector<uint8_t>& is_padding = {});
-  void set_keep_attention(bool on);
-  std::vector<ag::Tensor<T>> attention_weights() const;
+                        const std::vector<uint8_t>& is_padding = {}, Hooks<T>* hooks = nullptr) const;
+  // Every hook point of this model, in forward order.
+  std::vector<std::string> hook_points() const;
 
   ModelShape shape;
   Embedding<T> tok_emb, pos_emb;

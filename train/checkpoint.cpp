@@ -4,7 +4,7 @@
 
 #include "train/safetensors.h"
 
-namespace ag {
+namespace train {
 
 std::string model_checkpoint_path(const std::string& run_dir) {
   return run_dir + "/checkpoint/model.safetensors";
@@ -15,7 +15,7 @@ std::string optimizer_checkpoint_path(const std::string& run_dir) {
 
 namespace {
 
-NamedArray array_of(const std::string& name, const Shape& shape, const std::vector<float>& data) {
+NamedArray array_of(const std::string& name, const ag::Shape& shape, const std::vector<float>& data) {
   return NamedArray{name, shape, data};
 }
 
@@ -29,7 +29,7 @@ int64_t parse_step(const SafetensorsFile& f, const std::string& path) {
 }  // namespace
 
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
-                     AdamW& optimizer, const Rng& data_rng, int64_t step) {
+                     AdamW& optimizer, const ag::Rng& data_rng, int64_t step) {
   std::filesystem::create_directories(run_dir + "/checkpoint");
   // The optimiser file goes first: if we stop between the two writes, the model file still names the older
   // step and resuming reports the mismatch instead of silently mixing two states.
@@ -40,7 +40,7 @@ void save_checkpoint(const std::string& run_dir, const Config& config, const nn:
     state.push_back(
         array_of("v." + params[i].name, params[i].tensor->shape(), optimizer.second_moments()[i]));
   }
-  const Rng::State rs = data_rng.state();
+  const ag::Rng::State rs = data_rng.state();
   std::map<std::string, std::string> meta{
       {"step", u64_to_metadata(static_cast<uint64_t>(step))},
       {"adam_steps", u64_to_metadata(static_cast<uint64_t>(optimizer.steps_taken()))},
@@ -78,7 +78,7 @@ Config config_from_checkpoint(const std::string& path) {
   return from_json(j, path + " (__metadata__/config)");
 }
 
-void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, Rng& data_rng,
+void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, ag::Rng& data_rng,
                                int64_t expected_step) {
   const SafetensorsFile f = read_safetensors(path);
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
@@ -98,11 +98,11 @@ void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, Rng& d
     optimizer.second_moments()[i] = f.find("v." + params[i].name)->data;
   }
   optimizer.set_steps_taken(static_cast<int64_t>(metadata_u64(f, "adam_steps", path)));
-  Rng::State rs;
+  ag::Rng::State rs;
   for (int i = 0; i < 4; ++i) rs.s[i] = metadata_u64(f, "rng_s" + std::to_string(i), path);
   rs.cached_normal = metadata_f64_bits(f, "rng_cached_normal", path);
   rs.has_cached_normal = metadata_string(f, "rng_has_cached_normal", path) == "1";
   data_rng.set_state(rs);
 }
 
-}  // namespace ag
+}  // namespace train

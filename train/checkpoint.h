@@ -14,13 +14,13 @@
 #include "train/config.h"
 #include "train/optimizer.h"
 
-namespace ag {
+namespace train {
 
 std::string model_checkpoint_path(const std::string& run_dir);
 std::string optimizer_checkpoint_path(const std::string& run_dir);
 
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
-                     AdamW& optimizer, const Rng& data_rng, int64_t step);
+                     AdamW& optimizer, const ag::Rng& data_rng, int64_t step);
 
 // Reads RUN/checkpoint/model.safetensors into `model`, whose shapes come from `config`. Returns the step.
 int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model);
@@ -30,7 +30,7 @@ Config config_from_checkpoint(const std::string& path);
 
 // Reads the optimiser file into `optimizer` and `data_rng`; its step must equal `expected_step` (the model
 // file's), or the pair was torn and the error says so.
-void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, Rng& data_rng,
+void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, ag::Rng& data_rng,
                                int64_t expected_step);
 
-}  // namespace ag
+}  // namespace train

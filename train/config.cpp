@@ -11,7 +11,7 @@
 
 #include "train/tasks.h"
 
-namespace ag {
+namespace train {
 namespace {
 
 using nlohmann::json;
@@ -524,4 +524,4 @@ bool operator==(const Config& a, const Config& b) {
          a.train == b.train && a.output == b.output;
 }
 
-}  // namespace ag
+}  // namespace train

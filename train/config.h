@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace ag {
+namespace train {
 
 // A bad config: the message is one line, `<file>: <JSON pointer>: <what was expected>`, e.g.
 // `configs/x.json: /model/n_heads: 3 does not divide d_model 64`. The command line prints it and exits 2.
@@ -92,4 +92,4 @@ inline bool operator!=(const Config& a, const Config& b) {
   return !(a == b);
 }
 
-}  // namespace ag
+}  // namespace train

@@ -1,6 +1,6 @@
 #include "train/model_factory.h"
 
-namespace ag {
+namespace train {
 
 nn::ModelShape model_shape(const Config& c) {
   nn::ModelShape s;
@@ -16,11 +16,11 @@ nn::ModelShape model_shape(const Config& c) {
 
 template <typename T>
 std::unique_ptr<nn::CausalLM<T>> make_model(const Config& config) {
-  Rng rng(config.seed);
+  ag::Rng rng(config.seed);
   return std::make_unique<nn::CausalLM<T>>(model_shape(config), rng);
 }
 
 template std::unique_ptr<nn::CausalLM<float>> make_model<float>(const Config&);
 template std::unique_ptr<nn::CausalLM<double>> make_model<double>(const Config&);
 
-}  // namespace ag
+}  // namespace train

@@ -7,11 +7,11 @@
 #include "nn/transformer.h"
 #include "train/config.h"
 
-namespace ag {
+namespace train {
 
 nn::ModelShape model_shape(const Config& config);
 // Seeded with config.seed; T = float to train, double for the whole-model gradient check.
 template <typename T>
 std::unique_ptr<nn::CausalLM<T>> make_model(const Config& config);
 
-}  // namespace ag
+}  // namespace train

@@ -6,7 +6,7 @@
 
 #include "autograd/threads.h"
 
-namespace ag {
+namespace train {
 
 namespace {
 
@@ -71,10 +71,10 @@ void AdamW::step(double lr) {
   // Per span (small enough to stay in L1): m, then v, then w, each one vectorised sweep (Eigen's sqrt,
   // unlike std::sqrt, sets no errno, so it vectorises); elements are independent, so the split over
   // threads changes nothing.
-  parallel_for(static_cast<int64_t>(spans.size()), 8 * total_length(spans), [&](int64_t s0, int64_t s1) {
+  ag::parallel_for(static_cast<int64_t>(spans.size()), 8 * total_length(spans), [&](int64_t s0, int64_t s1) {
     for (int64_t k = s0; k < s1; ++k) {
       const Span& sp = spans[k];
-      Tensor<float>& p = *params_[sp.param].tensor;
+      ag::Tensor<float>& p = *params_[sp.param].tensor;
       const float decay = params_[sp.param].decay ? static_cast<float>(1 - lr * weight_decay_) : 1.0f;
       FloatArray w(p.data() + sp.begin, sp.length), m(m_[sp.param].data() + sp.begin, sp.length),
           v(v_[sp.param].data() + sp.begin, sp.length);
@@ -92,10 +92,10 @@ double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm) {
   // Each span's sum of squares on its own, then the spans added in order: the same bits for any thread
   // count.
   std::vector<double> partial(spans.size());
-  parallel_for(n, 4 * total_length(spans), [&](int64_t s0, int64_t s1) {
+  ag::parallel_for(n, 4 * total_length(spans), [&](int64_t s0, int64_t s1) {
     for (int64_t k = s0; k < s1; ++k) {
       const Span& sp = spans[k];
-      partial[k] = ConstVecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length)
+      partial[k] = ag::ConstVecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length)
                        .cast<double>()
                        .square()
                        .sum();
@@ -106,10 +106,10 @@ double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm) {
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     const float factor = static_cast<float>(max_norm / (norm + 1e-6));
-    parallel_for(n, total_length(spans), [&](int64_t s0, int64_t s1) {
+    ag::parallel_for(n, total_length(spans), [&](int64_t s0, int64_t s1) {
       for (int64_t k = s0; k < s1; ++k) {
         const Span& sp = spans[k];
-        VecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length) *= factor;
+        ag::VecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length) *= factor;
       }
     });
   }
@@ -125,4 +125,4 @@ double learning_rate(const TrainConfig& train, int64_t step) {
   return min_lr + 0.5 * (train.lr - min_lr) * (1 + std::cos(M_PI * progress));
 }
 
-}  // namespace ag
+}  // namespace train

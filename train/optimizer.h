@@ -8,11 +8,11 @@
 #include "autograd/tensor.h"
 #include "train/config.h"
 
-namespace ag {
+namespace train {
 
 struct OptimParam {
   std::string name;
-  Tensor<float>* tensor;
+  ag::Tensor<float>* tensor;
   bool decay;  // weight decay applies (Linear weights only)
 };
 
@@ -50,4 +50,4 @@ double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm);
 // last step. `step` counts from 0.
 double learning_rate(const TrainConfig& train, int64_t step);
 
-}  // namespace ag
+}  // namespace train

@@ -6,7 +6,7 @@
 #include "train/checkpoint.h"
 #include "train/model_factory.h"
 
-namespace ag {
+namespace train {
 
 LoadedRun load_run(const std::string& run_dir) {
   if (!std::filesystem::is_directory(run_dir))
@@ -70,4 +70,4 @@ std::vector<int32_t> parse_token_ids(int vocab, const std::string& text, const s
   return ids;
 }
 
-}  // namespace ag
+}  // namespace train

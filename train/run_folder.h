@@ -10,7 +10,7 @@
 #include "train/config.h"
 #include "train/tasks.h"
 
-namespace ag {
+namespace train {
 
 struct LoadedRun {
   std::string dir;
@@ -28,4 +28,4 @@ std::vector<int32_t> parse_token_names(const Task& task, const std::string& text
                                        const std::string& argument);
 std::vector<int32_t> parse_token_ids(int vocab, const std::string& text, const std::string& argument);
 
-}  // namespace ag
+}  // namespace train

@@ -25,7 +25,7 @@
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 static_assert(sizeof(float) == 4, "F32 tensors need a 4-byte float");
 
-namespace ag {
+namespace train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -112,10 +112,10 @@ std::string build_header(const std::string& path, const std::vector<NamedArray>&
     if (t.name == "__metadata__") fail(path, "tensor name is reserved for the metadata", t.name);
     if (!seen.insert(t.name).second) fail(path, "tensor name appears twice", t.name);
     int64_t n = checked_numel(t.shape);
-    if (n < 0) fail(path, "invalid shape " + shape_str(t.shape), tensor_field(t.name, "shape"));
+    if (n < 0) fail(path, "invalid shape " + ag::shape_str(t.shape), tensor_field(t.name, "shape"));
     if (static_cast<uint64_t>(n) != t.data.size())
       fail(path,
-           "shape " + shape_str(t.shape) + " holds " + std::to_string(n) + " values but data has " +
+           "shape " + ag::shape_str(t.shape) + " holds " + std::to_string(n) + " values but data has " +
                std::to_string(t.data.size()),
            tensor_field(t.name, "data"));
     uint64_t end = offset + t.data.size() * kF32Bytes;
@@ -211,14 +211,14 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
          field);
   const int64_t n = checked_numel(e.shape);
   if (n < 0)
-    fail(path, "shape " + shape_str(e.shape) + " has more elements than fit in 64 bits",
+    fail(path, "shape " + ag::shape_str(e.shape) + " has more elements than fit in 64 bits",
          tensor_field(name, "shape"));
   // Compared by division so that no product can overflow.
   const uint64_t span = e.end - e.begin;
   if (span % kF32Bytes != 0 || span / kF32Bytes != static_cast<uint64_t>(n))
     fail(path,
-         "data_offsets span " + std::to_string(span) + " bytes but shape " + shape_str(e.shape) + " needs " +
-             std::to_string(n) + " F32 values of 4 bytes",
+         "data_offsets span " + std::to_string(span) + " bytes but shape " + ag::shape_str(e.shape) +
+             " needs " + std::to_string(n) + " F32 values of 4 bytes",
          field);
   return e;
 }
@@ -364,12 +364,13 @@ void expect_tensors(const SafetensorsFile& file,
   for (const auto& [name, shape] : expected) {
     names.insert(name);
     const NamedArray* t = file.find(name);
-    if (!t) fail(path, "missing tensor, expected shape " + shape_str(shape), name);
+    if (!t) fail(path, "missing tensor, expected shape " + ag::shape_str(shape), name);
     if (t->shape != shape)
-      fail(path, "shape mismatch: expected " + shape_str(shape) + ", found " + shape_str(t->shape), name);
+      fail(path, "shape mismatch: expected " + ag::shape_str(shape) + ", found " + ag::shape_str(t->shape),
+           name);
   }
   for (const NamedArray& t : file.tensors)
-    if (!names.count(t.name)) fail(path, "unexpected tensor of shape " + shape_str(t.shape), t.name);
+    if (!names.count(t.name)) fail(path, "unexpected tensor of shape " + ag::shape_str(t.shape), t.name);
 }
 
 std::string u64_to_metadata(uint64_t value) {
@@ -407,4 +408,4 @@ double metadata_f64_bits(const SafetensorsFile& file, const std::string& key, co
   return v;
 }
 
-}  // namespace ag
+}  // namespace train

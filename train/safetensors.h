@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace ag {
+namespace train {
 
 // One named tensor, row-major, in PyTorch's dimension order.
 struct NamedArray {
@@ -59,4 +59,4 @@ const std::string& metadata_string(const SafetensorsFile& file, const std::strin
 uint64_t metadata_u64(const SafetensorsFile& file, const std::string& key, const std::string& path);
 double metadata_f64_bits(const SafetensorsFile& file, const std::string& key, const std::string& path);
 
-}  // namespace ag
+}  // namespace train

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace ag {
+namespace train {
 namespace {
 
 // Bounds that keep every derived size (T, vocabulary, ids) far from int overflow and absurd allocations.
@@ -34,7 +34,7 @@ std::vector<int> range(int first, int last) {
   return positions;
 }
 
-int draw_value(Rng& rng, int vocab) {
+int draw_value(ag::Rng& rng, int vocab) {
   return static_cast<int>(rng.below(static_cast<uint64_t>(vocab)));
 }
 
@@ -48,7 +48,7 @@ class PromptAnswerTask : public Task {
 
   virtual std::vector<int> answers(const std::vector<int>& prompt) const = 0;
 
-  std::vector<int32_t> draw_sequence(Rng& rng) const override {
+  std::vector<int32_t> draw_sequence(ag::Rng& rng) const override {
     const int n = config().length;
     std::vector<int> prompt(n);
     for (int& a : prompt) a = draw_value(rng, config().vocab);
@@ -161,7 +161,7 @@ class InductionTask : public Task {
 
   static int min_block(int n) { return std::max(2, (n + 1) / 2); }
 
-  std::vector<int32_t> draw_sequence(Rng& rng) const override {
+  std::vector<int32_t> draw_sequence(ag::Rng& rng) const override {
     const int n = config().length;
     const int vocab = config().vocab;
     const int m = min_block(n) + draw_value(rng, n - min_block(n) + 1);
@@ -247,7 +247,7 @@ class ModAddTask : public Task {
   explicit ModAddTask(const TaskConfig& config)
       : Task(config, {"BOS", "+", "="}, config.vocab, 2 * config.length + 1, {2 * config.length}) {}
 
-  std::vector<int32_t> draw_sequence(Rng& rng) const override {
+  std::vector<int32_t> draw_sequence(ag::Rng& rng) const override {
     std::vector<int32_t> sequence{special_id("BOS")};
     int64_t sum = 0;
     for (int i = 0; i < config().length; ++i) {
@@ -316,7 +316,7 @@ class RandomTask : public Task {
   explicit RandomTask(const TaskConfig& config)
       : Task(config, {}, config.vocab, config.length, range(0, config.length - 1)) {}
 
-  std::vector<int32_t> draw_sequence(Rng& rng) const override {
+  std::vector<int32_t> draw_sequence(ag::Rng& rng) const override {
     std::vector<int32_t> sequence(config().length + 1);
     for (int32_t& x : sequence) x = value_id(draw_value(rng, config().vocab));
     return sequence;
@@ -403,7 +403,7 @@ bool Task::is_held_out(const std::vector<int32_t>& sequence) const {
   return hash % kHeldOutEvery == 0;
 }
 
-std::vector<int32_t> Task::draw_from_split(Rng& rng, bool held_out) const {
+std::vector<int32_t> Task::draw_from_split(ag::Rng& rng, bool held_out) const {
   for (int draw = 0; draw < kMaxDrawsPerSequence; ++draw) {
     std::vector<int32_t> sequence = draw_sequence(rng);
     if (is_held_out(sequence) == held_out) return sequence;
@@ -421,7 +421,7 @@ void Task::append(Batch& batch, const std::vector<int32_t>& sequence) const {
   ++batch.B;
 }
 
-Batch Task::sample(Rng& rng, int batch_size) const {
+Batch Task::sample(ag::Rng& rng, int batch_size) const {
   Batch batch;
   batch.T = seq_len_;
   batch.inputs.reserve(static_cast<size_t>(batch_size) * seq_len_);
@@ -431,7 +431,7 @@ Batch Task::sample(Rng& rng, int batch_size) const {
 }
 
 Batch Task::eval_set(uint64_t seed, int n) const {
-  Rng rng(seed ^ kEvalStreamSalt);
+  ag::Rng rng(seed ^ kEvalStreamSalt);
   Batch batch;
   batch.T = seq_len_;
   for (int b = 0; b < n; ++b) append(batch, draw_from_split(rng, true));
@@ -518,4 +518,4 @@ double exact_match_accuracy(const std::vector<int32_t>& predictions, const Batch
   return static_cast<double>(correct) / batch.B;
 }
 
-}  // namespace ag
+}  // namespace train

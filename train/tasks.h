@@ -25,7 +25,7 @@
 #include "autograd/random.h"
 #include "train/config.h"
 
-namespace ag {
+namespace train {
 
 // B sequences of T model inputs, in the causal-LM convention: inputs are the sequence minus its last token,
 // targets[b*T + t] is the token at t+1 where position t is scored and -1 where it is not.
@@ -60,7 +60,7 @@ class Task {
   std::optional<int> token_id(const std::string& name) const;
 
   // A training batch drawn from `rng`; never contains a held-out sequence.
-  Batch sample(Rng& rng, int batch_size) const;
+  Batch sample(ag::Rng& rng, int batch_size) const;
   // n held-out sequences, the same for the same seed, drawn from their own stream (not the training one).
   Batch eval_set(uint64_t seed, int n) const;
 
@@ -74,7 +74,7 @@ class Task {
   Task(const TaskConfig& config, std::vector<std::string> specials, int values, int seq_len,
        std::vector<int> scored_positions);
   // One full sequence (T + 1 ids) drawn from `rng`.
-  virtual std::vector<int32_t> draw_sequence(Rng& rng) const = 0;
+  virtual std::vector<int32_t> draw_sequence(ag::Rng& rng) const = 0;
   // The id of value k.
   int32_t value_id(int k) const { return static_cast<int32_t>(specials_.size()) + k; }
   // The value of an id, or -1 for a special token.
@@ -87,7 +87,7 @@ class Task {
   // Whether a sequence belongs to the held-out set: a fixed hash of its tokens, so that membership does not
   // depend on the seed and training never sees an evaluation sequence, however small the task's space.
   bool is_held_out(const std::vector<int32_t>& sequence) const;
-  std::vector<int32_t> draw_from_split(Rng& rng, bool held_out) const;
+  std::vector<int32_t> draw_from_split(ag::Rng& rng, bool held_out) const;
   void append(Batch& batch, const std::vector<int32_t>& sequence) const;
 
   TaskConfig config_;
@@ -115,4 +115,4 @@ std::optional<TaskProblem> find_task_problem(const TaskConfig& config);
 // the argmax token for each of the B*T positions.
 double exact_match_accuracy(const std::vector<int32_t>& predictions, const Batch& batch);
 
-}  // namespace ag
+}  // namespace train

@@ -1,22 +1,22 @@
-// The training loop: a config in, a run folder out (DESIGN.md "The run folder"). It samples batches from the
-// task, runs forward/backward, clips, steps AdamW, logs metrics.jsonl, evaluates on held-out sequences,
-// dumps attention maps, writes checkpoints, and resumes bit-exactly from one. It knows no command line:
-// progress goes to a TrainObserver, and a stop request (Ctrl-C) arrives through an atomic flag.
+// The training loop: a config in, a run folder out (docs/architecture.md "The run folder"). It runs
+// TrainingStep, logs metrics.jsonl, evaluates on held-out sequences, writes checkpoints, and resumes
+// bit-exactly from one. It knows no command line and draws no picture: progress, and the model between
+// steps for the study of the run (attention dumps, scores, report), go to TrainObservers; a stop request
+// (Ctrl-C) arrives through an atomic flag.
 #pragma once
 
 #include <atomic>
 #include <optional>
-#include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "nn/transformer.h"
 #include "train/config.h"
 #include "train/evaluate.h"
-#include "train/report_html.h"
+#include "train/metrics_log.h"
+#include "train/training_step.h"
 
-namespace ag {
-
-// One line of RUN/metrics.jsonl (MetricsRecord is in report_html.h, which reads them back).
-nlohmann::json metrics_to_json(const MetricsRecord& r);
+namespace train {
 
 class TrainObserver {
  public:
@@ -27,13 +27,16 @@ class TrainObserver {
   // At log_every steps and at the end: what was appended to metrics.jsonl.
   virtual void on_log(const MetricsRecord&) {}
   virtual void on_message(const std::string&) {}
+  // The model as it is: at the start of a fresh run (step 0), after every step, and once more when the
+  // run has reached train.steps (finished = true; not when it was stopped).
+  virtual void on_model(const nn::CausalLM<float>& /*model*/, int64_t /*step*/, bool /*finished*/) {}
 };
 
 struct TrainOptions {
   std::string run_dir;
   bool resume = false;                      // continue from run_dir's checkpoint
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT): checkpoint at the current step and return
-  TrainObserver* observer = nullptr;
+  std::vector<TrainObserver*> observers;    // called in this order
 };
 
 struct TrainResult {
@@ -43,12 +46,7 @@ struct TrainResult {
   std::optional<EvalResult> final_eval;
 };
 
-// The loss became NaN or Inf: the run stops without a checkpoint of the bad state.
-class TrainingDiverged : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
+// Throws TrainingDiverged (the loss became NaN or Inf; the last good checkpoint is kept).
 TrainResult train_model(const Config& config, const TrainOptions& options);
 
-}  // namespace ag
+}  // namespace train

@@ -1,8 +1,4 @@
-// The study commands end to end (attend, compare, ablate on a tiny run trained once by the real binary),
-// and head ablation through the C++ API on small random models, where the right answer is known: zeroing a
-// head whose Wo columns are zero changes nothing, zeroing one that feeds Wo changes the logits, and
-// mean-ablating a head with its own mean over a batch of one sequence leaves the logits exactly as they were
-// (while the mean over two different sequences does not).
+// The study commands end to end: attend, compare, ablate on a tiny run trained once by the real binary.
 #define BOOST_TEST_MODULE study_commands
 #include <sys/wait.h>
 
@@ -13,8 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "train/ablation.h"
-#include "train/text_file.h"
+#include "io/atomic_file.h"
 
 namespace fs = std::filesystem;
 
@@ -50,8 +45,8 @@ Result attograd(const std::string& args) {
   const int status = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ag::read_text_file(out.string());
-  r.err = ag::read_text_file(err.string());
+  r.out = io::read_text_file(out.string());
+  r.err = io::read_text_file(err.string());
   return r;
 }
 
@@ -154,7 +149,7 @@ BOOST_AUTO_TEST_CASE(svg_writes_a_picture) {
   const std::string svg = (temp_root() / "attend.svg").string();
   const Result r = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --svg " + quote(svg));
   BOOST_TEST_REQUIRE(r.code == 0, r.err);
-  const std::string text = ag::read_text_file(svg);
+  const std::string text = io::read_text_file(svg);
   BOOST_TEST((text.rfind("<svg", 0) == 0 || text.rfind("<?xml", 0) == 0));
   BOOST_TEST(count(text, "</svg>") >= 1u);
   BOOST_TEST(!fs::exists(svg + ".tmp"));
@@ -181,7 +176,7 @@ BOOST_AUTO_TEST_CASE(maps_difference_and_total_variation_per_head) {
     BOOST_TEST(count(r.out, head) == 1u, head);
   BOOST_TEST(count(r.out, "A - B max") == 4u);
   BOOST_TEST(count(r.out, "6/7") == 4u);  // the differing position labels its row, once per head
-  const std::string text = ag::read_text_file(svg);
+  const std::string text = io::read_text_file(svg);
   BOOST_TEST((text.rfind("<svg", 0) == 0 || text.rfind("<?xml", 0) == 0));
 
   // One input against itself: every head's maps are identical.
@@ -206,9 +201,9 @@ BOOST_AUTO_TEST_CASE(writes_ablation_for_every_head_and_rebuilds_the_report) {
   BOOST_TEST(count(r.out, "baseline") >= 1u);
   BOOST_TEST(count(r.out, "zero_acc") >= 1u);
   BOOST_TEST(fs::exists(report));
-  BOOST_TEST(count(ag::read_text_file(report), "zeroed: acc") >= 1u);  // the ablation columns
+  BOOST_TEST(count(io::read_text_file(report), "zeroed: acc") >= 1u);  // the ablation columns
 
-  const nlohmann::json scores = nlohmann::json::parse(ag::read_text_file(dir + "/scores.json"));
+  const nlohmann::json scores = nlohmann::json::parse(io::read_text_file(dir + "/scores.json"));
   BOOST_TEST_REQUIRE(scores["heads"].size() == 4u);
   for (const auto& h : scores["heads"]) {
     BOOST_TEST_REQUIRE(h.contains("ablation"), h.dump());
@@ -224,130 +219,6 @@ BOOST_AUTO_TEST_CASE(writes_ablation_for_every_head_and_rebuilds_the_report) {
     // The pattern scores are kept next to the ablation.
     BOOST_TEST(h.contains("previous_token"));
   }
-}
-
-BOOST_AUTO_TEST_SUITE_END()
-
-// ---- head ablation through the C++ API ----
-
-namespace {
-
-nn::ModelShape tiny_shape() {
-  nn::ModelShape s;
-  s.vocab = 7;
-  s.max_len = 6;
-  s.d_model = 8;
-  s.n_heads = 2;
-  s.n_layers = 2;
-  s.d_ff = 16;
-  return s;
-}
-
-ag::Tensor<float> logits_of(nn::CausalLM<float>& model, const std::vector<int32_t>& ids, int B, int T) {
-  ag::NoGradScope no_grad;
-  return model.forward(ids, B, T);
-}
-
-float max_abs_diff(const ag::Tensor<float>& a, const ag::Tensor<float>& b) {
-  BOOST_TEST_REQUIRE(a.numel() == b.numel());
-  float m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.data()[i] - b.data()[i]));
-  return m;
-}
-
-const std::vector<int32_t> kSeq = {0, 3, 5, 2, 6, 4};
-const std::vector<int32_t> kOther = {0, 6, 2, 2, 1, 5};
-
-}  // namespace
-
-BOOST_AUTO_TEST_SUITE(head_patches)
-
-BOOST_AUTO_TEST_CASE(zeroing_a_head_changes_the_output_only_when_wo_reads_it) {
-  ag::Rng rng(7);
-  nn::CausalLM<float> model(tiny_shape(), rng);
-  auto& attn = model.blocks[0]->attn;
-  // Head 1 of layer 0 feeds nothing: Wo's input columns [dk, 2 dk) are zero.
-  float* wo = attn.wo.weight.data();
-  for (int64_t r = 0; r < attn.d_model; ++r)
-    for (int64_t c = attn.dk; c < 2 * attn.dk; ++c) wo[r * attn.d_model + c] = 0;
-  const ag::Tensor<float> base = logits_of(model, kSeq, 1, 6);
-
-  attn.patches = {nn::HeadPatch<float>{0, ag::Tensor<float>()}};
-  const ag::Tensor<float> zero0 = logits_of(model, kSeq, 1, 6);
-  attn.patches = {nn::HeadPatch<float>{1, ag::Tensor<float>()}};
-  const ag::Tensor<float> zero1 = logits_of(model, kSeq, 1, 6);
-  attn.patches.clear();
-
-  BOOST_TEST(max_abs_diff(base, zero0) > 1e-3f);
-  // Patched forwards take the composed attention path, unpatched ones may take the fused op: equal up to
-  // float rounding, not bit for bit.
-  BOOST_TEST(max_abs_diff(base, zero1) <= 1e-5f);
-  BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6)) == 0.0f);  // nothing left patched
-}
-
-BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_changes_nothing) {
-  ag::Rng rng(11);
-  nn::CausalLM<float> model(tiny_shape(), rng);
-  ag::Batch one{1, 6, kSeq, std::vector<int32_t>(6, -1)};
-  const ag::Tensor<float> base = logits_of(model, kSeq, 1, 6);
-  const auto means = ag::mean_head_outputs(model, one);
-  BOOST_TEST_REQUIRE(means.size() == 2u);
-  for (size_t l = 0; l < 2; ++l)
-    for (int h = 0; h < 2; ++h) {
-      BOOST_TEST(means[l][h].size(0) == 6);
-      BOOST_TEST(means[l][h].size(1) == 4);
-      model.blocks[l]->attn.patches = {nn::HeadPatch<float>{h, means[l][h]}};
-      BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6)) <= 1e-5f, "layer " << l << " head " << h);
-      model.blocks[l]->attn.patches.clear();
-    }
-
-  // The mean over two different sequences is not the first one's own output: the check above can fail.
-  ag::Batch two{2, 6, kSeq, std::vector<int32_t>(12, -1)};
-  two.inputs.insert(two.inputs.end(), kOther.begin(), kOther.end());
-  const auto mixed = ag::mean_head_outputs(model, two);
-  model.blocks[0]->attn.patches = {nn::HeadPatch<float>{0, mixed[0][0]}};
-  BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6)) > 1e-4f);
-  model.blocks[0]->attn.patches.clear();
-
-  // And it is the average of the two sequences' own means.
-  ag::Batch other{1, 6, kOther, std::vector<int32_t>(6, -1)};
-  const auto own_other = ag::mean_head_outputs(model, other);
-  for (int64_t i = 0; i < mixed[1][1].numel(); ++i)
-    BOOST_TEST(mixed[1][1].data()[i] == 0.5f * (means[1][1].data()[i] + own_other[1][1].data()[i]),
-               boost::test_tools::tolerance(1e-5f));
-}
-
-BOOST_AUTO_TEST_CASE(ablate_heads_reports_every_head_and_leaves_no_patch_behind) {
-  ag::Rng rng(3);
-  nn::CausalLM<float> model(tiny_shape(), rng);
-  ag::Batch batch{2, 6, kSeq, {}};
-  batch.inputs.insert(batch.inputs.end(), kOther.begin(), kOther.end());
-  for (int b = 0; b < 2; ++b)
-    for (int t = 0; t < 6; ++t) batch.targets.push_back(t >= 3 && t < 5 ? batch.inputs[b * 6 + t + 1] : -1);
-  const ag::EvalResult before = ag::evaluate(model, batch);
-  const ag::AblationReport report = ag::ablate_heads(model, batch, /*chunk=*/1);
-  BOOST_TEST(report.baseline.loss == before.loss, boost::test_tools::tolerance(1e-6));
-  BOOST_TEST(report.heads.size() == 4u);
-  for (const auto& block : model.blocks) {
-    BOOST_TEST(block->attn.patches.empty());
-    BOOST_TEST(!block->attn.keep_head_outputs);
-  }
-  for (const ag::HeadAblation& a : report.heads) {
-    BOOST_TEST((a.zeroed.acc >= 0 && a.zeroed.acc <= 1));
-    BOOST_TEST(a.zeroed.loss != before.loss);  // every head of a random model feeds Wo
-  }
-  BOOST_TEST(ag::evaluate(model, batch).loss == before.loss);
-
-  ag::HeadScoresFile scores;
-  for (int l = 0; l < 2; ++l)
-    for (int h = 0; h < 2; ++h) scores.heads.push_back(ag::HeadScores{l, h, 0, 0, 0, 0, std::nullopt});
-  ag::merge_ablation(scores, report);
-  for (const ag::HeadScores& h : scores.heads) {
-    BOOST_TEST_REQUIRE(h.ablation.has_value());
-    BOOST_TEST(*h.ablation->zero_loss == report.heads[h.layer * 2 + h.head].zeroed.loss);
-  }
-  scores.heads.pop_back();
-  BOOST_CHECK_THROW(ag::merge_ablation(scores, report), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

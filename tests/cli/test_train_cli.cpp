@@ -136,8 +136,8 @@ BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
   const auto resumed = run_attograd("train --resume '" + run + "'");
   BOOST_TEST(resumed.exit_code == 0, resumed.err);
   // The two runs differ only in output.dir (inside the header's config), so compare every tensor's bytes.
-  const ag::SafetensorsFile a = ag::read_safetensors(run + "/checkpoint/model.safetensors");
-  const ag::SafetensorsFile b = ag::read_safetensors(dir.file("full/checkpoint/model.safetensors"));
+  const train::SafetensorsFile a = train::read_safetensors(run + "/checkpoint/model.safetensors");
+  const train::SafetensorsFile b = train::read_safetensors(dir.file("full/checkpoint/model.safetensors"));
   BOOST_REQUIRE(a.tensors.size() == b.tensors.size());
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     BOOST_TEST(a.tensors[i].name == b.tensors[i].name);

@@ -127,9 +127,10 @@ BOOST_AUTO_TEST_CASE(multi_head_attention_fused_and_hooked_paths_agree) {
   nn::MultiHeadAttention<double> mha(8, 2, rng);
   const Tensor<double> x = testing::random_tensor({2, 5, 8}, 4, 1.0, 0.0, false);
   const Tensor<double> plain = mha.forward(x, nn::causal_mask<double>(5));
-  mha.keep_weights = true;  // the study hook takes the composed path
-  const Tensor<double> hooked = mha.forward(x, nn::causal_mask<double>(5));
-  BOOST_REQUIRE(mha.last_weights.defined());
+  nn::Hooks<double> hooks;  // a hook on the pattern takes the composed path
+  hooks.capture("attn.pattern");
+  const Tensor<double> hooked = mha.forward(x, nn::causal_mask<double>(5), &hooks);
+  BOOST_REQUIRE(hooks.captured("attn.pattern").defined());
   for (int64_t i = 0; i < plain.numel(); ++i)
     BOOST_TEST(std::abs(plain.data()[i] - hooked.data()[i]) < 1e-12);
 }

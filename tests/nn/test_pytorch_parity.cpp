@@ -47,18 +47,22 @@ BOOST_AUTO_TEST_CASE(multihead_attention_matches_torch_multiheadattention) {
   Fixture fx("mha_lesson.json");
   ag::Rng rng(0);
   nn::MultiHeadAttention<float> mha(8, 2, rng);
-  mha.keep_weights = true;
   load_parameters(mha, fx);
   F x = fx.tensor<float>("x");
+  nn::Hooks<float> hooks;
+  hooks.capture("attn.pattern");
 
-  F out = mha.forward(x);
+  F out = mha.forward(x, {}, &hooks);
   expect_close("output", out, fx.tensor<double>("output"), 1e-5);
-  expect_close("weights (head average)", head_average(mha.last_weights), fx.tensor<double>("weights"), 1e-5);
-  expect_close("weights per head", mha.last_weights, fx.tensor<double>("weights_per_head"), 1e-5);
+  expect_close("weights (head average)", head_average(hooks.captured("attn.pattern")),
+               fx.tensor<double>("weights"), 1e-5);
+  expect_close("weights per head", hooks.captured("attn.pattern"), fx.tensor<double>("weights_per_head"),
+               1e-5);
 
-  F causal = mha.forward(x, nn::causal_mask<float>(6));
+  F causal = mha.forward(x, nn::causal_mask<float>(6), &hooks);
   expect_close("output causal", causal, fx.tensor<double>("output_causal"), 1e-5);
-  expect_close("weights causal", head_average(mha.last_weights), fx.tensor<double>("weights_causal"), 1e-5);
+  expect_close("weights causal", head_average(hooks.captured("attn.pattern")),
+               fx.tensor<double>("weights_causal"), 1e-5);
 }
 
 void check_causal_lm(const std::string& file) {
@@ -75,17 +79,17 @@ void check_causal_lm(const std::string& file) {
   ag::Rng rng(0);
   nn::CausalLM<float> model(shape, rng);
   load_parameters(model, fx);
-  model.set_keep_attention(true);
+  nn::Hooks<float> hooks;  // the pattern hooks take the composed path, also through backward
+  for (size_t l = 0; l < model.blocks.size(); ++l) hooks.capture(nn::block_prefix(l) + "attn.pattern");
   const int64_t B = m.at("batch"), T = m.at("seq_len");
   const std::vector<int32_t> tokens = m.at("tokens"), targets = m.at("targets");
 
-  F logits = model.forward(tokens, B, T);
+  F logits = model.forward(tokens, B, T, {}, &hooks);
   F loss = ag::cross_entropy(logits, targets, -1);
   expect_close(file + " logits", logits, fx.tensor<double>("logits"), 1e-4);
   expect_close(file + " loss", loss, fx.tensor<double>("loss"), 1e-4);
-  const auto weights = model.attention_weights();
-  for (size_t l = 0; l < weights.size(); ++l)
-    expect_close(file + " attn." + std::to_string(l), weights[l],
+  for (size_t l = 0; l < model.blocks.size(); ++l)
+    expect_close(file + " attn." + std::to_string(l), hooks.captured(nn::block_prefix(l) + "attn.pattern"),
                  fx.tensor<double>("attn." + std::to_string(l)), 1e-4);
 
   loss.backward();

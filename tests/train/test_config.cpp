@@ -11,17 +11,17 @@
 
 #include "train/config.h"
 
-namespace ag {
+namespace train {
 // For Boost.Test's messages when two configs differ.
 std::ostream& operator<<(std::ostream& out, const Config& config) {
   return out << to_json(config).dump();
 }
-}  // namespace ag
+}  // namespace train
 
 namespace fs = std::filesystem;
-using ag::Config;
-using ag::ConfigError;
-using ag::load_config;
+using train::Config;
+using train::ConfigError;
+using train::load_config;
 
 namespace {
 
@@ -288,12 +288,12 @@ BOOST_AUTO_TEST_CASE(resolved_config_round_trips) {
   for (const char* name : {"reverse", "copy", "sort", "induction", "modadd", "counting"}) {
     BOOST_TEST_CONTEXT(name) {
       const Config config = load_config(kSource + "/configs/" + name + ".json", {"train.lr=0.0003"});
-      const nlohmann::json resolved = ag::to_json(config);
+      const nlohmann::json resolved = train::to_json(config);
       // Every field is written, the resolved sizes included.
       BOOST_TEST(resolved["model"]["max_len"].get<int>() == config.model.max_len);
       BOOST_TEST(resolved["model"]["vocab"].get<int>() == config.model.vocab);
       BOOST_TEST(resolved["train"].size() == 11u);
-      BOOST_TEST(ag::from_json(resolved) == config);
+      BOOST_TEST(train::from_json(resolved) == config);
       // Through text, as RUN/config.json is written and read back.
       const std::string path = write_config("resolved.json", resolved.dump(2));
       BOOST_TEST(load_config(path) == config);
@@ -304,11 +304,11 @@ BOOST_AUTO_TEST_CASE(resolved_config_round_trips) {
 BOOST_AUTO_TEST_CASE(from_json_names_its_source) {
   nlohmann::json document = {{"train", {{"threads", 0}}}};
   try {
-    ag::from_json(document, "model.safetensors");
+    train::from_json(document, "model.safetensors");
     BOOST_FAIL("expected a ConfigError");
   } catch (const ConfigError& error) {
     BOOST_TEST(std::string(error.what()) == "model.safetensors: /train/threads: must be >= 1, got 0");
   }
   // Integers built in code are signed; a seed written that way is still accepted.
-  BOOST_TEST(ag::from_json({{"seed", 7}}).seed == 7u);
+  BOOST_TEST(train::from_json({{"seed", 7}}).seed == 7u);
 }

@@ -17,10 +17,10 @@
 #include "train/safetensors.h"
 
 namespace fs = std::filesystem;
-using ag::NamedArray;
-using ag::read_safetensors;
-using ag::SafetensorsFile;
-using ag::write_safetensors;
+using train::NamedArray;
+using train::read_safetensors;
+using train::SafetensorsFile;
+using train::write_safetensors;
 
 namespace {
 
@@ -330,20 +330,20 @@ BOOST_AUTO_TEST_CASE(expect_tensors_reports_missing_unexpected_and_mismatched) {
   const std::string path = tmp.file("m.safetensors");
   write_safetensors(path, {{"w", {2, 3}, std::vector<float>(6, 1.0f)}, {"b", {2}, {0, 0}}}, {});
   const SafetensorsFile f = read_safetensors(path);
-  ag::expect_tensors(f, {{"b", {2}}, {"w", {2, 3}}}, path);  // any order is fine
+  train::expect_tensors(f, {{"b", {2}}, {"w", {2, 3}}}, path);  // any order is fine
   expect_error(
       [&] {
-        ag::expect_tensors(f, {{"w", {2, 3}}, {"b", {2}}, {"c", {1}}}, path);
+        train::expect_tensors(f, {{"w", {2, 3}}, {"b", {2}}, {"c", {1}}}, path);
       },
       path + ": missing tensor, expected shape [1] (c)");
   expect_error(
       [&] {
-        ag::expect_tensors(f, {{"w", {2, 3}}}, path);
+        train::expect_tensors(f, {{"w", {2, 3}}}, path);
       },
       path + ": unexpected tensor of shape [2] (b)");
   expect_error(
       [&] {
-        ag::expect_tensors(f, {{"w", {3, 2}}, {"b", {2}}}, path);
+        train::expect_tensors(f, {{"w", {3, 2}}, {"b", {2}}}, path);
       },
       path + ": shape mismatch: expected [3, 2], found [2, 3] (w)");
 }
@@ -425,22 +425,22 @@ BOOST_AUTO_TEST_CASE(state_words_round_trip_through_metadata) {
   const uint64_t big = std::numeric_limits<uint64_t>::max();
   const double cached = -0.123456789012345678;
   write_safetensors(path, {{"adam.m.w", {2}, {0.25f, -0.5f}}},
-                    {{"step", ag::u64_to_metadata(12345)},
-                     {"rng.s0", ag::u64_to_metadata(big)},
-                     {"rng.cached_normal", ag::f64_bits_to_metadata(cached)},
+                    {{"step", train::u64_to_metadata(12345)},
+                     {"rng.s0", train::u64_to_metadata(big)},
+                     {"rng.cached_normal", train::f64_bits_to_metadata(cached)},
                      {"bad", "12x"},
                      {"negative", "-1"},
                      {"empty", ""}});
   const SafetensorsFile f = read_safetensors(path);
   BOOST_TEST(f.metadata.at("rng.s0") == "18446744073709551615");  // decimal, as the format's strings
-  BOOST_TEST(ag::metadata_u64(f, "step", path) == 12345u);
-  BOOST_TEST(ag::metadata_u64(f, "rng.s0", path) == big);
-  const double back = ag::metadata_f64_bits(f, "rng.cached_normal", path);
+  BOOST_TEST(train::metadata_u64(f, "step", path) == 12345u);
+  BOOST_TEST(train::metadata_u64(f, "rng.s0", path) == big);
+  const double back = train::metadata_f64_bits(f, "rng.cached_normal", path);
   BOOST_TEST(std::memcmp(&back, &cached, sizeof back) == 0);
-  BOOST_TEST(ag::metadata_string(f, "step", path) == "12345");
-  expect_error([&] { ag::metadata_u64(f, "bad", path); }, "(__metadata__.bad)");
-  expect_error([&] { ag::metadata_u64(f, "negative", path); }, "(__metadata__.negative)");
-  expect_error([&] { ag::metadata_u64(f, "empty", path); }, "(__metadata__.empty)");
-  expect_error([&] { ag::metadata_u64(f, "absent", path); },
+  BOOST_TEST(train::metadata_string(f, "step", path) == "12345");
+  expect_error([&] { train::metadata_u64(f, "bad", path); }, "(__metadata__.bad)");
+  expect_error([&] { train::metadata_u64(f, "negative", path); }, "(__metadata__.negative)");
+  expect_error([&] { train::metadata_u64(f, "empty", path); }, "(__metadata__.empty)");
+  expect_error([&] { train::metadata_u64(f, "absent", path); },
                path + ": missing metadata key (__metadata__.absent)");
 }

@@ -11,16 +11,16 @@
 
 #include "train/tasks.h"
 
-using ag::Batch;
 using ag::Rng;
-using ag::Task;
-using ag::TaskConfig;
+using train::Batch;
+using train::Task;
+using train::TaskConfig;
 using Sequence = std::vector<int32_t>;
 
 namespace {
 
 std::unique_ptr<Task> task_of(const std::string& kind, int vocab, int length) {
-  return ag::make_task(TaskConfig{kind, vocab, length});
+  return train::make_task(TaskConfig{kind, vocab, length});
 }
 
 // Sequence b of the batch as the task wrote it (T + 1 ids): the inputs plus the last target. Every task
@@ -255,14 +255,14 @@ BOOST_AUTO_TEST_CASE(token_names_round_trip) {
   BOOST_TEST(*modadd->token_id("=") == 2);
   BOOST_TEST(*modadd->token_id("0") == 3);
 
-  for (const std::string& kind : ag::task_kinds()) {
+  for (const std::string& kind : train::task_kinds()) {
     const auto task = task_of(kind, 12, 3);
     for (int id = 0; id < task->vocab_size(); ++id) BOOST_TEST(*task->token_id(task->token_name(id)) == id);
   }
 }
 
 BOOST_AUTO_TEST_CASE(same_seed_same_batch) {
-  for (const std::string& kind : ag::task_kinds()) {
+  for (const std::string& kind : train::task_kinds()) {
     BOOST_TEST_CONTEXT(kind) {
       const auto task = task_of(kind, 12, kind == "modadd" ? 2 : 6);
       Rng a(7), b(7), c(8);
@@ -361,28 +361,28 @@ BOOST_AUTO_TEST_CASE(exact_match_accuracy) {
   std::vector<int32_t> predictions(batch.targets.size());
   for (size_t i = 0; i < predictions.size(); ++i)
     predictions[i] = batch.targets[i] >= 0 ? batch.targets[i] : 0;
-  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 1.0);
+  BOOST_TEST(train::exact_match_accuracy(predictions, batch) == 1.0);
   // A wrong prediction where nothing is scored changes nothing.
   predictions[0] = 7;
-  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 1.0);
+  BOOST_TEST(train::exact_match_accuracy(predictions, batch) == 1.0);
   // One wrong answer token fails its whole sequence; two in one sequence still fail one.
   const int last = batch.T - 1;
   predictions[last] = (batch.targets[last] + 1) % task->vocab_size();
-  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 0.9);
+  BOOST_TEST(train::exact_match_accuracy(predictions, batch) == 0.9);
   predictions[last - 1] = (batch.targets[last - 1] + 1) % task->vocab_size();
-  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 0.9);
+  BOOST_TEST(train::exact_match_accuracy(predictions, batch) == 0.9);
   predictions[3 * batch.T + last] = (batch.targets[3 * batch.T + last] + 1) % task->vocab_size();
-  BOOST_TEST(ag::exact_match_accuracy(predictions, batch) == 0.8);
-  BOOST_CHECK_THROW(ag::exact_match_accuracy({1, 2}, batch), std::invalid_argument);
+  BOOST_TEST(train::exact_match_accuracy(predictions, batch) == 0.8);
+  BOOST_CHECK_THROW(train::exact_match_accuracy({1, 2}, batch), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(bad_task_configs_are_refused) {
   BOOST_CHECK_THROW(task_of("nope", 10, 8), std::invalid_argument);
   BOOST_CHECK_THROW(task_of("induction", 5, 8), std::invalid_argument);
   BOOST_CHECK_THROW(task_of("modadd", 10, 1), std::invalid_argument);
-  const auto problem = ag::find_task_problem(TaskConfig{"copy", 10, 0});
+  const auto problem = train::find_task_problem(TaskConfig{"copy", 10, 0});
   BOOST_REQUIRE(problem.has_value());
   BOOST_TEST(problem->field == "length");
   BOOST_TEST(problem->message == "copy needs length >= 1, got 0");
-  BOOST_TEST(!ag::find_task_problem(TaskConfig{}).has_value());
+  BOOST_TEST(!train::find_task_problem(TaskConfig{}).has_value());
 }

@@ -9,42 +9,43 @@
 #include <fstream>
 
 #include "common/temp_dir.h"
+#include "io/atomic_file.h"
+#include "study/run_study.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
-#include "train/text_file.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-ag::Config small_config(int threads) {
-  return ag::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json",
-                         {"model.d_model=16", "model.n_heads=2", "model.n_layers=2", "model.d_ff=32",
-                          "train.steps=40", "train.batch_size=16", "train.warmup=5", "train.eval_every=20",
-                          "train.log_every=5", "train.eval_size=32", "output.attention_every=10",
-                          "output.checkpoint_every=15", "train.threads=" + std::to_string(threads)});
+train::Config small_config(int threads) {
+  return train::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json",
+                            {"model.d_model=16", "model.n_heads=2", "model.n_layers=2", "model.d_ff=32",
+                             "train.steps=40", "train.batch_size=16", "train.warmup=5", "train.eval_every=20",
+                             "train.log_every=5", "train.eval_size=32", "output.attention_every=10",
+                             "output.checkpoint_every=15", "train.threads=" + std::to_string(threads)});
 }
 
 // Requests a stop once a given step has completed, as Ctrl-C does.
-struct StopAt : ag::TrainObserver {
+struct StopAt : train::TrainObserver {
   int64_t at;
   std::atomic<bool>& flag;
   StopAt(int64_t s, std::atomic<bool>& f) : at(s), flag(f) {}
-  void on_step(const ag::MetricsRecord& r, double) override {
+  void on_step(const train::MetricsRecord& r, double) override {
     if (r.step == at) flag.store(true);
   }
 };
 
 std::vector<double> losses(const std::string& metrics) {
   std::vector<double> out;
-  for (const auto& r : ag::read_metrics_jsonl(metrics)) out.push_back(r.loss);
+  for (const auto& r : train::read_metrics_jsonl(metrics)) out.push_back(r.loss);
   return out;
 }
 
 std::vector<double> grad_norms(const std::string& metrics) {
   std::vector<double> out;
-  for (const auto& r : ag::read_metrics_jsonl(metrics)) out.push_back(r.grad_norm);
+  for (const auto& r : train::read_metrics_jsonl(metrics)) out.push_back(r.grad_norm);
   return out;
 }
 
@@ -52,9 +53,11 @@ std::vector<double> grad_norms(const std::string& metrics) {
 
 BOOST_AUTO_TEST_CASE(a_run_writes_its_folder_and_learns) {
   testing::TempDir dir;
-  const ag::Config config = small_config(1);
-  const ag::TrainResult r = ag::train_model(config, {dir.file("run"), false, nullptr, nullptr});
+  const train::Config config = small_config(1);
+  study::RunStudy run_study(config, dir.file("run"));  // the dumps, scores and report of the run
+  const train::TrainResult r = train::train_model(config, {dir.file("run"), false, nullptr, {&run_study}});
   BOOST_TEST(r.step == 40);
+  BOOST_TEST(run_study.score_table().find("prev_tok") != std::string::npos);
   BOOST_TEST(!r.interrupted);
   for (const char* f :
        {"config.json", "metrics.jsonl", "checkpoint/model.safetensors", "checkpoint/optimizer.safetensors",
@@ -66,18 +69,18 @@ BOOST_AUTO_TEST_CASE(a_run_writes_its_folder_and_learns) {
   BOOST_TEST(l.back() < l.front());  // it learns something in 40 steps
   // The resolved config round-trips: what the run folder says is what ran.
   std::ifstream in(dir.file("run/config.json"));
-  BOOST_TEST((ag::from_json(nlohmann::json::parse(in)) == config));
+  BOOST_TEST((train::from_json(nlohmann::json::parse(in)) == config));
 }
 
 BOOST_AUTO_TEST_CASE(same_config_seed_and_threads_give_bit_identical_losses) {
   for (int threads : {1, 2}) {
     testing::TempDir dir;
-    ag::train_model(small_config(threads), {dir.file("a"), false, nullptr, nullptr});
-    ag::train_model(small_config(threads), {dir.file("b"), false, nullptr, nullptr});
+    train::train_model(small_config(threads), {dir.file("a"), false, nullptr, {}});
+    train::train_model(small_config(threads), {dir.file("b"), false, nullptr, {}});
     BOOST_TEST(losses(dir.file("a/metrics.jsonl")) == losses(dir.file("b/metrics.jsonl")),
                boost::test_tools::per_element());
-    BOOST_TEST(ag::read_text_file(dir.file("a/checkpoint/model.safetensors")) ==
-               ag::read_text_file(dir.file("b/checkpoint/model.safetensors")));
+    BOOST_TEST(io::read_text_file(dir.file("a/checkpoint/model.safetensors")) ==
+               io::read_text_file(dir.file("b/checkpoint/model.safetensors")));
   }
 }
 
@@ -88,21 +91,21 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_give_the_same_bits) {
   // over the threads, as are attention, GELU, AdamW and the gradient norm; a clip of 0.05 makes every
   // step's update depend on the norm's last bit.
   auto config = [](int threads) {
-    return ag::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json",
-                           {"train.steps=20", "train.batch_size=32", "train.eval_every=20",
-                            "train.log_every=2", "train.eval_size=32", "output.attention_every=20",
-                            "output.checkpoint_every=20", "train.threads=" + std::to_string(threads)});
+    return train::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json",
+                              {"train.steps=20", "train.batch_size=32", "train.eval_every=20",
+                               "train.log_every=2", "train.eval_size=32", "output.attention_every=20",
+                               "output.checkpoint_every=20", "train.threads=" + std::to_string(threads)});
   };
   testing::TempDir dir;
-  ag::train_model(config(1), {dir.file("one"), false, nullptr, nullptr});
-  ag::train_model(config(2), {dir.file("two"), false, nullptr, nullptr});
+  train::train_model(config(1), {dir.file("one"), false, nullptr, {}});
+  train::train_model(config(2), {dir.file("two"), false, nullptr, {}});
   BOOST_TEST(losses(dir.file("one/metrics.jsonl")) == losses(dir.file("two/metrics.jsonl")),
              boost::test_tools::per_element());
   BOOST_TEST(grad_norms(dir.file("one/metrics.jsonl")) == grad_norms(dir.file("two/metrics.jsonl")),
              boost::test_tools::per_element());
   // The files' headers differ (they hold the resolved config, threads included); the tensors may not.
-  const ag::SafetensorsFile one = ag::read_safetensors(dir.file("one/checkpoint/model.safetensors"));
-  const ag::SafetensorsFile two = ag::read_safetensors(dir.file("two/checkpoint/model.safetensors"));
+  const train::SafetensorsFile one = train::read_safetensors(dir.file("one/checkpoint/model.safetensors"));
+  const train::SafetensorsFile two = train::read_safetensors(dir.file("two/checkpoint/model.safetensors"));
   BOOST_REQUIRE_EQUAL(one.tensors.size(), two.tensors.size());
   for (size_t i = 0; i < one.tensors.size(); ++i) {
     BOOST_TEST(one.tensors[i].name == two.tensors[i].name);
@@ -112,21 +115,21 @@ BOOST_AUTO_TEST_CASE(one_and_two_threads_give_the_same_bits) {
 
 BOOST_AUTO_TEST_CASE(stopping_at_any_step_and_resuming_equals_an_uninterrupted_run) {
   testing::TempDir dir;
-  const ag::Config config = small_config(2);
-  const ag::TrainResult full = ag::train_model(config, {dir.file("full"), false, nullptr, nullptr});
+  const train::Config config = small_config(2);
+  const train::TrainResult full = train::train_model(config, {dir.file("full"), false, nullptr, {}});
   // Between checkpoints, at a checkpoint step, at an eval step, and right at the start.
   for (int64_t stop : {1, 15, 20, 27}) {
     const std::string run = dir.file("stopped-" + std::to_string(stop));
     std::atomic<bool> flag{false};
     StopAt observer(stop, flag);
-    const ag::TrainResult first = ag::train_model(config, {run, false, &flag, &observer});
+    const train::TrainResult first = train::train_model(config, {run, false, &flag, {&observer}});
     BOOST_TEST(first.interrupted);
     BOOST_TEST(first.step == stop);
-    const ag::TrainResult resumed = ag::train_model(config, {run, true, nullptr, nullptr});
+    const train::TrainResult resumed = train::train_model(config, {run, true, nullptr, {}});
     BOOST_TEST(resumed.step == 40);
     BOOST_TEST(resumed.last_loss == full.last_loss, "stopped at " << stop);
-    BOOST_TEST(ag::read_text_file(run + "/checkpoint/model.safetensors") ==
-                   ag::read_text_file(dir.file("full/checkpoint/model.safetensors")),
+    BOOST_TEST(io::read_text_file(run + "/checkpoint/model.safetensors") ==
+                   io::read_text_file(dir.file("full/checkpoint/model.safetensors")),
                "model bytes differ after stopping at " << stop);
     BOOST_TEST(losses(run + "/metrics.jsonl") == losses(dir.file("full/metrics.jsonl")),
                boost::test_tools::per_element());
@@ -136,34 +139,34 @@ BOOST_AUTO_TEST_CASE(stopping_at_any_step_and_resuming_equals_an_uninterrupted_r
 BOOST_AUTO_TEST_CASE(a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint) {
   testing::TempDir dir;
   // A learning rate this large blows the weights up within a few dozen steps.
-  ag::Config config = small_config(1);
+  train::Config config = small_config(1);
   config.train.lr = 1e6;
   config.train.grad_clip = 0;
   config.train.warmup = 0;
   config.train.steps = 200;
   config.output.checkpoint_every = 1;
   try {
-    ag::train_model(config, {dir.file("run"), false, nullptr, nullptr});
+    train::train_model(config, {dir.file("run"), false, nullptr, {}});
     BOOST_FAIL("the run did not diverge");
-  } catch (const ag::TrainingDiverged& e) {
+  } catch (const train::TrainingDiverged& e) {
     const std::string what = e.what();
     BOOST_TEST(what.find("at step") != std::string::npos, what);
   }
   // The last checkpoint is loadable and holds finite weights.
-  const ag::Config stored = ag::config_from_checkpoint(ag::model_checkpoint_path(dir.file("run")));
+  const train::Config stored = train::config_from_checkpoint(train::model_checkpoint_path(dir.file("run")));
   BOOST_TEST(stored.train.lr == 1e6);
 }
 
 BOOST_AUTO_TEST_CASE(a_truncated_checkpoint_is_a_clear_error) {
   testing::TempDir dir;
-  ag::train_model(small_config(1), {dir.file("run"), false, nullptr, nullptr});
-  const std::string path = ag::model_checkpoint_path(dir.file("run"));
-  const std::string bytes = ag::read_text_file(path);
+  train::train_model(small_config(1), {dir.file("run"), false, nullptr, {}});
+  const std::string path = train::model_checkpoint_path(dir.file("run"));
+  const std::string bytes = io::read_text_file(path);
   for (size_t cut : {size_t(4), size_t(100), bytes.size() / 2, bytes.size() - 1}) {
     std::ofstream(path, std::ios::binary | std::ios::trunc)
         .write(bytes.data(), static_cast<std::streamsize>(cut));
     try {
-      ag::train_model(small_config(1), {dir.file("run"), true, nullptr, nullptr});
+      train::train_model(small_config(1), {dir.file("run"), true, nullptr, {}});
       BOOST_FAIL("a truncated checkpoint was accepted");
     } catch (const std::runtime_error& e) {
       const std::string what = e.what();

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "train/attention_maps.h"
+#include "study/view/attention_maps.h"
 
-namespace ag {
+namespace study {
 
 struct SvgOptions {
   std::string title;        // drawn above the grid when not empty
@@ -38,4 +38,4 @@ std::string diverging_colour(double d);
 // Escapes & < > " ' for XML text and attribute values.
 std::string xml_escape(const std::string& s);
 
-}  // namespace ag
+}  // namespace study

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "train/ascii_heatmap.h"
-#include "train/attention_maps.h"
-#include "train/report_html.h"
-#include "train/svg_heatmap.h"
-#include "train/text_file.h"
+#include "io/atomic_file.h"
+#include "study/view/ascii_heatmap.h"
+#include "study/view/attention_maps.h"
+#include "study/view/report_html.h"
+#include "study/view/svg_heatmap.h"
 
-using namespace ag;
+using namespace study;
 
 namespace {
 
@@ -229,7 +229,7 @@ BOOST_AUTO_TEST_CASE(attention_dump_round_trip) {
                    1e-6);
   }
   // The file uses DESIGN.md's keys.
-  const auto raw = nlohmann::json::parse(read_text_file(path));
+  const auto raw = nlohmann::json::parse(io::read_text_file(path));
   BOOST_TEST(raw["probes"][0]["maps"][0]["weights"][1][0].get<double>() == 0.5);
   const auto all = read_attention_dumps(dir);
   BOOST_TEST_REQUIRE(all.size() == 2u);
@@ -270,7 +270,7 @@ BOOST_AUTO_TEST_CASE(bad_dumps_give_one_line_errors_with_file_and_pointer) {
   BOOST_TEST(dup.find("/probes/0/maps/1: expected each (layer, head) once") != std::string::npos, dup);
   // Not JSON at all: the file is named too.
   const std::string dir = temp_dir("bad");
-  write_text_file_atomically(dir + "/step-000001.json", "{\"step\": ");
+  io::write_text_file_atomically(dir + "/step-000001.json", "{\"step\": ");
   try {
     read_attention_dump(dir + "/step-000001.json");
     BOOST_FAIL("expected an error");
@@ -284,10 +284,10 @@ BOOST_AUTO_TEST_CASE(report_is_self_contained_and_has_the_slider) {
   ReportInputs in;
   in.title = "induction <test>";
   for (int s = 0; s <= 1000; s += 50) {
-    MetricsRecord r;
+    ReportMetrics r;
     r.step = s;
     r.loss = 2.5 * std::exp(-s / 300.0);
-    r.lr = 1e-3, r.grad_norm = 1, r.tokens_per_s = 1e5;
+    r.tokens_per_s = 1e5;
     if (s % 250 == 0) r.eval_acc = s / 1000.0, r.eval_loss = r.loss * 1.1;
     in.metrics.push_back(r);
   }
@@ -321,27 +321,6 @@ BOOST_AUTO_TEST_CASE(report_is_self_contained_and_has_the_slider) {
   BOOST_TEST(html.find("<table class=\"scores\"") != std::string::npos);
   const std::string dir = temp_dir("report");
   write_report_html(dir + "/report.html", in);
-  BOOST_TEST(read_text_file(dir + "/report.html") == html);
-  std::filesystem::remove_all(dir);
-}
-
-BOOST_AUTO_TEST_CASE(metrics_jsonl_reader) {
-  const std::string dir = temp_dir("metrics");
-  write_text_file_atomically(
-      dir + "/metrics.jsonl",
-      "{\"step\": 0, \"loss\": 2.3, \"lr\": 0.001, \"grad_norm\": 1.2, \"tokens_per_s\": 9000}\n"
-      "\n{\"step\": 250, \"loss\": 1.1, \"lr\": 0.001, \"grad_norm\": 0.8, \"tokens_per_s\": 9100, "
-      "\"eval_loss\": 1.2, \"eval_acc\": 0.4}\n");
-  const auto m = read_metrics_jsonl(dir + "/metrics.jsonl");
-  BOOST_TEST_REQUIRE(m.size() == 2u);
-  BOOST_TEST(!m[0].eval_acc.has_value());
-  BOOST_TEST(m[1].eval_acc.value_or(-1) == 0.4);
-  write_text_file_atomically(dir + "/bad.jsonl", "{\"step\": 0, \"loss\": \"x\"}\n");
-  try {
-    read_metrics_jsonl(dir + "/bad.jsonl");
-    BOOST_FAIL("expected an error");
-  } catch (const std::runtime_error& e) {
-    BOOST_TEST(std::string(e.what()) == dir + "/bad.jsonl:1: /loss: expected a number, got string");
-  }
+  BOOST_TEST(io::read_text_file(dir + "/report.html") == html);
   std::filesystem::remove_all(dir);
 }

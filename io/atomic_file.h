@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace ag {
+namespace io {
 
 // The whole file as bytes; throws std::runtime_error("PATH: cannot read: REASON") on failure.
 std::string read_text_file(const std::string& path);
@@ -14,4 +14,4 @@ std::string read_text_file(const std::string& path);
 // Throws std::runtime_error("PATH: cannot write: REASON") and removes the temporary file on failure.
 void write_text_file_atomically(const std::string& path, const std::string& text);
 
-}  // namespace ag
+}  // namespace io

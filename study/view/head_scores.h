@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "train/attention_maps.h"
+#include "study/view/attention_maps.h"
 
-namespace ag {
+namespace study {
 
 struct ScoreSum {
   double sum = 0;    // summed per-row values
@@ -84,4 +84,4 @@ void write_head_scores(const std::string& path, const HeadScoresFile& scores);  
 // the highest ablated loss. For the end of training and `attograd ablate`.
 std::string head_scores_table(const std::vector<HeadScores>& heads);
 
-}  // namespace ag
+}  // namespace study

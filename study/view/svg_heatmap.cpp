@@ -1,6 +1,6 @@
 // SVG attention grids and comparisons (see svg_heatmap.h). Geometry is computed from character counts
 // because an SVG file cannot measure text: labels use a monospace font whose advance is about 0.6 em.
-#include "train/svg_heatmap.h"
+#include "study/view/svg_heatmap.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "train/append_format.h"
+#include "io/append_format.h"
 
-namespace ag {
+namespace study {
 namespace {
 
 constexpr double kFont = 11;             // label font size, px
@@ -91,7 +91,7 @@ Layout layout_for(int T, const std::vector<std::vector<std::string>>& label_sets
 }
 
 void open_svg(std::string& out, double w, double h) {
-  append_format(
+  io::append_format(
       out,
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
       "font-family=\"%s\">\n",
@@ -104,12 +104,12 @@ void open_svg(std::string& out, double w, double h) {
       "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b0b0b0\" stroke-width=\"2\"/></pattern>\n";
   out += "<linearGradient id=\"seq\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">";
   for (int k = 0; k <= 10; ++k)
-    append_format(out, "<stop offset=\"%.1f\" stop-color=\"%s\"/>", k / 10.0,
-                  sequential_colour(k / 10.0).c_str());
+    io::append_format(out, "<stop offset=\"%.1f\" stop-color=\"%s\"/>", k / 10.0,
+                      sequential_colour(k / 10.0).c_str());
   out += "</linearGradient>\n<linearGradient id=\"div\" x1=\"0\" x2=\"1\" y1=\"0\" y2=\"0\">";
   for (int k = 0; k <= 10; ++k)
-    append_format(out, "<stop offset=\"%.1f\" stop-color=\"%s\"/>", k / 10.0,
-                  diverging_colour(k / 5.0 - 1.0).c_str());
+    io::append_format(out, "<stop offset=\"%.1f\" stop-color=\"%s\"/>", k / 10.0,
+                      diverging_colour(k / 5.0 - 1.0).c_str());
   out += "</linearGradient>\n</defs>\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
 }
@@ -121,37 +121,37 @@ void panel(std::string& out, const Layout& l, double x, double y, const std::str
            const std::vector<std::string>& rows, const std::vector<std::string>& cols, bool mark_future,
            Colour colour, Value value) {
   const double gx = x + l.left, gy = y + kTitleH + l.top;
-  append_format(
+  io::append_format(
       out, "<g>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" fill=\"#222\">%s</text>\n",
       gx, y + 14, xml_escape(title).c_str());
-  append_format(out, "<g font-family=\"%s\" font-size=\"%.0f\" fill=\"#333\">\n", kMono, kFont);
+  io::append_format(out, "<g font-family=\"%s\" font-size=\"%.0f\" fill=\"#333\">\n", kMono, kFont);
   for (int j = 0; j < l.T; ++j) {
     // Key labels read upwards from just above their column.
     const double cx = gx + (j + 0.5) * l.cell + kFont * 0.35, cy = gy - 4;
-    append_format(out, "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n", cx, cy,
-                  cx, cy, xml_escape(cut(indexed(j, cols[j]), kMaxLabelChars)).c_str());
+    io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n", cx,
+                      cy, cx, cy, xml_escape(cut(indexed(j, cols[j]), kMaxLabelChars)).c_str());
   }
   for (int i = 0; i < l.T; ++i) {
-    append_format(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", gx - 4,
-                  gy + (i + 0.5) * l.cell + kFont * 0.35,
-                  xml_escape(cut(indexed(i, rows[i]), kMaxLabelChars)).c_str());
+    io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", gx - 4,
+                      gy + (i + 0.5) * l.cell + kFont * 0.35,
+                      xml_escape(cut(indexed(i, rows[i]), kMaxLabelChars)).c_str());
   }
   out += "</g>\n";
   for (int i = 0; i < l.T; ++i) {
     for (int j = 0; j < l.T; ++j) {
       const bool masked = mark_future && j > i;
-      append_format(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
-                    gx + j * l.cell, gy + i * l.cell, l.cell, l.cell,
-                    masked ? "url(#masked)" : colour(i, j).c_str());
+      io::append_format(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
+                        gx + j * l.cell, gy + i * l.cell, l.cell, l.cell,
+                        masked ? "url(#masked)" : colour(i, j).c_str());
       out += xml_escape(indexed(i, rows[i]) + " looks at " + indexed(j, cols[j]));
       if (masked)
         out += ": masked";
       else
-        append_format(out, ": %.3f", value(i, j));
+        io::append_format(out, ": %.3f", value(i, j));
       out += "</title></rect>\n";
     }
   }
-  append_format(
+  io::append_format(
       out,
       "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n</g>\n",
       gx, gy, l.T * l.cell, l.T * l.cell);
@@ -161,24 +161,25 @@ void panel(std::string& out, const Layout& l, double x, double y, const std::str
 double legend_bar(std::string& out, double x, double y, const char* gradient,
                   const std::vector<double>& ticks, double lo, double hi, const std::string& caption) {
   const double w = 240, h = 12;
-  append_format(out, "<g font-size=\"11\" fill=\"#333\">\n<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", x, y + 10,
-                xml_escape(caption).c_str());
+  io::append_format(out, "<g font-size=\"11\" fill=\"#333\">\n<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", x,
+                    y + 10, xml_escape(caption).c_str());
   const double by = y + 16;
-  append_format(
+  io::append_format(
       out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"url(#%s)\" stroke=\"#888\"/>\n",
       x, by, w, h, gradient);
   for (double t : ticks) {
     const double tx = x + (t - lo) / (hi - lo) * w;
-    append_format(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n", tx,
-                  by + h, tx, by + h + 4);
-    append_format(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", tx, by + h + 15, t);
+    io::append_format(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n", tx,
+                      by + h, tx, by + h + 4);
+    io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", tx, by + h + 15,
+                      t);
   }
   out += "</g>\n";
   return w;
 }
 
 void masked_key(std::string& out, double x, double y) {
-  append_format(
+  io::append_format(
       out,
       "<g font-size=\"11\" fill=\"#333\"><rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" "
       "fill=\"url(#masked)\" stroke=\"#888\"/><text x=\"%.1f\" y=\"%.1f\">masked: future key (j &gt; "
@@ -202,13 +203,13 @@ void check_probe(const Probe& p, const char* what) {
 double header(std::string& out, const std::string& title, const std::string& note) {
   double y = kMargin;
   if (!title.empty()) {
-    append_format(
+    io::append_format(
         out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"17\" font-weight=\"bold\" fill=\"#111\">%s</text>\n",
         kMargin, y + 16, xml_escape(title).c_str());
     y += 26;
   }
-  append_format(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">%s</text>\n", kMargin,
-                y + 12, xml_escape(note).c_str());
+  io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">%s</text>\n", kMargin,
+                    y + 12, xml_escape(note).c_str());
   return y + 22;
 }
 
@@ -372,4 +373,4 @@ std::string svg_compare(const Probe& a, const Probe& b, const SvgOptions& opts) 
   return out;
 }
 
-}  // namespace ag
+}  // namespace study

@@ -1,7 +1,7 @@
 // The run report page (see report_html.h). Static parts (curves, score charts, the score table) are
 // rendered here as inline SVG/HTML; the attention grid is drawn in the browser from embedded JSON because
 // pre-rendering every step x probe as SVG would make the page ten times larger.
-#include "train/report_html.h"
+#include "study/view/report_html.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +12,11 @@
 #include <stdexcept>
 #include <utility>
 
-#include "train/append_format.h"
-#include "train/svg_heatmap.h"
-#include "train/text_file.h"
+#include "io/append_format.h"
+#include "io/atomic_file.h"
+#include "study/view/svg_heatmap.h"
 
-namespace ag {
+namespace study {
 namespace {
 
 using nlohmann::json;
@@ -65,12 +65,12 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
       y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   std::string out;
-  append_format(out,
-                "<svg class=\"chart\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">",
-                W, H, W, H);
-  append_format(out, "<text x=\"%.0f\" y=\"18\" class=\"ct\">%s</text>", L, xml_escape(title).c_str());
+  io::append_format(
+      out, "<svg class=\"chart\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">", W,
+      H, W, H);
+  io::append_format(out, "<text x=\"%.0f\" y=\"18\" class=\"ct\">%s</text>", L, xml_escape(title).c_str());
   if (!std::isfinite(x0)) {
-    append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"muted\">no data yet</text></svg>", L, H / 2);
+    io::append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"muted\">no data yet</text></svg>", L, H / 2);
     return out;
   }
   if (y_fixed) {
@@ -83,44 +83,44 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   const auto X = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   const auto Y = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
   for (double t : nice_ticks(y0, y1, 5)) {
-    append_format(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", L, W - R,
-                  Y(t), Y(t));
-    append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>", L - 6,
-                  Y(t) + 4, t);
+    io::append_format(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", L, W - R,
+                      Y(t), Y(t));
+    io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>", L - 6,
+                      Y(t) + 4, t);
   }
   for (double t : nice_ticks(x0, x1, 5)) {
-    append_format(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>", X(t), X(t),
-                  H - B, H - B + 5);
-    append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>", X(t),
-                  H - B + 18, t);
+    io::append_format(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>", X(t),
+                      X(t), H - B, H - B + 5);
+    io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>",
+                      X(t), H - B + 18, t);
   }
-  append_format(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, W - R,
-                H - B, H - B);
-  append_format(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, L, T,
-                H - B);
-  append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\">%s</text>",
-                (L + W - R) / 2, H - 6, xml_escape(x_label).c_str());
-  append_format(out,
-                "<text x=\"14\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\" transform=\"rotate(-90 14 "
-                "%.0f)\">%s</text>",
-                (T + H - B) / 2, (T + H - B) / 2, xml_escape(y_label).c_str());
+  io::append_format(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, W - R,
+                    H - B, H - B);
+  io::append_format(out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" class=\"axis\"/>", L, L, T,
+                    H - B);
+  io::append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\">%s</text>",
+                    (L + W - R) / 2, H - 6, xml_escape(x_label).c_str());
+  io::append_format(out,
+                    "<text x=\"14\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\" transform=\"rotate(-90 14 "
+                    "%.0f)\">%s</text>",
+                    (T + H - B) / 2, (T + H - B) / 2, xml_escape(y_label).c_str());
   int shown = 0;
   for (const Series& s : series) {
     if (s.points.empty()) continue;
     out += "<polyline fill=\"none\" stroke-width=\"1.8\" stroke=\"" + s.colour + "\" points=\"";
-    for (const auto& [x, y] : s.points) append_format(out, "%.1f,%.1f ", X(x), Y(y));
+    for (const auto& [x, y] : s.points) io::append_format(out, "%.1f,%.1f ", X(x), Y(y));
     out += "\"/>";
     if (s.markers)
       for (const auto& [x, y] : s.points)
-        append_format(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.6\" fill=\"%s\"/>", X(x), Y(y),
-                      s.colour.c_str());
+        io::append_format(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.6\" fill=\"%s\"/>", X(x), Y(y),
+                          s.colour.c_str());
     if (legend) {
       const double lx = L + 130 * shown++, ly = 33;
-      append_format(
+      io::append_format(
           out, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>", lx,
           lx + 18, ly, ly, s.colour.c_str());
-      append_format(out, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\">%s</text>", lx + 24, ly + 4,
-                    xml_escape(s.name).c_str());
+      io::append_format(out, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\">%s</text>", lx + 24, ly + 4,
+                        xml_escape(s.name).c_str());
     }
   }
   out += "</svg>";
@@ -138,8 +138,9 @@ std::string fixed(double v, int decimals) {
 std::string score_cell(double v) {
   if (!std::isfinite(v)) return "<td class=\"num muted\">&ndash;</td>";
   std::string out;
-  append_format(out, "<td class=\"num%s\" style=\"background:%s;color:%s\">%s</td>", v >= 0.5 ? " hi" : "",
-                sequential_colour(v).c_str(), v > 0.55 ? "#fff" : "#111", fixed(v, 3).c_str());
+  io::append_format(out, "<td class=\"num%s\" style=\"background:%s;color:%s\">%s</td>",
+                    v >= 0.5 ? " hi" : "", sequential_colour(v).c_str(), v > 0.55 ? "#fff" : "#111",
+                    fixed(v, 3).c_str());
   return out;
 }
 
@@ -161,21 +162,21 @@ std::string scores_table(const std::vector<HeadScores>& heads) {
   if (loss) out += "<th>zeroed: loss</th><th>mean-ablated: loss</th>";
   out += "</tr></thead><tbody>";
   for (const HeadScores& h : heads) {
-    append_format(out, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td>", h.layer, h.head);
+    io::append_format(out, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td>", h.layer, h.head);
     out += score_cell(h.task) + score_cell(h.previous_token) + score_cell(h.induction) +
            score_cell(h.first_token);
     if (ablation) {
       const auto& a = h.ablation;
-      append_format(out, "<td class=\"num%s\">%s</td>", a && a->zero_acc == min_zero ? " hi low" : "",
-                    a ? fixed(a->zero_acc, 3).c_str() : "&ndash;");
-      append_format(out, "<td class=\"num%s\">%s</td>", a && a->mean_acc == min_mean ? " hi low" : "",
-                    a ? fixed(a->mean_acc, 3).c_str() : "&ndash;");
+      io::append_format(out, "<td class=\"num%s\">%s</td>", a && a->zero_acc == min_zero ? " hi low" : "",
+                        a ? fixed(a->zero_acc, 3).c_str() : "&ndash;");
+      io::append_format(out, "<td class=\"num%s\">%s</td>", a && a->mean_acc == min_mean ? " hi low" : "",
+                        a ? fixed(a->mean_acc, 3).c_str() : "&ndash;");
     }
     if (loss) {
       const auto& a = h.ablation;
-      append_format(out, "<td class=\"num\">%s</td><td class=\"num\">%s</td>",
-                    a && a->zero_loss ? fixed(*a->zero_loss, 3).c_str() : "&ndash;",
-                    a && a->mean_loss ? fixed(*a->mean_loss, 3).c_str() : "&ndash;");
+      io::append_format(out, "<td class=\"num\">%s</td><td class=\"num\">%s</td>",
+                        a && a->zero_loss ? fixed(*a->zero_loss, 3).c_str() : "&ndash;",
+                        a && a->mean_loss ? fixed(*a->mean_loss, 3).c_str() : "&ndash;");
     }
     out += "</tr>";
   }
@@ -324,53 +325,6 @@ constexpr const char* kJs = R"JS(
 
 }  // namespace
 
-MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::string& source) {
-  if (!j.is_object()) fail(source, "/", std::string("expected an object, got ") + j.type_name());
-  MetricsRecord r;
-  auto num = [&](const char* key, bool required) -> std::optional<double> {
-    auto it = j.find(key);
-    if (it == j.end() || (!required && it->is_null())) {
-      if (required) fail(source, "/", std::string("missing required key \"") + key + "\"");
-      return std::nullopt;
-    }
-    if (!it->is_number())
-      fail(source, std::string("/") + key, std::string("expected a number, got ") + it->type_name());
-    return it->get<double>();
-  };
-  auto step = j.find("step");
-  if (step == j.end()) fail(source, "/", "missing required key \"step\"");
-  if (!step->is_number_integer() || step->get<int64_t>() < 0)
-    fail(source, "/step", "expected a non-negative integer, got " + step->dump());
-  r.step = step->get<int64_t>();
-  r.loss = *num("loss", true);
-  r.lr = *num("lr", true);
-  r.grad_norm = *num("grad_norm", true);
-  r.tokens_per_s = *num("tokens_per_s", true);
-  r.eval_loss = num("eval_loss", false);
-  r.eval_acc = num("eval_acc", false);
-  return r;
-}
-
-std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
-  std::istringstream in(read_text_file(path));
-  std::vector<MetricsRecord> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string source = path + ":" + std::to_string(n);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      std::string what = e.what();
-      std::replace(what.begin(), what.end(), '\n', ' ');
-      throw std::runtime_error(source + ": not valid JSON: " + what);
-    }
-    out.push_back(metrics_record_from_json(j, source));
-  }
-  return out;
-}
-
 std::string report_html(const ReportInputs& in) {
   const std::string title = in.title.empty() ? "attograd run" : in.title;
 
@@ -384,7 +338,7 @@ std::string report_html(const ReportInputs& in) {
   // Curves.
   Series loss{"train loss", "#1f77b4", {}, false}, eval_loss{"eval loss", "#ff7f0e", {}, true},
       eval_acc{"eval accuracy", "#2ca02c", {}, true};
-  for (const MetricsRecord& r : in.metrics) {
+  for (const ReportMetrics& r : in.metrics) {
     if (std::isfinite(r.loss)) loss.points.push_back({double(r.step), r.loss});
     if (r.eval_loss && std::isfinite(*r.eval_loss))
       eval_loss.points.push_back({double(r.step), *r.eval_loss});
@@ -469,20 +423,20 @@ std::string report_html(const ReportInputs& in) {
          "</style>\n";
   out += "</head><body>\n<h1>" + xml_escape(title) + "</h1>\n<p class=\"summary\">";
   if (!in.metrics.empty()) {
-    const MetricsRecord& last = in.metrics.back();
-    append_format(out, "step %lld &middot; train loss %s", static_cast<long long>(last.step),
-                  fixed(last.loss, 4).c_str());
+    const ReportMetrics& last = in.metrics.back();
+    io::append_format(out, "step %lld &middot; train loss %s", static_cast<long long>(last.step),
+                      fixed(last.loss, 4).c_str());
     for (auto it = in.metrics.rbegin(); it != in.metrics.rend(); ++it)
       if (it->eval_acc) {
-        append_format(out, " &middot; eval accuracy %s (step %lld)", fixed(*it->eval_acc, 3).c_str(),
-                      static_cast<long long>(it->step));
+        io::append_format(out, " &middot; eval accuracy %s (step %lld)", fixed(*it->eval_acc, 3).c_str(),
+                          static_cast<long long>(it->step));
         break;
       }
-    append_format(out, " &middot; %.0f tokens/s", last.tokens_per_s);
+    io::append_format(out, " &middot; %.0f tokens/s", last.tokens_per_s);
   } else {
     out += "no metrics logged";
   }
-  append_format(out, " &middot; %zu attention dumps</p>\n", in.dumps.size());
+  io::append_format(out, " &middot; %zu attention dumps</p>\n", in.dumps.size());
 
   out += "<h2>Training</h2>\n<div class=\"row\">";
   out += line_chart("loss", {loss, eval_loss}, "step", "cross-entropy", std::nullopt);
@@ -500,13 +454,13 @@ std::string report_html(const ReportInputs& in) {
           : "<p class=\"note\">Scores at each dumped step, as the trainer computed them.</p>\n";
   out += "<div class=\"legend\">";
   for (const auto& [key, idx] : head_index)
-    append_format(out, "<span><span class=\"sw\" style=\"background:%s\"></span>%s</span>",
-                  kPalette[idx % 10], head_name(key.first, key.second).c_str());
+    io::append_format(out, "<span><span class=\"sw\" style=\"background:%s\"></span>%s</span>",
+                      kPalette[idx % 10], head_name(key.first, key.second).c_str());
   out += "</div>\n<div class=\"row\">" +
          (score_charts.empty() ? std::string("<p class=\"muted\">No scores to chart.</p>") : score_charts) +
          "</div>\n";
 
-  append_format(out, "<h2>Head scores at step %lld</h2>\n", static_cast<long long>(in.scores.step));
+  io::append_format(out, "<h2>Head scores at step %lld</h2>\n", static_cast<long long>(in.scores.step));
   out +=
       "<p class=\"note\">Mean attention mass per query row (see docs/head-scores.md). Shaded on the weight "
       "scale; bold at 0.5 or more. A map can mislead: read a score together with the ablation columns "
@@ -533,7 +487,7 @@ std::string report_html(const ReportInputs& in) {
 }
 
 void write_report_html(const std::string& path, const ReportInputs& inputs) {
-  write_text_file_atomically(path, report_html(inputs));
+  io::write_text_file_atomically(path, report_html(inputs));
 }
 
-}  // namespace ag
+}  // namespace study

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "train/attention_maps.h"
+#include "study/view/attention_maps.h"
 
-namespace ag {
+namespace study {
 
 struct AsciiOptions {
   int width = 80;  // terminal columns to fit in
@@ -55,4 +55,4 @@ std::string ascii_difference(const AttentionWeights& a, const AttentionWeights& 
                              const std::vector<std::string>& row_labels,
                              const std::vector<std::string>& col_labels, const AsciiOptions& opts = {});
 
-}  // namespace ag
+}  // namespace study

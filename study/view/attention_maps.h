@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ag {
+namespace study {
 
 // One head's attention weights for one input: weights[i][j] is how much query (destination) position i
 // takes from key (source) position j. Rows of a causal softmax sum to 1 and are 0 for j > i.
@@ -67,4 +67,4 @@ std::vector<AttentionDump> read_attention_dumps(const std::string& dir);
 // layer's maps sorted by head. The pointers point into `probe` and live as long as it does.
 std::vector<std::vector<const HeadMap*>> maps_by_layer(const Probe& probe);
 
-}  // namespace ag
+}  // namespace study

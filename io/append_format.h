@@ -4,9 +4,9 @@
 
 #include <string>
 
-namespace ag {
+namespace io {
 
 // Appends the printf-formatted text to `out` (any length; nothing when the format fails).
 void append_format(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
-}  // namespace ag
+}  // namespace io

@@ -12,27 +12,21 @@
 #include <string>
 #include <vector>
 
-#include "train/attention_maps.h"
-#include "train/head_scores.h"
+#include "study/view/attention_maps.h"
+#include "study/view/head_scores.h"
 
-namespace ag {
+namespace study {
 
-// One line of RUN/metrics.jsonl (DESIGN.md); eval fields only at eval steps.
-struct MetricsRecord {
+// The numbers of one metrics.jsonl record the page draws (the study layer fills them from the log).
+struct ReportMetrics {
   int64_t step = 0;
-  double loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0;
+  double loss = 0, tokens_per_s = 0;
   std::optional<double> eval_loss, eval_acc;
 };
 
-// Validates one metrics object: "step" integer >= 0; "loss", "lr", "grad_norm", "tokens_per_s" numbers;
-// optional numbers "eval_loss", "eval_acc"; other keys ignored. Errors: "SOURCE: /key: expected ...".
-MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::string& source);
-// Every non-blank line of a metrics.jsonl file; errors name "PATH:LINE".
-std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path);
-
 struct ReportInputs {
   std::string title;                   // e.g. the config's name; "attograd run" when empty
-  std::vector<MetricsRecord> metrics;  // in step order
+  std::vector<ReportMetrics> metrics;  // in step order
   HeadScoresFile scores;               // the final head scores (and ablation, when measured)
   std::vector<AttentionDump> dumps;    // one per dumped step, in step order
   // Scores at each dumped step, for the "scores over training" charts. When empty, the report computes
@@ -44,4 +38,4 @@ struct ReportInputs {
 std::string report_html(const ReportInputs& inputs);
 void write_report_html(const std::string& path, const ReportInputs& inputs);  // atomic
 
-}  // namespace ag
+}  // namespace study

@@ -1,12 +1,12 @@
 // Terminal heatmaps, weight tables, head grids and difference maps (see ascii_heatmap.h).
-#include "train/ascii_heatmap.h"
+#include "study/view/ascii_heatmap.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
-namespace ag {
+namespace study {
 namespace {
 
 constexpr const char* kGlyphs[5] = {" ", "\u2591", "\u2592", "\u2593", "\u2588"};
@@ -297,4 +297,4 @@ std::string ascii_difference(const AttentionWeights& a, const AttentionWeights& 
   return out;
 }
 
-}  // namespace ag
+}  // namespace study

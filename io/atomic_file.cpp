@@ -1,5 +1,5 @@
 // Whole-file text I/O with atomic replacement (see text_file.h).
-#include "train/text_file.h"
+#include "io/atomic_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 
-namespace ag {
+namespace io {
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -47,4 +47,4 @@ void write_text_file_atomically(const std::string& path, const std::string& text
   }
 }
 
-}  // namespace ag
+}  // namespace io

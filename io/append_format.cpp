@@ -1,9 +1,9 @@
-#include "train/append_format.h"
+#include "io/append_format.h"
 
 #include <cstdarg>
 #include <cstdio>
 
-namespace ag {
+namespace io {
 
 void append_format(std::string& out, const char* fmt, ...) {
   char buf[1024];
@@ -24,4 +24,4 @@ void append_format(std::string& out, const char* fmt, ...) {
   out += big;
 }
 
-}  // namespace ag
+}  // namespace io

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <string>
 
-#include "train/head_scores.h"
-#include "train/text_file.h"
+#include "io/atomic_file.h"
+#include "study/view/head_scores.h"
 
-using namespace ag;
+using namespace study;
 
 namespace {
 
@@ -156,7 +156,7 @@ BOOST_AUTO_TEST_CASE(scores_json_round_trip) {
   f.heads = {h0, h1};
   const std::string path = temp_path("round_trip.json");
   write_head_scores(path, f);
-  const nlohmann::json raw = nlohmann::json::parse(read_text_file(path));
+  const nlohmann::json raw = nlohmann::json::parse(io::read_text_file(path));
   BOOST_TEST(raw["heads"][0]["induction"].is_null());  // NaN is written as null
   BOOST_TEST(!raw["heads"][0].contains("ablation"));   // ablation only once measured
   BOOST_TEST(raw["heads"][1]["ablation"]["zero_acc"] == 0.25);

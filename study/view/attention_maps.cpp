@@ -1,5 +1,5 @@
 // JSON conversion and validation for attention dumps (see attention_maps.h).
-#include "train/attention_maps.h"
+#include "study/view/attention_maps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "train/text_file.h"
+#include "io/atomic_file.h"
 
-namespace ag {
+namespace study {
 
 void check_square(const AttentionWeights& w, const char* what) {
   for (const auto& row : w)
@@ -165,7 +165,7 @@ std::string attention_step_name(int64_t step) {
 }
 
 AttentionDump read_attention_dump(const std::string& path) {
-  const std::string text = read_text_file(path);
+  const std::string text = io::read_text_file(path);
   json j;
   try {
     j = json::parse(text);
@@ -179,7 +179,7 @@ AttentionDump read_attention_dump(const std::string& path) {
 }
 
 void write_attention_dump(const std::string& path, const AttentionDump& dump) {
-  write_text_file_atomically(
+  io::write_text_file_atomically(
       path, attention_dump_to_json(dump).dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
@@ -212,4 +212,4 @@ std::vector<std::vector<const HeadMap*>> maps_by_layer(const Probe& probe) {
   return out;
 }
 
-}  // namespace ag
+}  // namespace study

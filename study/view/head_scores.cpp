@@ -1,5 +1,5 @@
 // Head-score formulas, their pooling over probes, scores.json and the score table (see head_scores.h).
-#include "train/head_scores.h"
+#include "study/view/head_scores.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "train/text_file.h"
+#include "io/atomic_file.h"
 
-namespace ag {
+namespace study {
 namespace {
 
 using nlohmann::json;
@@ -226,7 +226,7 @@ HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string&
 HeadScoresFile read_head_scores(const std::string& path) {
   json j;
   try {
-    j = json::parse(read_text_file(path));
+    j = json::parse(io::read_text_file(path));
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     std::replace(what.begin(), what.end(), '\n', ' ');
@@ -236,7 +236,7 @@ HeadScoresFile read_head_scores(const std::string& path) {
 }
 
 void write_head_scores(const std::string& path, const HeadScoresFile& scores) {
-  write_text_file_atomically(path, head_scores_to_json(scores).dump(2) + "\n");
+  io::write_text_file_atomically(path, head_scores_to_json(scores).dump(2) + "\n");
 }
 
 std::string head_scores_table(const std::vector<HeadScores>& heads) {
@@ -314,4 +314,4 @@ std::string head_scores_table(const std::vector<HeadScores>& heads) {
   return out;
 }
 
-}  // namespace ag
+}  // namespace study

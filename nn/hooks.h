@@ -1,0 +1,84 @@
+// Activation hooks: named points inside CausalLM's forward where a study can read an activation (capture)
+// or replace it (patch), in the spirit of TransformerLens's hook points. A Hooks object is passed to
+// forward as an argument and never stored on a module, so forward stays const, two studies of one model
+// can run at once (each with its own Hooks), and the training path (no hooks) pays nothing.
+//
+// Hook points of CausalLM (docs/architecture.md "Hook points"); L is the block index from 0, B batch,
+// T query positions, S key positions, H heads, dk = D / H, V vocabulary:
+//   blocks.L.resid_pre     (B, T, D)     the residual stream entering block L
+//   blocks.L.attn.pattern  (B, H, T, S)  attention weights; rows sum to 1 (hooking it takes the composed
+//   path) blocks.L.attn.z        (B, T, H, dk) each head's output before Wo blocks.L.attn.out      (B, T, D)
+//   attention's output after Wo blocks.L.resid_mid     (B, T, D)     resid_pre + attn.out blocks.L.mlp.out
+//   (B, T, D)     the MLP's output (not in attention-only models) blocks.L.resid_post    (B, T, D)     the
+//   residual stream leaving block L ln_f.out               (B, T, D)     the final LayerNorm's output logits
+//   (B, T, V)
+// A hook's replacement flows on through the rest of forward and, when gradients are on, through backward
+// (to the replaced activation's unpatched elements and to the replacement itself).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace nn {
+
+template <typename T>
+class Hooks {
+ public:
+  // Sees the value at a point; returns what flows on (the value itself, or a tensor of the same shape).
+  using Fn = std::function<ag::Tensor<T>(const ag::Tensor<T>& value)>;
+
+  Hooks() = default;
+  Hooks(const Hooks&) = delete;  // capture hooks hold a pointer to their Hooks
+  Hooks& operator=(const Hooks&) = delete;
+
+  // Runs fn at `point`, after the hooks added before it.
+  //   hooks.add("blocks.0.attn.z", [](const ag::Tensor<float>& z) { return ag::scale(z, 0.5f); });
+  void add(const std::string& point, Fn fn);
+  // Keeps the value that flows on at `point` (after earlier hooks there); read it with captured(point).
+  //   hooks.capture("blocks.1.attn.pattern"); model.forward(ids, B, T, {}, &hooks);
+  void capture(const std::string& point);
+  // Replaces the whole value at `point` with `value` (the point's full shape).
+  void patch(const std::string& point, const ag::Tensor<T>& value);
+  // Replaces the elements at the given positions (empty: every position) with those of `source`, which has
+  // the point's full shape or that shape without the batch dim (then the same for every batch entry).
+  //   hooks.patch_positions("blocks.0.resid_pre", {3}, clean_resid);
+  void patch_positions(const std::string& point, const std::vector<int64_t>& positions,
+                       const ag::Tensor<T>& source);
+  // As patch_positions, for one head of blocks.L.attn.z or blocks.L.attn.pattern (query positions).
+  //   hooks.patch_head("blocks.1.attn.z", 2, {}, ag::Tensor<float>::zeros({T, H, dk}));  // zero ablation
+  void patch_head(const std::string& point, int64_t head, const std::vector<int64_t>& positions,
+                  const ag::Tensor<T>& source);
+
+  // True when some hook is registered at `point`.
+  bool has(const std::string& point) const { return fns_.count(point) > 0; }
+  bool empty() const { return fns_.empty(); }
+  // Every point some hook is registered at.
+  std::vector<std::string> points() const;
+  // The value captured at `point` by the last forward; throws std::out_of_range naming the point when none.
+  const ag::Tensor<T>& captured(const std::string& point) const;
+  // Drops every hook and captured value.
+  void clear();
+
+  // Called by the modules: the value after every hook at `point`, in the order they were added.
+  ag::Tensor<T> run(const std::string& point, const ag::Tensor<T>& value);
+
+ private:
+  std::map<std::string, std::vector<Fn>> fns_;
+  std::map<std::string, ag::Tensor<T>> captured_;
+};
+
+// The value that flows on at `point`: unchanged without hooks (the training path builds no name).
+template <typename T>
+ag::Tensor<T> run_hook(Hooks<T>* hooks, const std::string& prefix, const char* point,
+                       const ag::Tensor<T>& value) {
+  return hooks ? hooks->run(prefix + point, value) : value;
+}
+
+// "blocks.L." for block L.
+std::string block_prefix(size_t layer);
+
+}  // namespace nn

@@ -1,0 +1,84 @@
+#include "study/run_study.h"
+
+#include <filesystem>
+
+#include "io/atomic_file.h"
+#include "study/capture.h"
+#include "study/view/report_html.h"
+#include "study/view/svg_heatmap.h"
+#include "train/metrics_log.h"
+
+namespace study {
+
+namespace {
+bool every(int64_t step, int period) {
+  return period > 0 && step % period == 0;
+}
+}  // namespace
+
+Study::Study(const train::Task& task, const train::Config& config, const train::Batch& eval_set)
+    : task_(task),
+      config_(config),
+      probes_(train::take_sequences(eval_set, config.output.probes)),
+      score_set_(train::take_sequences(eval_set, 64)),
+      repeated_(repeated_random_batch(task, config.seed, 32)) {}
+
+void Study::dump_attention(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const {
+  if (probes_.B == 0) return;
+  AttentionDump dump{step, capture_attention(model, task_, probes_)};
+  const std::string stem = run_dir + "/attention/" + attention_step_name(step);
+  write_attention_dump(stem + ".json", dump);
+  // The SVG shows the first probe; the JSON (and report.html) hold all of them.
+  SvgOptions svg;
+  svg.title = config_.name + ", step " + std::to_string(step) + ", probe 0";
+  io::write_text_file_atomically(stem + ".svg", svg_attention_grid(dump.probes[0], svg));
+}
+
+HeadScoresFile Study::head_scores(const nn::CausalLM<float>& model, int64_t step) const {
+  const std::vector<Probe> probes = capture_attention(model, task_, score_set_);
+  std::vector<std::vector<std::vector<int>>> ideal;
+  for (const Probe& p : probes)
+    ideal.push_back(task_.ideal_keys(std::vector<int32_t>(p.ids.begin(), p.ids.end())));
+  return HeadScoresFile{step, compute_head_scores(probes, ideal, capture_attention(model, task_, repeated_))};
+}
+
+std::string Study::finish(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const {
+  const HeadScoresFile scores = head_scores(model, step);
+  write_head_scores(run_dir + "/scores.json", scores);
+  write_run_report(run_dir, config_.name);
+  return "head scores at step " + std::to_string(step) + " (RUN/scores.json):\n" +
+         head_scores_table(scores.heads);
+}
+
+RunStudy::RunStudy(const train::Config& config, const std::string& run_dir)
+    : config_(config),
+      run_dir_(run_dir),
+      task_(train::make_task(config.task)),
+      eval_set_(task_->eval_set(config.seed, config.train.eval_size)),
+      study_(*task_, config_, eval_set_) {}
+
+void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool finished) {
+  const bool dumped_now = every(step, config_.output.attention_every);
+  if (!finished) {
+    if (dumped_now) study_.dump_attention(model, run_dir_, step);
+    return;
+  }
+  // The last step is dumped even off the period, so the report always shows the final maps.
+  if (!dumped_now) study_.dump_attention(model, run_dir_, step);
+  score_table_ = study_.finish(model, run_dir_, step);
+}
+
+void write_run_report(const std::string& run_dir, const std::string& title) {
+  ReportInputs in;
+  in.title = title;
+  const std::string metrics = run_dir + "/metrics.jsonl";
+  if (std::filesystem::exists(metrics))
+    for (const train::MetricsRecord& r : train::read_metrics_jsonl(metrics))
+      in.metrics.push_back({r.step, r.loss, r.tokens_per_s, r.eval_loss, r.eval_acc});
+  const std::string scores = run_dir + "/scores.json";
+  if (std::filesystem::exists(scores)) in.scores = read_head_scores(scores);
+  in.dumps = read_attention_dumps(run_dir + "/attention");
+  write_report_html(run_dir + "/report.html", in);
+}
+
+}  // namespace study

@@ -1,0 +1,54 @@
+// What a run leaves for a person to study: the attention maps of fixed probe inputs at dumped steps
+// (RUN/attention/step-NNNNNN.json and .svg), the head scores (RUN/scores.json and a table), and the run
+// report (RUN/report.html). The probes are the first output.probes held-out sequences; the scores pool
+// more of them (up to 64) so that one odd sequence does not decide a head's score.
+// RunStudy watches a training run (a train::TrainObserver); Study serves the commands that open a run later.
+#pragma once
+
+#include <string>
+
+#include "nn/transformer.h"
+#include "study/view/head_scores.h"
+#include "train/trainer.h"
+
+namespace study {
+
+class Study {
+ public:
+  Study(const train::Task& task, const train::Config& config, const train::Batch& eval_set);
+
+  void dump_attention(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const;
+  // Every head's task, previous-token, first-token and induction scores from the model's maps.
+  HeadScoresFile head_scores(const nn::CausalLM<float>& model, int64_t step) const;
+  // The end of a run: scores.json and report.html; returns the score table for a person to read.
+  std::string finish(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const;
+
+ private:
+  const train::Task& task_;
+  const train::Config& config_;
+  train::Batch probes_, score_set_, repeated_;
+};
+
+// The study of a training run as it goes: attention dumps every output.attention_every steps (and at
+// step 0 and the last step), and scores, scores.json and report.html when the run finishes.
+class RunStudy : public train::TrainObserver {
+ public:
+  // `config` must outlive the RunStudy.
+  RunStudy(const train::Config& config, const std::string& run_dir);
+  void on_model(const nn::CausalLM<float>& model, int64_t step, bool finished) override;
+  // The head-score table of the finished run (empty before).
+  const std::string& score_table() const { return score_table_; }
+
+ private:
+  const train::Config& config_;
+  std::string run_dir_;
+  std::unique_ptr<train::Task> task_;
+  train::Batch eval_set_;
+  Study study_;
+  std::string score_table_;
+};
+
+// Rebuilds RUN/report.html from the run folder's files (metrics.jsonl, scores.json, attention/*.json).
+void write_run_report(const std::string& run_dir, const std::string& title);
+
+}  // namespace study

@@ -1,0 +1,137 @@
+// Head ablation through the C++ API on small random models, where the right answer is known: zeroing a
+// head whose Wo columns are zero changes nothing, zeroing one that feeds Wo changes the logits, and
+// mean-ablating a head with its own mean over a batch of one sequence leaves the logits as they were
+// (while the mean over two different sequences does not).
+#define BOOST_TEST_MODULE ablation
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "study/ablation.h"
+
+namespace {
+
+nn::ModelShape tiny_shape() {
+  nn::ModelShape s;
+  s.vocab = 7;
+  s.max_len = 6;
+  s.d_model = 8;
+  s.n_heads = 2;
+  s.n_layers = 2;
+  s.d_ff = 16;
+  return s;
+}
+
+ag::Tensor<float> logits_of(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids, int B, int T,
+                            nn::Hooks<float>* hooks = nullptr) {
+  ag::NoGradScope no_grad;
+  return model.forward(ids, B, T, {}, hooks);
+}
+
+// The (T, H, dk) mean z of one layer, restricted to head h as (T, dk).
+std::vector<float> head_slice(const ag::Tensor<float>& z, int h) {
+  const int64_t T = z.size(0), H = z.size(1), dk = z.size(2);
+  std::vector<float> out;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < dk; ++k) out.push_back(z.data()[(t * H + h) * dk + k]);
+  return out;
+}
+
+float max_abs_diff(const ag::Tensor<float>& a, const ag::Tensor<float>& b) {
+  BOOST_TEST_REQUIRE(a.numel() == b.numel());
+  float m = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.data()[i] - b.data()[i]));
+  return m;
+}
+
+const std::vector<int32_t> kSeq = {0, 3, 5, 2, 6, 4};
+const std::vector<int32_t> kOther = {0, 6, 2, 2, 1, 5};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(head_ablation)
+
+BOOST_AUTO_TEST_CASE(zeroing_a_head_changes_the_output_only_when_wo_reads_it) {
+  ag::Rng rng(7);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  auto& attn = model.blocks[0]->attn;
+  // Head 1 of layer 0 feeds nothing: Wo's input columns [dk, 2 dk) are zero.
+  float* wo = attn.wo.weight.data();
+  for (int64_t r = 0; r < attn.d_model; ++r)
+    for (int64_t c = attn.dk; c < 2 * attn.dk; ++c) wo[r * attn.d_model + c] = 0;
+  const ag::Tensor<float> base = logits_of(model, kSeq, 1, 6);
+
+  const ag::Tensor<float> zeros = ag::Tensor<float>::zeros({6, 2, 4});  // (T, H, dk)
+  nn::Hooks<float> h0, h1;
+  h0.patch_head("blocks.0.attn.z", 0, {}, zeros);
+  h1.patch_head("blocks.0.attn.z", 1, {}, zeros);
+  const ag::Tensor<float> zero0 = logits_of(model, kSeq, 1, 6, &h0);
+  const ag::Tensor<float> zero1 = logits_of(model, kSeq, 1, 6, &h1);
+
+  BOOST_TEST(max_abs_diff(base, zero0) > 1e-3f);
+  BOOST_TEST(max_abs_diff(base, zero1) == 0.0f);  // z stays on the fused path; Wo's zero columns ignore it
+}
+
+BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_changes_nothing) {
+  ag::Rng rng(11);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  train::Batch one{1, 6, kSeq, std::vector<int32_t>(6, -1)};
+  const ag::Tensor<float> base = logits_of(model, kSeq, 1, 6);
+  const auto means = study::mean_head_outputs(model, one);
+  BOOST_TEST_REQUIRE(means.size() == 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    BOOST_TEST((means[l].shape() == ag::Shape{6, 2, 4}));
+    for (int h = 0; h < 2; ++h) {
+      nn::Hooks<float> hooks;
+      hooks.patch_head(nn::block_prefix(l) + "attn.z", h, {}, means[l]);
+      BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6, &hooks)) == 0.0f,
+                 "layer " << l << " head " << h);
+    }
+  }
+
+  // The mean over two different sequences is not the first one's own output: the check above can fail.
+  train::Batch two{2, 6, kSeq, std::vector<int32_t>(12, -1)};
+  two.inputs.insert(two.inputs.end(), kOther.begin(), kOther.end());
+  const auto mixed = study::mean_head_outputs(model, two);
+  nn::Hooks<float> mixed_hooks;
+  mixed_hooks.patch_head("blocks.0.attn.z", 0, {}, mixed[0]);
+  BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6, &mixed_hooks)) > 1e-4f);
+
+  // And it is the average of the two sequences' own means.
+  train::Batch other{1, 6, kOther, std::vector<int32_t>(6, -1)};
+  const auto own_other = study::mean_head_outputs(model, other);
+  const std::vector<float> m = head_slice(mixed[1], 1), a = head_slice(means[1], 1),
+                           b = head_slice(own_other[1], 1);
+  for (size_t i = 0; i < m.size(); ++i)
+    BOOST_TEST(m[i] == 0.5f * (a[i] + b[i]), boost::test_tools::tolerance(1e-5f));
+}
+
+BOOST_AUTO_TEST_CASE(ablate_heads_reports_every_head_and_leaves_the_model_as_it_was) {
+  ag::Rng rng(3);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  train::Batch batch{2, 6, kSeq, {}};
+  batch.inputs.insert(batch.inputs.end(), kOther.begin(), kOther.end());
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 6; ++t) batch.targets.push_back(t >= 3 && t < 5 ? batch.inputs[b * 6 + t + 1] : -1);
+  const train::EvalResult before = train::evaluate(model, batch);
+  const study::AblationReport report = study::ablate_heads(model, batch, /*chunk=*/1);
+  BOOST_TEST(report.baseline.loss == before.loss, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(report.heads.size() == 4u);
+  for (const study::HeadAblation& a : report.heads) {
+    BOOST_TEST((a.zeroed.acc >= 0 && a.zeroed.acc <= 1));
+    BOOST_TEST(a.zeroed.loss != before.loss);  // every head of a random model feeds Wo
+  }
+  BOOST_TEST(train::evaluate(model, batch).loss == before.loss);
+
+  study::HeadScoresFile scores;
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 2; ++h) scores.heads.push_back(study::HeadScores{l, h, 0, 0, 0, 0, std::nullopt});
+  study::merge_ablation(scores, report);
+  for (const study::HeadScores& h : scores.heads) {
+    BOOST_TEST_REQUIRE(h.ablation.has_value());
+    BOOST_TEST(*h.ablation->zero_loss == report.heads[h.layer * 2 + h.head].zeroed.loss);
+  }
+  scores.heads.pop_back();
+  BOOST_CHECK_THROW(study::merge_ablation(scores, report), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,70 @@
+#include "train/metrics_log.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "io/atomic_file.h"
+#include "io/json_error.h"
+
+namespace train {
+
+nlohmann::json metrics_to_json(const MetricsRecord& r) {
+  nlohmann::json j{{"step", r.step},
+                   {"loss", r.loss},
+                   {"lr", r.lr},
+                   {"grad_norm", r.grad_norm},
+                   {"tokens_per_s", r.tokens_per_s}};
+  if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
+  if (r.eval_acc) j["eval_acc"] = *r.eval_acc;
+  return j;
+}
+
+MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) io::json_error(source, "/", std::string("expected an object, got ") + j.type_name());
+  MetricsRecord r;
+  auto num = [&](const char* key, bool required) -> std::optional<double> {
+    auto it = j.find(key);
+    if (it == j.end() || (!required && it->is_null())) {
+      if (required) io::json_error(source, "/", std::string("missing required key \"") + key + "\"");
+      return std::nullopt;
+    }
+    if (!it->is_number())
+      io::json_error(source, std::string("/") + key,
+                     std::string("expected a number, got ") + it->type_name());
+    return it->get<double>();
+  };
+  auto step = j.find("step");
+  if (step == j.end()) io::json_error(source, "/", "missing required key \"step\"");
+  if (!step->is_number_integer() || step->get<int64_t>() < 0)
+    io::json_error(source, "/step", "expected a non-negative integer, got " + step->dump());
+  r.step = step->get<int64_t>();
+  r.loss = *num("loss", true);
+  r.lr = *num("lr", true);
+  r.grad_norm = *num("grad_norm", true);
+  r.tokens_per_s = *num("tokens_per_s", true);
+  r.eval_loss = num("eval_loss", false);
+  r.eval_acc = num("eval_acc", false);
+  return r;
+}
+
+std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
+  std::istringstream in(io::read_text_file(path));
+  std::vector<MetricsRecord> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string source = path + ":" + std::to_string(n);
+    out.push_back(metrics_record_from_json(io::parse_json(line, source), source));
+  }
+  return out;
+}
+
+void truncate_metrics_jsonl(const std::string& path, int64_t step) {
+  if (!std::filesystem::exists(path)) return;
+  std::string kept;
+  for (const MetricsRecord& r : read_metrics_jsonl(path))
+    if (r.step <= step) kept += metrics_to_json(r).dump() + "\n";
+  io::write_text_file_atomically(path, kept);
+}
+
+}  // namespace train

@@ -1,0 +1,48 @@
+#include "train/training_step.h"
+
+#include <cmath>
+#include <string>
+
+#include "autograd/ops.h"
+#include "train/model_factory.h"
+
+namespace train {
+
+namespace {
+std::vector<OptimParam> optim_params(nn::CausalLM<float>& model) {
+  std::vector<OptimParam> params;
+  for (auto& p : model.named_parameters()) params.push_back({p.name, p.tensor, uses_weight_decay(p.name)});
+  return params;
+}
+}  // namespace
+
+TrainingStep::TrainingStep(const Config& config)
+    : config_(config),
+      task_(make_task(config.task)),
+      model_(make_model<float>(config)),
+      params_(optim_params(*model_)),
+      optimizer_(params_, config.train.weight_decay),
+      // The data stream is separate from the init stream, so changing the model does not change the data.
+      data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {}
+
+Batch TrainingStep::next_batch() {
+  return task_->sample(data_rng_, config_.train.batch_size);
+}
+
+TrainingStep::Result TrainingStep::run(const Batch& batch, int64_t step) {
+  Result r;
+  r.lr = learning_rate(config_.train, step);
+  model_->zero_grad();
+  const ag::Tensor<float> logits = model_->forward(batch.inputs, batch.B, batch.T);
+  ag::Tensor<float> loss = ag::cross_entropy(logits, batch.targets, -1);
+  r.loss = loss.item();
+  if (!std::isfinite(r.loss))
+    throw TrainingDiverged("loss became " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") + " at step " +
+                           std::to_string(step + 1));
+  loss.backward();
+  r.grad_norm = clip_grad_norm(params_, config_.train.grad_clip);
+  optimizer_.step(r.lr);
+  return r;
+}
+
+}  // namespace train

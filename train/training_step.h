@@ -1,0 +1,54 @@
+// One optimisation step exactly as training runs it, shared by the trainer and `attograd bench`: the task's
+// data stream, the model, AdamW and its schedule. A step is forward, cross-entropy, backward, global-norm
+// clip and the AdamW update; drawing the batch is separate so a benchmark can time the step alone.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "autograd/random.h"
+#include "nn/transformer.h"
+#include "train/config.h"
+#include "train/optimizer.h"
+#include "train/tasks.h"
+
+namespace train {
+
+// The loss became NaN or Inf: the step stops before backward, so the parameters keep their last values.
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class TrainingStep {
+ public:
+  // Builds the task, the model (seeded with config.seed), AdamW and the data stream; threads are the
+  // caller's (ag::set_num_threads).
+  explicit TrainingStep(const Config& config);
+
+  // The next batch of the data stream (batch_size sequences).
+  Batch next_batch();
+
+  struct Result {
+    double loss = 0, grad_norm = 0, lr = 0;
+  };
+  // One update on `batch` at 0-based step `step` (it sets the learning rate); throws TrainingDiverged.
+  Result run(const Batch& batch, int64_t step);
+
+  const Config& config() const { return config_; }
+  const Task& task() const { return *task_; }
+  nn::CausalLM<float>& model() { return *model_; }
+  AdamW& optimizer() { return optimizer_; }
+  ag::Rng& data_rng() { return data_rng_; }  // saved in checkpoints, so a resumed run draws the same data
+
+ private:
+  Config config_;
+  std::unique_ptr<Task> task_;
+  std::unique_ptr<nn::CausalLM<float>> model_;
+  std::vector<OptimParam> params_;
+  AdamW optimizer_;
+  ag::Rng data_rng_;
+};
+
+}  // namespace train
