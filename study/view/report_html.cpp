@@ -21,10 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& source, const std::string& pointer, const std::string& what) {
-  throw std::runtime_error(source + ": " + pointer + ": " + what);
-}
-
 // Head colours for the score charts: a categorical palette, one colour per (layer, head) in order.
 const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                           "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
