@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "io/atomic_file.h"
 #include "train/config.h"
 #include "train/trainer.h"
 
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
     try {
       return command();
     } catch (const train::TrainingDiverged& e) {
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      return 1;
+    } catch (const io::WriteError& e) {  // disk full, I/O error: the run failed, the input was fine
       std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
       return 1;
     } catch (const std::exception& e) {
