@@ -1,6 +1,7 @@
 // Checkpoints in RUN/checkpoint/:
-//   model.safetensors      every parameter under DESIGN.md's name (F32, PyTorch layout); __metadata__ holds
-//                          "config" (the resolved config as a JSON string) and "step".
+//   model.safetensors      every parameter under its name in docs/architecture.md "Checkpoint" (F32,
+//                          PyTorch layout); __metadata__ holds "config" (the resolved config as a JSON
+//                          string) and "step".
 //   optimizer.safetensors  AdamW's moments ("m.<name>", "v.<name>"); __metadata__ holds the step, Adam's
 //                          step count and the data generator's state, so a resumed run is bit-exact.
 // Both are written atomically (temp file, fsync, rename); loading validates every header against the
