@@ -1,6 +1,6 @@
 // Fused multi-head attention: head split + scores + mask + softmax + weighted sum + head merge in one op,
 // with its own backward. It computes exactly what nn::scaled_dot_product_attention composes from matmul,
-// transpose, scale, masked_fill and softmax (tests/autograd/test_attention_op.cpp checks the two against
+// transpose, scale, masked_fill and softmax (tests/nn/test_fused_attention.cpp checks the two against
 // each other and gradchecks this one), without the permute copies and the four (B, H, T, S) intermediates.
 //
 // Dimension letters: B batch, H heads, T query positions, S key positions, dk per-head width, D = H * dk.

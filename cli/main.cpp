@@ -1,5 +1,6 @@
-// attograd: one program, one subcommand per job (DESIGN.md "The command line"). This file only dispatches
-// and turns failures into one-line messages and exit codes: 0 success, 1 the run failed, 2 bad input.
+// attograd: one program, one subcommand per job (docs/architecture.md "The command line"). This file only
+// dispatches and turns failures into one-line messages and exit codes: 0 success, 1 the run failed, 2 bad
+// input.
 #include <cstdio>
 #include <map>
 

@@ -1,5 +1,5 @@
 // Checkpoints in RUN/checkpoint/:
-//   model.safetensors             every parameter under docs/architecture.md's name (F32, PyTorch layout);
+//   model.safetensors             every parameter under its docs/architecture.md name (F32, PyTorch layout);
 //                                 __metadata__ holds "config" (the resolved config as JSON) and "step".
 //   optimizer-NNNNNN.safetensors  AdamW's moments ("m.<name>", "v.<name>") at step NNNNNN; __metadata__
 //                                 holds the step, Adam's step count and the data generator's state, so a
