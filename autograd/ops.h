@@ -1,17 +1,29 @@
 // Every differentiable op of attograd. Each op's forward and backward sit side by side in one of the
 // ops_*.cpp files named below, and each has a float64 gradient-check test in tests/autograd/.
 //
-// How to add an op:
-//   1. Declare it here, in the group it belongs to.
+// How to add an op (the same from outside the repo: include this header and autograd/threads.h):
+//   1. Declare it here, in the group it belongs to (outside: in your own header, in your namespace).
 //   2. In its ops_*.cpp file: check shapes (throw std::invalid_argument naming the op and the shapes),
 //      compute the output through Eigen maps over the contiguous buffers (products through ag::gemm,
-//      gemm.h; large loops through parallel_for, threads.h), then
-//      `if (needs_grad<T>({&a, ...})) attach(out, "name", {a.node_ptr(), ...}, [..](Node<T>& n) {...});`
-//      The closure reads n.grad and adds (+=) into n.inputs[i]->grad_buffer() for every input whose
-//      requires_grad is set. Capture what backward needs by value (shapes, saved tensors), never `out`
-//      itself (that would be a reference cycle); the output's value is n.value.
+//      gemm.h; large loops through parallel_for, threads.h), then attach the backward:
+//        if (needs_grad<T>({&x, &w}))
+//          attach(out, "name", {x.node_ptr(), w.node_ptr()}, [shape](Node<T>& n) {
+//            const T* dy = n.grad.data();                // the output's gradient; its value is n.value
+//            if (const detail::Grad<T> dx(*n.inputs[0]); dx)
+//              dx.put(0, n_x, expr_of(dy, n.inputs[1]->value));   // dx = ..., or += ...
+//            if (const detail::Grad<T> dw(*n.inputs[1]); dw) ...
+//          });
+//      Write each input's gradient through detail::Grad (tensor.h), named d + the input's name: it assigns
+//      into a fresh buffer and adds into one that already holds a gradient, so never write `+=` or `=`
+//      into a gradient buffer yourself. Put every element exactly once (dx.zero(offset, len) where no
+//      gradient flows; kernels with an accumulate flag take dx.data() and dx.adds()); a backward that sums
+//      several contributions into an element (a broadcast or scatter) takes
+//      detail::Grad<T>(in, detail::GradWrites::kSum) instead. Acquire the Grads in the order you write them.
+//      Read inputs' values as n.inputs[i]->value; capture other things backward needs by value (shapes,
+//      saved buffers), never `out` itself (that would be a reference cycle).
 //   3. Instantiate it for float and double at the bottom of the file.
-//   4. Add a gradcheck test (tests/autograd/) and, where a known number exists, a forward test.
+//   4. Add a gradcheck test (tests/autograd/, ag::gradcheck in gradcheck.h: float64, tight bounds) and,
+//      where a known number exists, a forward test.
 #pragma once
 
 #include <vector>
