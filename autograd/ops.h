@@ -1,29 +1,33 @@
 // Every differentiable op of attograd. Each op's forward and backward sit side by side in one of the
 // ops_*.cpp files named below, and each has a float64 gradient-check test in tests/autograd/.
 //
-// How to add an op (the same from outside the repo: include this header and autograd/threads.h):
-//   1. Declare it here, in the group it belongs to (outside: in your own header, in your namespace).
+// How to add an op (from outside the repo too: include this header and write the same in your namespace):
+//   1. Declare it here, in the group it belongs to.
 //   2. In its ops_*.cpp file: check shapes (throw std::invalid_argument naming the op and the shapes),
 //      compute the output through Eigen maps over the contiguous buffers (products through ag::gemm,
-//      gemm.h; large loops through parallel_for, threads.h), then attach the backward:
-//        if (needs_grad<T>({&x, &w}))
-//          attach(out, "name", {x.node_ptr(), w.node_ptr()}, [shape](Node<T>& n) {
-//            const T* dy = n.grad.data();                // the output's gradient; its value is n.value
-//            if (const detail::Grad<T> dx(*n.inputs[0]); dx)
-//              dx.put(0, n_x, expr_of(dy, n.inputs[1]->value));   // dx = ..., or += ...
-//            if (const detail::Grad<T> dw(*n.inputs[1]); dw) ...
-//          });
-//      Write each input's gradient through detail::Grad (tensor.h), named d + the input's name: it assigns
-//      into a fresh buffer and adds into one that already holds a gradient, so never write `+=` or `=`
-//      into a gradient buffer yourself. Put every element exactly once (dx.zero(offset, len) where no
-//      gradient flows; kernels with an accumulate flag take dx.data() and dx.adds()); a backward that sums
-//      several contributions into an element (a broadcast or scatter) takes
-//      detail::Grad<T>(in, detail::GradWrites::kSum) instead. Acquire the Grads in the order you write them.
-//      Read inputs' values as n.inputs[i]->value; capture other things backward needs by value (shapes,
-//      saved buffers), never `out` itself (that would be a reference cycle).
+//      gemm.h; large loops through parallel_for, threads.h), and attach the backward. For y = x^2:
+//        template <typename T>
+//        Tensor<T> square(const Tensor<T>& x) {
+//          Tensor<T> y = Tensor<T>::empty(x.shape());
+//          y.vec() = x.vec().square();
+//          if (needs_grad<T>({&x}))
+//            attach(y, "square", {x.node_ptr()}, [](Node<T>& n) {  // n is y's node, n.grad is dy
+//              const detail::Grad<T> dx(*n.inputs[0]);            // empty if x needs no gradient
+//              if (!dx) return;
+//              ConstVecMap<T> xv(n.inputs[0]->value.data(), n.numel()), dy(n.grad.data(), n.numel());
+//              dx.put(0, n.numel(), T(2) * xv * dy);              // = into a fresh buffer, else +=
+//            });
+//          return y;
+//        }
+//      Write every input's gradient through a detail::Grad (tensor.h) named d + the input's name, never
+//      into the buffer by hand. Put each element once (dx.zero(offset, len) where no gradient flows;
+//      a kernel with an accumulate flag takes dx.data() and dx.adds()), or, if several contributions
+//      sum into one element (broadcast, scatter), construct it with detail::GradWrites::kSum. Acquire the
+//      Grads in the order they are written (two inputs may be one node). Capture what backward needs by
+//      value, never the output tensor itself (a reference cycle); read inputs as n.inputs[i]->value.
 //   3. Instantiate it for float and double at the bottom of the file.
-//   4. Add a gradcheck test (tests/autograd/, ag::gradcheck in gradcheck.h: float64, tight bounds) and,
-//      where a known number exists, a forward test.
+//   4. Add a float64 gradcheck test (tests/autograd/, ag::gradcheck in gradcheck.h) and, where a known
+//      number exists, a forward test.
 #pragma once
 
 #include <vector>

@@ -45,69 +45,36 @@ Broadcast::Broadcast(const Shape& a, const Shape& b, const char* op) {
 
 namespace {
 
-// The binary ops, one row each: the forward and the gradient with respect to each operand, given the
-// output's gradient `dout` and the operands. Written once for any operand type, so the same row serves
-// Eigen arrays (the same-shape path, a chunk at a time) and scalars (the broadcasting loop).
-struct AddOp {
-  static constexpr const char* kName = "add";
-  template <typename A, typename B>
-  static auto forward(const A& a, const B& b) {
-    return a + b;
-  }
-  template <typename G, typename A, typename B>
-  static auto da(const G& dout, const A&, const B&) {
-    return dout;
-  }
-  template <typename G, typename A, typename B>
-  static auto db(const G& dout, const A&, const B&) {
-    return dout;
-  }
-};
-struct SubOp {
-  static constexpr const char* kName = "sub";
-  template <typename A, typename B>
-  static auto forward(const A& a, const B& b) {
-    return a - b;
-  }
-  template <typename G, typename A, typename B>
-  static auto da(const G& dout, const A&, const B&) {
-    return dout;
-  }
-  template <typename G, typename A, typename B>
-  static auto db(const G& dout, const A&, const B&) {
-    return -dout;
-  }
-};
-struct MulOp {
-  static constexpr const char* kName = "mul";
-  template <typename A, typename B>
-  static auto forward(const A& a, const B& b) {
-    return a * b;
-  }
-  template <typename G, typename A, typename B>
-  static auto da(const G& dout, const A&, const B& b) {
-    return dout * b;
-  }
-  template <typename G, typename A, typename B>
-  static auto db(const G& dout, const A& a, const B&) {
-    return dout * a;
-  }
-};
-struct DivOp {
-  static constexpr const char* kName = "div";
-  template <typename A, typename B>
-  static auto forward(const A& a, const B& b) {
-    return a / b;
-  }
-  template <typename G, typename A, typename B>
-  static auto da(const G& dout, const A&, const B& b) {
-    return dout / b;
-  }
-  template <typename G, typename A, typename B>  // d(a/b)/db = -a/b^2
-  static auto db(const G& dout, const A& a, const B& b) {
-    return -(dout * a / (b * b));
-  }
-};
+// The binary ops as a table: per op, its forward and its gradient with respect to each operand, in terms
+// of the operands a, b and the output's gradient g. Each expression is written once, for any operand type,
+// so the same row serves Eigen arrays (the same-shape path, a chunk at a time) and scalars (the
+// broadcasting loop).
+#define ATTOGRAD_BINARY_OP(Name, forward_expr, da_expr, db_expr)                                            \
+  struct Name {                                                                                             \
+    static constexpr const char* kName = #Name;                                                             \
+    template <typename A, typename B>                                                                       \
+    static auto forward(const A& a, const B& b) {                                                           \
+      return forward_expr;                                                                                  \
+    }                                                                                                       \
+    template <typename G, typename A, typename B>                                                           \
+    static auto da([[maybe_unused]] const G& g, [[maybe_unused]] const A& a, [[maybe_unused]] const B& b) { \
+      return da_expr;                                                                                       \
+    }                                                                                                       \
+    template <typename G, typename A, typename B>                                                           \
+    static auto db([[maybe_unused]] const G& g, [[maybe_unused]] const A& a, [[maybe_unused]] const B& b) { \
+      return db_expr;                                                                                       \
+    }                                                                                                       \
+  };
+namespace rows {
+// clang-format off
+//                 op   forward  d/da    d/db
+ATTOGRAD_BINARY_OP(add, a + b,   g,      g)
+ATTOGRAD_BINARY_OP(sub, a - b,   g,      -g)
+ATTOGRAD_BINARY_OP(mul, a * b,   g * b,  g * a)
+ATTOGRAD_BINARY_OP(div, a / b,   g / b,  -(g * a / (b * b)))  // d(a/b)/db = -a/b^2
+// clang-format on
+}  // namespace rows
+#undef ATTOGRAD_BINARY_OP
 
 // Same-shape operands are split over the threads in chunks of this many elements (elementwise, so the
 // split never changes a result).
@@ -164,19 +131,19 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary<AddOp>(a, b);
+  return binary<rows::add>(a, b);
 }
 template <typename T>
 Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary<SubOp>(a, b);
+  return binary<rows::sub>(a, b);
 }
 template <typename T>
 Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary<MulOp>(a, b);
+  return binary<rows::mul>(a, b);
 }
 template <typename T>
 Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary<DivOp>(a, b);
+  return binary<rows::div>(a, b);
 }
 
 // out = a * s
