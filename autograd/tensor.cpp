@@ -183,7 +183,7 @@ T Tensor<T>::item() const {
 }
 
 template <typename T>
-Tensor<T>& Tensor<T>::set_requires_grad(bool on) {
+Tensor<T>& Tensor<T>::set_requires_grad(bool on) & {
   node_->requires_grad = on;
   return *this;
 }

@@ -177,7 +177,8 @@ class Tensor {
   // Accessors that return a reference or a view into the tensor are for named tensors only: on a temporary
   // (`f().values()`), which may hold the last reference to its storage, the reference would dangle as soon
   // as the statement ends (a range-for over it reads freed memory). There, shape(), values() and node_ptr()
-  // return a copy, and data(), vec(), mat(), grad() and node() do not compile.
+  // return copies (set_requires_grad() a new handle, not a reference), and data(), vec(), mat(), grad()
+  // and node() do not compile.
   bool defined() const { return node_ != nullptr; }
   const Shape& shape() const& { return node_->shape; }
   Shape shape() && { return node_->shape; }
@@ -199,7 +200,8 @@ class Tensor {
   T item() const;  // the value of a one-element tensor
 
   bool requires_grad() const { return node_->requires_grad; }
-  Tensor& set_requires_grad(bool on = true);
+  Tensor& set_requires_grad(bool on = true) &;
+  Tensor set_requires_grad(bool on = true) && { return set_requires_grad(on); }
   bool has_grad() const { return !node_->grad.empty(); }
   // The gradient (zeros if nothing flowed in yet), allocated on first use.
   T* grad() & { return node_->grad_buffer(); }

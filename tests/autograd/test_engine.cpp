@@ -33,6 +33,7 @@ static_assert(!HasRvalueVec<T>::value && HasRvalueVec<T&>::value);
 static_assert(std::is_same_v<decltype(std::declval<T>().values()), ag::Buffer<double>>);
 static_assert(std::is_same_v<decltype(std::declval<T>().shape()), ag::Shape>);
 static_assert(std::is_same_v<decltype(std::declval<T&>().values()), ag::Buffer<double>&>);
+static_assert(std::is_same_v<decltype(std::declval<T>().set_requires_grad()), T>);
 
 BOOST_AUTO_TEST_CASE(a_range_for_over_a_temporary_tensors_values_reads_a_copy) {
   T x = T::from({3}, {1.0, 2.0, 3.0}, true);
