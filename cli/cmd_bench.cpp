@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -149,11 +148,11 @@ double measure_fma_peak_gflops(int threads, double seconds) {
   return best;
 }
 
-// The machine's float32 GEMM rate, the MFU's denominator before the FMA peak: an Eigen 512x512x512 product,
-// split by blocks of 16 output rows over the engine's pool at `threads` (Eigen's own OpenMP threading
-// measured 5 to 10 times below one thread on a shared machine, which would make the MFU meaningless);
-// the median of many repetitions, in GFLOP/s (2 n^3 flops per product). With `engine` set, the same
-// product through ag::matmul (the engine's own GEMM) instead, reported beside it.
+// A float32 GEMM rate, reported beside the FMA peak (eigen_gemm_gflops, with mfu_vs_eigen_gemm): an Eigen
+// 512x512x512 product, split by blocks of 16 output rows over the engine's pool at `threads` (Eigen's own
+// OpenMP threading measured 5 to 10 times below one thread on a shared machine); the median of many
+// repetitions, in GFLOP/s (2 n^3 flops per product). With `engine` set, the same product through
+// ag::matmul (the engine's own GEMM) instead (engine_gemm_gflops).
 double measure_gemm_gflops(int threads, bool engine) {
   const int64_t n = 512;
   const int reps = 40;
