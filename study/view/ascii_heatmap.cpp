@@ -6,38 +6,22 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "study/view/utf8_label.h"
+
 namespace study {
 namespace {
 
 constexpr const char* kGlyphs[5] = {" ", "\u2591", "\u2592", "\u2593", "\u2588"};
 constexpr const char* kMasked = "\u00b7";  // '·'
 
-// Byte length of the first `cols` code points of s (or all of s).
-size_t prefix_bytes(const std::string& s, int cols) {
-  size_t i = 0;
-  for (int c = 0; i < s.size() && c < cols; ++c) {
-    ++i;
-    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-  }
-  return i;
-}
-
-// Cut to `cols` columns; a cut label of four or more columns ends in '…' so the reader sees it was cut.
-std::string fit(const std::string& s, int cols) {
-  if (cols <= 0) return "";
-  if (display_width(s) <= cols) return s;
-  if (cols >= 4) return s.substr(0, prefix_bytes(s, cols - 1)) + "\u2026";
-  return s.substr(0, prefix_bytes(s, cols));
-}
-
 void pad_right(std::string& out, const std::string& s, int cols) {
-  const std::string f = fit(s, cols);
+  const std::string f = cut_label(s, cols);
   out += f;
   out.append(static_cast<size_t>(cols - display_width(f)), ' ');
 }
 
 void pad_left(std::string& out, const std::string& s, int cols) {
-  const std::string f = fit(s, cols);
+  const std::string f = cut_label(s, cols);
   out.append(static_cast<size_t>(cols - display_width(f)), ' ');
   out += f;
 }
@@ -91,12 +75,6 @@ const char* heat_glyph(int level) {
   return kGlyphs[std::min(4, std::max(0, level))];
 }
 
-int display_width(const std::string& utf8) {
-  int n = 0;
-  for (unsigned char c : utf8) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 std::string ascii_heatmap(const AttentionWeights& w, const std::vector<std::string>& row_labels,
                           const std::vector<std::string>& col_labels, const AsciiOptions& opts) {
   check_labels(w, row_labels, col_labels, "ascii_heatmap");
@@ -110,7 +88,7 @@ std::string ascii_heatmap(const AttentionWeights& w, const std::vector<std::stri
   std::string out;
   out.append(static_cast<size_t>(lw + 1), ' ');
   // Labels as wide as the glyphs, so neighbouring labels keep a gap as the columns do.
-  for (int j = 0; j < T; ++j) pad_right(out, fit(col_labels[j], ink), cell);
+  for (int j = 0; j < T; ++j) pad_right(out, cut_label(col_labels[j], ink), cell);
   while (!out.empty() && out.back() == ' ') out.pop_back();
   out += '\n';
   for (int i = 0; i < T; ++i) {
@@ -196,7 +174,7 @@ std::string ascii_grid(const Probe& probe, const AsciiOptions& opts) {
       std::string line(static_cast<size_t>(lw + 1), ' ');
       for (size_t h = h0; h < h1; ++h) {
         const HeadMap& m = *layer[h];
-        std::string title = "L" + std::to_string(m.layer) + " H" + std::to_string(m.head);
+        std::string title = head_name(m.layer, m.head);
         const std::string with_top =
             title + (opts.absolute_scale ? "" : " max " + fmt("%.2f", max_weight(m.weights)));
         pad_right(line, display_width(with_top) <= panel ? with_top : title, panel);
@@ -260,7 +238,7 @@ std::string ascii_difference(const AttentionWeights& a, const AttentionWeights& 
 
   std::string out;
   out.append(static_cast<size_t>(lw + 1), ' ');
-  for (int j = 0; j < T; ++j) pad_right(out, fit(col_labels[j], cell - 1), cell);
+  for (int j = 0; j < T; ++j) pad_right(out, cut_label(col_labels[j], cell - 1), cell);
   while (!out.empty() && out.back() == ' ') out.pop_back();
   out += '\n';
   for (int i = 0; i < T; ++i) {
