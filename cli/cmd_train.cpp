@@ -24,12 +24,15 @@ struct TrainArgs {
 };
 
 // The config of a resumed run is the one it was trained with; a CONFIG given too must agree with it, and
-// --set may change what does not alter the past (e.g. train.steps to train longer).
+// --set may change only what does not alter the past (ag::resume_settable_fields, e.g. train.steps to train
+// longer).
 ag::Config resume_config(const TrainArgs& a) {
   const std::string ckpt = ag::model_checkpoint_path(a.resume);
   if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + a.resume + ": no checkpoint at " + ckpt);
+  ag::check_resume_overrides(a.sets);  // before reading anything: a refused --set is the user's error
   ag::Config stored = ag::config_from_checkpoint(ckpt);
-  if (!a.sets.empty()) stored = ag::from_json(ag::to_json(stored), ckpt, a.sets);
+  // Always through the overrides' path, which checks this machine's limits (a run may come from another).
+  stored = ag::from_json(ag::to_json(stored), ckpt, a.sets);
   if (!a.config.empty()) {
     ag::Config given = ag::load_config(a.config, a.sets);
     given.output = stored.output;

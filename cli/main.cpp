@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "train/config.h"
+#include "train/printable.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
-    std::fprintf(stderr, "attograd: %s (see attograd --help)\n", what.c_str());
+    std::fprintf(stderr, "attograd: %s (see attograd --help)\n", ag::printable(what).c_str());
     return 2;
   }
   for (auto& [sub, command] : commands) {
@@ -44,11 +45,12 @@ int main(int argc, char** argv) {
     try {
       return command();
     } catch (const ag::TrainingDiverged& e) {
-      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), ag::printable(e.what()).c_str());
       return 1;
     } catch (const std::exception& e) {
-      // Config errors, unreadable or corrupt files, bad arguments: all name their source in one line.
-      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      // Config errors, unreadable or corrupt files, bad arguments: all name their source in one line
+      // (escaped here too, whatever bytes a file name or value brought in).
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), ag::printable(e.what()).c_str());
       return 2;
     }
   }

@@ -32,7 +32,8 @@ std::optional<int> LayerHeadOptions::head() const {
 
 ag::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head) {
   ag::LoadedRun run = ag::load_run(dir);
-  ag::set_num_threads(run.config.train.threads);
+  ag::set_num_threads(
+      std::min(run.config.train.threads, ag::max_threads()));  // may come from a larger machine
   check_layer_head(run, layer, head);
   return run;
 }
