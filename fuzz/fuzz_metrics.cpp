@@ -8,7 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     ag::read_metrics_jsonl(path);
   } catch (const std::exception& e) {
-    fuzz::check_one_line(e);
+    fuzz::check_one_line(e, fuzz::Rule::main_escapes);
   }
   return 0;
 }
