@@ -179,9 +179,14 @@ std::string patching_table(const PatchingResult& r, int width) {
     out += "\n" + title + "\n";
     for (int start = 0; start < s.T; start += per_block) {
       const int end = std::min(s.T, start + per_block);
-      // Column header: positions mod 10 over each cell, then the tokens, one per line would be too tall.
+      // Column header: each position over its two-column cell; tens on a line of their own from 10 on.
+      if (end > 10) {
+        std::string tens(label_w, ' ');
+        for (int t = start; t < end; ++t) tens += t >= 10 ? " " + std::to_string(t / 10 % 10) : "  ";
+        out += tens + "\n";
+      }
       std::string head(label_w, ' ');
-      for (int t = start; t < end; ++t) io::append_format(head, "%2d", t % 100);
+      for (int t = start; t < end; ++t) head += " " + std::to_string(t % 10);
       out += head + "\n";
       for (size_t row = 0; row < row_names.size(); ++row) {
         std::string line = row_names[row];
