@@ -1,9 +1,8 @@
 // Shared by `attograd attend` and `attograd compare` (and, for the input and its maps, `attograd forward`):
-// their --layer/--head options, loading the run and
-// checking --layer/--head against the model, turning --tokens/--ids into model input (with the task's BOS
-// put in front when the user left it out), running one batch of inputs to get their maps, and laying text
-// panels side by side.
-// Not for training or scores: the study library (train/) owns those.
+// their --layer/--head options, loading the run and checking --layer/--head against the model, turning
+// --tokens/--ids into model input (with the task's BOS put in front when the user left it out), running one
+// batch of inputs to get their maps, and laying text panels side by side.
+// Not for training or scores: train/ and study/ own those.
 #pragma once
 
 #include <CLI/CLI.hpp>

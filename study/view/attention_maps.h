@@ -1,9 +1,9 @@
-// Attention maps as plain data, and their JSON form RUN/attention/step-NNNNNN.json (DESIGN.md, "The run
-// folder"):
+// Attention maps as plain data, and their JSON form RUN/attention/step-NNNNNN.json
+// (docs/architecture.md "The run folder"):
 //   {"step": N, "probes": [{"ids": [...], "tokens": [...],
 //                           "maps": [{"layer": l, "head": h, "weights": [[...] x T]}]}]}
-// This file knows nothing of the model or the trainer: the trainer fills these structs from its forward pass,
-// and the renderers (ascii_heatmap, svg_heatmap, report_html) and head_scores read them.
+// This file knows nothing of the model or the trainer: study/capture.h fills these structs through the
+// model's hooks, and the renderers (ascii_heatmap, svg_heatmap, report_html) and head_scores read them.
 // Not for drawing or scoring: those live in their own files.
 #pragma once
 
