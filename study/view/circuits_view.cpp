@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "io/append_format.h"
 #include "io/atomic_file.h"

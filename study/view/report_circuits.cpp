@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 
 #include "io/append_format.h"
 #include "study/view/svg_heatmap.h"
