@@ -11,6 +11,12 @@
 
 namespace {
 
+// Element k of a fixture tensor (a temporary tensor's data cannot be read directly).
+double element(const testing::Fixture& f, const std::string& name, int64_t k) {
+  const ag::Tensor<double> t = f.tensor<double>(name);
+  return t.data()[k];
+}
+
 const std::string kRun = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small";
 
 train::Batch dla_batch(const testing::Fixture& f) {
@@ -57,10 +63,9 @@ BOOST_AUTO_TEST_CASE(matches_numpy_to_1e_4) {
       for (int j = 0; j < T; ++j)
         worst_pos = std::max(worst_pos, std::fabs(m.weights[i][j] - maps.data()[(m.head * T + i) * T + j]));
   BOOST_TEST_REQUIRE(r.components.size() == static_cast<size_t>(1 + L));  // embed and one MLP per layer
-  double worst_comp_dla = std::fabs(r.components[0].dla - f.tensor<double>("dla_embed").data()[0]);
+  double worst_comp_dla = std::fabs(r.components[0].dla - element(f, "dla_embed", 0));
   for (int l = 0; l < L; ++l)
-    worst_comp_dla =
-        std::max(worst_comp_dla, std::fabs(r.components[1 + l].dla - f.tensor<double>("dla_mlp").data()[l]));
+    worst_comp_dla = std::max(worst_comp_dla, std::fabs(r.components[1 + l].dla - element(f, "dla_mlp", l)));
   BOOST_TEST_MESSAGE("circuits: max |ours - NumPy|: composition "
                      << worst_comp << ", copying/DLA heads " << worst_head << ", positional " << worst_pos
                      << ", DLA embed/MLP " << worst_comp_dla);

@@ -12,6 +12,12 @@
 
 namespace {
 
+// Element k of a fixture tensor (a temporary tensor's data cannot be read directly).
+double element(const testing::Fixture& f, const std::string& name, int64_t k) {
+  const ag::Tensor<double> t = f.tensor<double>(name);
+  return t.data()[k];
+}
+
 const std::string kRun = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small";
 
 std::vector<int32_t> ids(const nlohmann::json& j) {
@@ -28,8 +34,8 @@ BOOST_AUTO_TEST_CASE(matches_pytorch_to_1e_4) {
   BOOST_TEST(answer == f.meta().at("answer").get<int>());
   BOOST_TEST(wrong == f.meta().at("wrong").get<int>());
   const study::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, answer, wrong);
-  BOOST_TEST(std::fabs(r.clean - f.tensor<double>("clean_diff").data()[0]) < 1e-4);
-  BOOST_TEST(std::fabs(r.corrupt - f.tensor<double>("corrupt_diff").data()[0]) < 1e-4);
+  BOOST_TEST(std::fabs(r.clean - element(f, "clean_diff", 0)) < 1e-4);
+  BOOST_TEST(std::fabs(r.corrupt - element(f, "corrupt_diff", 0)) < 1e-4);
 
   const int L = f.meta().at("n_layers"), H = f.meta().at("n_heads"), T = static_cast<int>(clean.size());
   const ag::Tensor<double> resid = f.tensor<double>("resid_pre"), head_z = f.tensor<double>("head_z"),
