@@ -67,7 +67,10 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   }
 
   Tensor<T> out = Tensor<T>::empty({B, Tq, D});
-  Buffer<T> weights(static_cast<size_t>(B * H * Tq * S));
+  // The weights are kept for backward when a graph is recorded; without one (evaluation, the study
+  // tools) each thread reuses one (T, S) scratch block instead.
+  const bool record = needs_grad<T>({&q, &k, &v});
+  Buffer<T> weights(record ? static_cast<size_t>(B * H * Tq * S) : 0);
   const T* pq = q.data();
   const T* pk = k.data();
   const T* pv = v.data();
@@ -79,13 +82,14 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   // depend on the thread count.
   parallel_for(B * H, 4 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
     Eigen::Array<T, Eigen::Dynamic, 1> x(S);  // scratch, one per thread
+    Buffer<T> block(record ? 0 : static_cast<size_t>(Tq * S));
     const T sc = scale, ninf = neg_inf;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
       const MatView<T> qh = row_major(pq + b * Tq * D + h * hs, D);  // (T, hs)
       const MatView<T> kh = row_major(pk + b * S * D + h * hs, D);   // (S, hs)
       const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);   // (S, hs)
-      MatMap<T> p(pw + i * Tq * S, Tq, S);                           // (T, S)
+      MatMap<T> p(record ? pw + i * Tq * S : block.data(), Tq, S);   // (T, S)
       // scores = q k^T * scale, as the composed path: the product first, then the scaling.
       gemm(Tq, S, hs, qh, kh.transposed(), p.data(), S, false);
       for (int64_t t = 0; t < Tq; ++t) {
@@ -115,7 +119,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
     }
   });
 
-  if (needs_grad<T>({&q, &k, &v}))
+  if (record)
     attach(out, "attention", {q.node_ptr(), k.node_ptr(), v.node_ptr()},
            [B, Tq, S, D, H, hs, scale, weights = std::move(weights)](Node<T>& n) {
              Node<T>& nq = *n.inputs[0];

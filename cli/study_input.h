@@ -61,9 +61,6 @@ std::vector<std::string> text_lines(const std::string& text, int n = -1);
 // trailing spaces trimmed.
 std::string side_by_side(const std::vector<std::vector<std::string>>& panels, int gap = 3);
 
-// "L1 H2".
-std::string head_name(int layer, int head);
-
 // Token names separated by single spaces.
 std::string join_tokens(const std::vector<std::string>& tokens);
 

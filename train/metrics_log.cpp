@@ -38,11 +38,7 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
                      std::string("expected a number, got ") + it->type_name());
     return it->get<double>();
   };
-  auto step = j.find("step");
-  if (step == j.end()) io::json_error(source, "/", "missing required key \"step\"");
-  if (!step->is_number_integer() || step->get<int64_t>() < 0)
-    io::json_error(source, "/step", "expected a non-negative integer, got " + step->dump());
-  r.step = step->get<int64_t>();
+  r.step = io::json_nonnegative_integer(io::json_member(j, "step", source, "/"), source, "/step");
   r.loss = *num("loss", true);
   r.lr = *num("lr", true);
   r.grad_norm = *num("grad_norm", true);

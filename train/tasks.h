@@ -111,8 +111,4 @@ struct TaskProblem {
 };
 std::optional<TaskProblem> find_task_problem(const TaskConfig& config);
 
-// The fraction of the batch's sequences whose scored tokens are all predicted right; `predictions` holds
-// the argmax token for each of the B*T positions.
-double exact_match_accuracy(const std::vector<int32_t>& predictions, const Batch& batch);
-
 }  // namespace train

@@ -21,6 +21,9 @@ using AttentionWeights = std::vector<std::vector<float>>;  // [T query][T key]
 // Throws std::invalid_argument "<what>: expected a T x T map, ..." unless every row is as long as the map.
 void check_square(const AttentionWeights& w, const char* what);
 
+// How every picture and table names a head: "L1 H2" (layer and head from 0).
+std::string head_name(int layer, int head);
+
 struct HeadMap {
   int layer = 0;  // from 0
   int head = 0;   // from 0

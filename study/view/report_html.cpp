@@ -182,10 +182,6 @@ std::string scores_table(const std::vector<HeadScores>& heads) {
   return out;
 }
 
-std::string head_name(int layer, int head) {
-  return "L" + std::to_string(layer) + " H" + std::to_string(head);
-}
-
 // JSON inside <script>: '<' only occurs inside JSON strings, where \u003c means the same, and then no token
 // name can close the tag ("</script>") or open a comment.
 std::string script_safe(const std::string& json_text) {

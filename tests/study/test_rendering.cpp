@@ -13,6 +13,7 @@
 #include "study/view/attention_maps.h"
 #include "study/view/report_html.h"
 #include "study/view/svg_heatmap.h"
+#include "study/view/utf8_label.h"
 
 using namespace study;
 

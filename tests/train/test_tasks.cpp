@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "train/evaluate.h"
 #include "train/tasks.h"
 
 using ag::Rng;
