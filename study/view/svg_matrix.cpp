@@ -8,18 +8,13 @@
 
 #include "io/append_format.h"
 #include "study/view/svg_heatmap.h"
+#include "study/view/utf8_label.h"
 
 namespace study {
 namespace {
 
 constexpr double kFont = 11, kCharW = 0.62 * kFont, kMargin = 16, kGap = 26, kTitleH = 20;
 constexpr int kMaxLabel = 16;
-
-int chars(const std::string& s) {
-  int n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
 
 // A round scale end: 1, 2 or 5 times a power of ten, at least |top|.
 double round_up(double top) {
@@ -49,23 +44,17 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
       for (double v : row)
         if (std::isfinite(v)) top = std::max(top, opts.diverging ? std::fabs(v) : v);
     }
-    for (const std::string& s : p.row_labels) row_chars = std::max(row_chars, std::min(kMaxLabel, chars(s)));
-    for (const std::string& s : p.col_labels) col_chars = std::max(col_chars, std::min(kMaxLabel, chars(s)));
+    for (const std::string& s : p.row_labels)
+      row_chars = std::max(row_chars, std::min(kMaxLabel, display_width(s)));
+    for (const std::string& s : p.col_labels)
+      col_chars = std::max(col_chars, std::min(kMaxLabel, display_width(s)));
     max_cols = std::max(max_cols, p.col_labels.size());
   }
   const double range = opts.range > 0 ? opts.range : round_up(top);
   const double cell = max_cols <= 24 ? 20 : std::max(10.0, 480.0 / max_cols);
   const double left = row_chars * kCharW + 8, band = col_chars * kCharW + 8;
   const char* fmt = opts.value_format.empty() ? "%.3f" : opts.value_format.c_str();
-  auto label = [](const std::string& s) {
-    if (chars(s) <= kMaxLabel) return s;
-    size_t i = 0;
-    for (int c = 0; i < s.size() && c < kMaxLabel - 1; ++c) {
-      ++i;
-      while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-    }
-    return s.substr(0, i) + "\u2026";
-  };
+  auto label = [](const std::string& s) { return cut_label(s, kMaxLabel); };
   auto colour = [&](double v) {
     return opts.diverging ? diverging_colour(v / range) : sequential_colour(v / range);
   };
