@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix and, as a user would, builds the three examples/ against it
 # out of tree (each its own CMake project, warnings as errors, no -march flag) and runs them:
-#   mlp_xor's final loss is below 0.01; custom_op's gradient check passes (exit 0); read_run, on a run
-#   folder trained here by the installed attograd program (tiny model, 30 steps), prints an attention
-#   pattern whose rows each sum to 1 within 1e-3 (4 printed decimals).
-# Also checks that no imported target carries compile options (so -march=native cannot leak).
+#   mlp_xor's final loss is below 0.01 and it gets XOR right;
+#   custom_op's gradient check passes (exit 0), built with CMake and again with attograd.pc's flags;
+#   read_run, on a run folder trained here by the installed attograd program (tiny model, 30 steps),
+#   prints an attention pattern whose rows each sum to 1 within 1e-3 (4 printed decimals).
+# Also checks that README.md shows examples/mlp_xor/main.cpp as it is, and that no imported target carries
+# compile options (so -march=native cannot leak to consumers).
 # Usage: examples.sh BUILD_DIR [CMAKE]
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -21,6 +23,11 @@ fail() {
   echo "FAILED: $*"
   exit 1
 }
+
+# The README shows example 1 whole: it must be the file that is built here.
+awk '/^## Use it as a library/ { sec = 1 } sec && /^```cpp$/ { on = 1; next } on && /^```$/ { exit } on' \
+  "$src/README.md" | diff - "$src/examples/mlp_xor/main.cpp" >/dev/null ||
+  fail "README.md's \"Use it as a library\" code differs from examples/mlp_xor/main.cpp"
 
 prefix=$tmp/prefix
 quiet "$cmake" --install "$build" --prefix "$prefix"
@@ -43,6 +50,14 @@ grep -q "^1 xor 1 -> 0" "$tmp/mlp.out" && grep -q "^0 xor 1 -> 1" "$tmp/mlp.out"
 
 # 2. The custom op's gradient check (its exit code is the verdict).
 "$tmp/custom_op/custom_op" || fail "custom_op: gradient check over tolerance"
+
+# 2b. The same example through pkg-config instead of CMake.
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+flags=$(PKG_CONFIG_PATH="$(dirname "$targets")/../pkgconfig" pkg-config --cflags --libs attograd) ||
+  fail "pkg-config does not find attograd.pc"
+quiet "${cxx:-c++}" -std=c++17 -O1 -Wall -Wextra -Wpedantic -Werror "$src/examples/custom_op/main.cpp" \
+  -o "$tmp/custom_op_pc" $flags
+"$tmp/custom_op_pc" >/dev/null || fail "custom_op built with pkg-config: gradient check over tolerance"
 
 # 3. A tiny run, trained by the installed program, read back with hooks.
 cat >"$tmp/tiny.json" <<'JSON'
