@@ -53,7 +53,7 @@ grep -q "^1 xor 1 -> 0" "$tmp/mlp.out" && grep -q "^0 xor 1 -> 1" "$tmp/mlp.out"
 
 # 2b. The same example through pkg-config instead of CMake.
 cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
-flags=$(PKG_CONFIG_PATH="$(dirname "$targets")/../pkgconfig" pkg-config --cflags --libs attograd) ||
+flags=$(PKG_CONFIG_PATH="$(dirname "$targets")/../../pkgconfig" pkg-config --cflags --libs attograd) ||
   fail "pkg-config does not find attograd.pc"
 quiet "${cxx:-c++}" -std=c++17 -O1 -Wall -Wextra -Wpedantic -Werror "$src/examples/custom_op/main.cpp" \
   -o "$tmp/custom_op_pc" $flags
