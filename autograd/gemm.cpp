@@ -42,6 +42,9 @@ constexpr int64_t kNC = 2048;  // columns of B packed at once, bounding the pack
 
 // Below this many flops a product runs whole on the calling thread (about 10 microseconds of work).
 constexpr int64_t kParallelFlops = int64_t(1) << 21;
+// Parts per thread of a split product, and the least work in one part (about 5 microseconds).
+constexpr int64_t kPartsPerThread = 4;
+constexpr int64_t kMinPartFlops = int64_t(1) << 19;
 // Largest B read in place rather than packed (see read_b_in_place).
 constexpr int64_t kInPlaceBBytes = 64 * 1024;
 
@@ -233,13 +236,16 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
   if (flops < kParallelFlops || threads < 2 || detail::in_parallel_region())
     return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate);
 
-  // One part per thread. Split by column slivers where there are enough: A is read in place, so each
-  // part packs only its own columns of B and nothing is copied twice. Otherwise (a narrow C) by row
-  // slivers, each part packing all of B.
+  // Several parts per thread, each at least kMinPartFlops, claimed first come first served by the pool:
+  // a thread whose core is shared with another process takes fewer of them instead of holding the
+  // others up. Split by column slivers where there are enough: A is read in place, so each part packs
+  // only its own columns of B and nothing is copied twice. Otherwise (a narrow C) by row slivers, each
+  // part packing all of B. Either way every element of C is summed in the same order.
   constexpr int kNR = Tile<T>::kNR;
   const int64_t col_slivers = (cols + kNR - 1) / kNR, row_slivers = (rows + kMR - 1) / kMR;
+  const int64_t max_parts = std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops));
   if (col_slivers >= threads) {
-    const int64_t parts = threads;
+    const int64_t parts = std::min(col_slivers, max_parts);
     parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
       const int64_t c0 = col_slivers * p0 / parts * kNR, c1 = std::min(cols, col_slivers * p1 / parts * kNR);
       gemm_serial(rows, c1 - c0, inner, a, MatView<T>{b.data + c0 * b.col_stride, b.row_stride, b.col_stride},
@@ -247,7 +253,7 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
     });
     return;
   }
-  const int64_t parts = std::min(row_slivers, threads);
+  const int64_t parts = std::min(row_slivers, max_parts);
   parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
     const int64_t r0 = row_slivers * p0 / parts * kMR, r1 = std::min(rows, row_slivers * p1 / parts * kMR);
     gemm_serial(r1 - r0, cols, inner, MatView<T>{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b,

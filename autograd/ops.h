@@ -1,17 +1,33 @@
 // Every differentiable op of attograd. Each op's forward and backward sit side by side in one of the
 // ops_*.cpp files named below, and each has a float64 gradient-check test in tests/autograd/.
 //
-// How to add an op:
+// How to add an op (from outside the repo too: include this header and write the same in your namespace):
 //   1. Declare it here, in the group it belongs to.
 //   2. In its ops_*.cpp file: check shapes (throw std::invalid_argument naming the op and the shapes),
 //      compute the output through Eigen maps over the contiguous buffers (products through ag::gemm,
-//      gemm.h; large loops through parallel_for, threads.h), then
-//      `if (needs_grad<T>({&a, ...})) attach(out, "name", {a.node_ptr(), ...}, [..](Node<T>& n) {...});`
-//      The closure reads n.grad and adds (+=) into n.inputs[i]->grad_buffer() for every input whose
-//      requires_grad is set. Capture what backward needs by value (shapes, saved tensors), never `out`
-//      itself (that would be a reference cycle); the output's value is n.value.
+//      gemm.h; large loops through parallel_for, threads.h), and attach the backward. For y = x^2:
+//        template <typename T>
+//        Tensor<T> square(const Tensor<T>& x) {
+//          Tensor<T> y = Tensor<T>::empty(x.shape());
+//          y.vec() = x.vec().square();
+//          if (needs_grad<T>({&x}))
+//            attach(y, "square", {x.node_ptr()}, [](Node<T>& n) {  // n is y's node, n.grad is dy
+//              const detail::Grad<T> dx(*n.inputs[0]);            // empty if x needs no gradient
+//              if (!dx) return;
+//              ConstVecMap<T> xv(n.inputs[0]->value.data(), n.numel()), dy(n.grad.data(), n.numel());
+//              dx.put(0, n.numel(), T(2) * xv * dy);              // = into a fresh buffer, else +=
+//            });
+//          return y;
+//        }
+//      Write every input's gradient through a detail::Grad (tensor.h) named d + the input's name, never
+//      into the buffer by hand. Put each element once (dx.zero(offset, len) where no gradient flows;
+//      a kernel with an accumulate flag takes dx.data() and dx.adds()), or, if several contributions
+//      sum into one element (broadcast, scatter), construct it with detail::GradWrites::kSum. Acquire the
+//      Grads in the order they are written (two inputs may be one node). Capture what backward needs by
+//      value, never the output tensor itself (a reference cycle); read inputs as n.inputs[i]->value.
 //   3. Instantiate it for float and double at the bottom of the file.
-//   4. Add a gradcheck test (tests/autograd/) and, where a known number exists, a forward test.
+//   4. Add a float64 gradcheck test (tests/autograd/, ag::gradcheck in gradcheck.h) and, where a known
+//      number exists, a forward test.
 #pragma once
 
 #include <vector>

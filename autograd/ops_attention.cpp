@@ -1,10 +1,10 @@
 // Fused multi-head attention: head split + scores + mask + softmax + weighted sum + head merge in one op,
 // with its own backward. It computes exactly what nn::scaled_dot_product_attention composes from matmul,
-// transpose, scale, masked_fill and softmax (tests/autograd/test_attention_op.cpp checks the two against
+// transpose, scale, masked_fill and softmax (tests/nn/test_fused_attention.cpp checks the two against
 // each other and gradchecks this one), without the permute copies and the four (B, H, T, S) intermediates.
 //
-// Dimension letters: B batch, H heads, T query positions, S key positions, dk per-head width, D = H * dk.
-// q (B, T, D), k and v (B, S, D): head h is columns [h*dk, (h+1)*dk), as Linear outputs lay them out.
+// Dimension letters: B batch, H heads, T query positions, S key positions, hs head size, D = H * hs.
+// q (B, T, D), k and v (B, S, D): head h is columns [h*hs, (h+1)*hs), as Linear outputs lay them out.
 // The weights P (B, H, T, S) are kept for backward; nothing else is.
 #include <array>
 #include <cmath>
@@ -44,7 +44,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
     throw std::invalid_argument("attention: q, k, v of shapes " + shapes(q.shape(), k.shape(), v.shape()) +
                                 " must be (B, T, D), (B, S, D), (B, S, D) with D divisible by n_heads " +
                                 std::to_string(n_heads));
-  const int64_t B = q.size(0), Tq = q.size(1), S = k.size(1), D = q.size(2), H = n_heads, dk = D / H;
+  const int64_t B = q.size(0), Tq = q.size(1), S = k.size(1), D = q.size(2), H = n_heads, hs = D / H;
 
   MaskIndex mi;
   if (mask.defined()) {
@@ -67,7 +67,10 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   }
 
   Tensor<T> out = Tensor<T>::empty({B, Tq, D});
-  Buffer<T> weights(static_cast<size_t>(B * H * Tq * S));
+  // The weights are kept for backward when a graph is recorded; without one (evaluation, the study
+  // tools) each thread reuses one (T, S) scratch block instead.
+  const bool record = needs_grad<T>({&q, &k, &v});
+  Buffer<T> weights(record ? static_cast<size_t>(B * H * Tq * S) : 0);
   const T* pq = q.data();
   const T* pk = k.data();
   const T* pv = v.data();
@@ -77,17 +80,18 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   const T neg_inf = -std::numeric_limits<T>::infinity();
   // One (b, h) pair per task: each pair's numbers are computed whole by one thread, so results do not
   // depend on the thread count.
-  parallel_for(B * H, 4 * B * H * Tq * S * dk, [&](int64_t i0, int64_t i1) {
+  parallel_for(B * H, 4 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
     Eigen::Array<T, Eigen::Dynamic, 1> x(S);  // scratch, one per thread
+    Buffer<T> block(record ? 0 : static_cast<size_t>(Tq * S));
     const T sc = scale, ninf = neg_inf;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
-      const MatView<T> qh = row_major(pq + b * Tq * D + h * dk, D);  // (T, dk)
-      const MatView<T> kh = row_major(pk + b * S * D + h * dk, D);   // (S, dk)
-      const MatView<T> vh = row_major(pv + b * S * D + h * dk, D);   // (S, dk)
-      MatMap<T> p(pw + i * Tq * S, Tq, S);                           // (T, S)
+      const MatView<T> qh = row_major(pq + b * Tq * D + h * hs, D);  // (T, hs)
+      const MatView<T> kh = row_major(pk + b * S * D + h * hs, D);   // (S, hs)
+      const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);   // (S, hs)
+      MatMap<T> p(record ? pw + i * Tq * S : block.data(), Tq, S);   // (T, S)
       // scores = q k^T * scale, as the composed path: the product first, then the scaling.
-      gemm(Tq, S, dk, qh, kh.transposed(), p.data(), S, false);
+      gemm(Tq, S, hs, qh, kh.transposed(), p.data(), S, false);
       for (int64_t t = 0; t < Tq; ++t) {
         T* r = p.data() + t * S;
         VecMap<T> row(r, S);
@@ -111,60 +115,53 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
         x = row;  // the scores, so that the weights can be written in their place
         softmax_row(x.data(), r, S);
       }
-      gemm(Tq, dk, S, row_major(p.data(), S), vh, po + b * Tq * D + h * dk, D, false);
+      gemm(Tq, hs, S, row_major(p.data(), S), vh, po + b * Tq * D + h * hs, D, false);
     }
   });
 
-  if (needs_grad<T>({&q, &k, &v}))
+  if (record)
     attach(out, "attention", {q.node_ptr(), k.node_ptr(), v.node_ptr()},
-           [B, Tq, S, D, H, dk, scale, weights = std::move(weights)](Node<T>& n) {
+           [B, Tq, S, D, H, hs, scale, weights = std::move(weights)](Node<T>& n) {
              Node<T>& nq = *n.inputs[0];
              Node<T>& nk = *n.inputs[1];
              Node<T>& nv = *n.inputs[2];
-             // Each (b, h) writes its own slab of every input's grad, and the slabs cover it, so a fresh
-             // buffer is assigned rather than zero-filled and added to; unless two of q, k, v are one node.
-             const bool distinct = &nq != &nk && &nq != &nv && &nk != &nv;
-             bool fq = false, fk = false, fv = false;
-             auto grad_of = [distinct](Node<T>& in, bool& fresh) -> T* {
-               if (!in.requires_grad) return nullptr;
-               if (distinct) return in.grad_buffer_for_write(fresh);
-               return in.grad_buffer();
-             };
-             T* gq = grad_of(nq, fq);
-             T* gk = grad_of(nk, fk);
-             T* gv = grad_of(nv, fv);
+             // Each (b, h) writes its own slab of every input's gradient, dv's first, then dq's, then dk's;
+             // they are acquired in that order, so where two of q, k, v are one node the later writes add.
+             const detail::Grad<T> dv(nv), dq(nq), dk(nk);
              const T* pq = nq.value.data();
              const T* pk = nk.value.data();
              const T* pv = nv.value.data();
              const T* dout = n.grad.data();
              const T* pw = weights.data();
-             parallel_for(B * H, 8 * B * H * Tq * S * dk, [&](int64_t i0, int64_t i1) {
-               Mat<T> dp(Tq, S);  // scratch, one per thread
+             parallel_for(B * H, 8 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
+               Mat<T> dscores(Tq, S);  // scratch, one per thread: first dP, then dscores in place
                for (int64_t i = i0; i < i1; ++i) {
                  const int64_t b = i / H, h = i % H;
-                 const MatView<T> qh = row_major(pq + b * Tq * D + h * dk, D);
-                 const MatView<T> kh = row_major(pk + b * S * D + h * dk, D);
-                 const MatView<T> vh = row_major(pv + b * S * D + h * dk, D);
-                 const MatView<T> go = row_major(dout + b * Tq * D + h * dk, D);
+                 const MatView<T> qh = row_major(pq + b * Tq * D + h * hs, D);
+                 const MatView<T> kh = row_major(pk + b * S * D + h * hs, D);
+                 const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);
+                 const MatView<T> douth = row_major(dout + b * Tq * D + h * hs, D);
                  ConstMatMap<T> p(pw + i * Tq * S, Tq, S);
                  const MatView<T> pt = row_major(p.data(), S).transposed();
                  // out = P v  =>  dv = P^T dout,  dP = dout v^T
-                 if (gv) gemm(S, dk, Tq, pt, go, gv + b * S * D + h * dk, D, !fv);
-                 if (!gq && !gk) continue;
-                 gemm(Tq, S, dk, go, vh.transposed(), dp.data(), S, false);
+                 if (dv) gemm(S, hs, Tq, pt, douth, dv.data() + b * S * D + h * hs, D, dv.adds());
+                 if (!dq && !dk) continue;
+                 gemm(Tq, S, hs, douth, vh.transposed(), dscores.data(), S, false);
                  // P = softmax(scores): dscores = P * (dP - <dP, P>) per row; then the scale. A masked
                  // entry has P = 0, so it passes no gradient.
                  for (int64_t t = 0; t < Tq; ++t) {
                    auto pr = p.row(t).array();
-                   auto dr = dp.row(t).array();
-                   const T dot = (pr * dr).sum();
-                   dr = pr * (dr - dot) * scale;
+                   auto dsr = dscores.row(t).array();
+                   const T dot = (pr * dsr).sum();
+                   dsr = pr * (dsr - dot) * scale;
                  }
                  // scores = q k^T  =>  dq = dscores k,  dk = dscores^T q
-                 if (gq) gemm(Tq, dk, S, row_major<T>(dp.data(), S), kh, gq + b * Tq * D + h * dk, D, !fq);
-                 if (gk)
-                   gemm(S, dk, Tq, row_major<T>(dp.data(), S).transposed(), qh, gk + b * S * D + h * dk, D,
-                        !fk);
+                 if (dq)
+                   gemm(Tq, hs, S, row_major<T>(dscores.data(), S), kh, dq.data() + b * Tq * D + h * hs, D,
+                        dq.adds());
+                 if (dk)
+                   gemm(S, hs, Tq, row_major<T>(dscores.data(), S).transposed(), qh,
+                        dk.data() + b * S * D + h * hs, D, dk.adds());
                }
              });
            });

@@ -45,163 +45,83 @@ Broadcast::Broadcast(const Shape& a, const Shape& b, const char* op) {
 
 namespace {
 
-enum class Kind { kAdd, kSub, kMul, kDiv };
+// The binary ops as a table: per op, its forward and its gradient with respect to each operand, in terms
+// of the operands a, b and the output's gradient g. Each expression is written once, for any operand type,
+// so the same row serves Eigen arrays (the same-shape path, a chunk at a time) and scalars (the
+// broadcasting loop).
+#define ATTOGRAD_BINARY_OP(Name, forward_expr, da_expr, db_expr)                                            \
+  struct Name {                                                                                             \
+    static constexpr const char* kName = #Name;                                                             \
+    template <typename A, typename B>                                                                       \
+    static auto forward(const A& a, const B& b) {                                                           \
+      return forward_expr;                                                                                  \
+    }                                                                                                       \
+    template <typename G, typename A, typename B>                                                           \
+    static auto da([[maybe_unused]] const G& g, [[maybe_unused]] const A& a, [[maybe_unused]] const B& b) { \
+      return da_expr;                                                                                       \
+    }                                                                                                       \
+    template <typename G, typename A, typename B>                                                           \
+    static auto db([[maybe_unused]] const G& g, [[maybe_unused]] const A& a, [[maybe_unused]] const B& b) { \
+      return db_expr;                                                                                       \
+    }                                                                                                       \
+  };
+namespace rows {
+// clang-format off
+//                 op   forward  d/da    d/db
+ATTOGRAD_BINARY_OP(add, a + b,   g,      g)
+ATTOGRAD_BINARY_OP(sub, a - b,   g,      -g)
+ATTOGRAD_BINARY_OP(mul, a * b,   g * b,  g * a)
+ATTOGRAD_BINARY_OP(div, a / b,   g / b,  -(g * a / (b * b)))  // d(a/b)/db = -a/b^2
+// clang-format on
+}  // namespace rows
+#undef ATTOGRAD_BINARY_OP
 
 // Same-shape operands are split over the threads in chunks of this many elements (elementwise, so the
 // split never changes a result).
 constexpr int64_t kChunk = 8192;
 
-template <typename Dst, typename Src>
-void assign_or_add(Dst& dst, const Src& src, bool assign) {
-  if (assign)
-    dst = src;
-  else
-    dst += src;
-}
-constexpr const char* kNames[] = {"add", "sub", "mul", "div"};
-
-template <typename T>
-Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
-  const char* name = kNames[static_cast<int>(kind)];
+template <typename Op, typename T>
+Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b) {
+  const char* name = Op::kName;
   if (!a.defined() || !b.defined()) throw std::invalid_argument(std::string(name) + ": undefined tensor");
   const bool same = a.shape() == b.shape();
   const Broadcast bc = same ? Broadcast(a.shape(), a.shape(), name) : Broadcast(a.shape(), b.shape(), name);
   Tensor<T> out = Tensor<T>::empty(bc.out_shape);
-  T* o = out.data();
+  T* po = out.data();
   const T* pa = a.data();
   const T* pb = b.data();
-  if (same) {
+  if (same)
     parallel_chunks(out.numel(), kChunk, 1, [&](int64_t i, int64_t len) {
-      ConstVecMap<T> va(pa + i, len), vb(pb + i, len);
-      VecMap<T> vo(o + i, len);
-      switch (kind) {
-        case Kind::kAdd:
-          vo = va + vb;
-          break;
-        case Kind::kSub:
-          vo = va - vb;
-          break;
-        case Kind::kMul:
-          vo = va * vb;
-          break;
-        case Kind::kDiv:
-          vo = va / vb;
-          break;
-      }
+      VecMap<T>(po + i, len) = Op::forward(ConstVecMap<T>(pa + i, len), ConstVecMap<T>(pb + i, len));
     });
-  } else {
-    switch (kind) {
-      case Kind::kAdd:
-        bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { o[i] = pa[ia] + pb[ib]; });
-        break;
-      case Kind::kSub:
-        bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { o[i] = pa[ia] - pb[ib]; });
-        break;
-      case Kind::kMul:
-        bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { o[i] = pa[ia] * pb[ib]; });
-        break;
-      case Kind::kDiv:
-        bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { o[i] = pa[ia] / pb[ib]; });
-        break;
-    }
-  }
+  else
+    bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { po[i] = Op::forward(pa[ia], pb[ib]); });
   if (!needs_grad<T>({&a, &b})) return out;
 
-  // mul and div need the operands' values; add and sub only shapes.
-  const bool keep_values = kind == Kind::kMul || kind == Kind::kDiv;
-  Tensor<T> sa = keep_values ? a : Tensor<T>(), sb = keep_values ? b : Tensor<T>();
-  attach(out, name, {a.node_ptr(), b.node_ptr()}, [bc, kind, same, sa, sb](Node<T>& n) {
-    const T* g = n.grad.data();
+  attach(out, name, {a.node_ptr(), b.node_ptr()}, [bc, same](Node<T>& n) {
     Node<T>& na = *n.inputs[0];
     Node<T>& nb = *n.inputs[1];
+    const T* dout = n.grad.data();
+    const T* pa = na.value.data();
+    const T* pb = nb.value.data();
     if (same) {
-      // A fresh grad buffer (nothing flowed in yet) is assigned, not zero-filled and added to. a and b
-      // may be the same node (x + x): then the second write finds the buffer no longer fresh and adds.
-      bool fresh_a = false, fresh_b = false;
-      T* ga = na.requires_grad ? na.grad_buffer_for_write(fresh_a) : nullptr;
-      T* gb = nb.requires_grad ? nb.grad_buffer_for_write(fresh_b) : nullptr;
-      const T* pa = sa.defined() ? sa.data() : nullptr;
-      const T* pb = sb.defined() ? sb.data() : nullptr;
+      // a and b may be one node (x * x): da is acquired first, so its writes assign and db's add.
+      const detail::Grad<T> da(na), db(nb);
       parallel_chunks(n.numel(), kChunk, 1, [&](int64_t i, int64_t len) {
-        ConstVecMap<T> vg(g + i, len);
-        if (ga) {
-          VecMap<T> da(ga + i, len);
-          switch (kind) {
-            case Kind::kAdd:
-            case Kind::kSub:
-              assign_or_add(da, vg, fresh_a);
-              break;
-            case Kind::kMul:
-              assign_or_add(da, vg * ConstVecMap<T>(pb + i, len), fresh_a);
-              break;
-            case Kind::kDiv:
-              assign_or_add(da, vg / ConstVecMap<T>(pb + i, len), fresh_a);
-              break;
-          }
-        }
-        if (gb) {
-          VecMap<T> db(gb + i, len);
-          switch (kind) {
-            case Kind::kAdd:
-              assign_or_add(db, vg, fresh_b);
-              break;
-            case Kind::kSub:
-              assign_or_add(db, -vg, fresh_b);
-              break;
-            case Kind::kMul:
-              assign_or_add(db, vg * ConstVecMap<T>(pa + i, len), fresh_b);
-              break;
-            case Kind::kDiv: {  // d(a/b)/db = -a/b^2
-              ConstVecMap<T> vb(pb + i, len);
-              assign_or_add(db, -(vg * ConstVecMap<T>(pa + i, len) / (vb * vb)), fresh_b);
-              break;
-            }
-          }
-        }
+        ConstVecMap<T> g(dout + i, len), va(pa + i, len), vb(pb + i, len);
+        if (da) da.put(i, len, Op::da(g, va, vb));
+        if (db) db.put(i, len, Op::db(g, va, vb));
       });
       return;
     }
-    if (na.requires_grad) {
-      T* ga = na.grad_buffer();
-      switch (kind) {
-        case Kind::kAdd:
-        case Kind::kSub:
-          bc.for_each([&](int64_t i, int64_t ia, int64_t) { ga[ia] += g[i]; });
-          break;
-        case Kind::kMul: {
-          const T* pb = sb.data();
-          bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { ga[ia] += g[i] * pb[ib]; });
-          break;
-        }
-        case Kind::kDiv: {
-          const T* pb = sb.data();
-          bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { ga[ia] += g[i] / pb[ib]; });
-          break;
-        }
-      }
+    // A broadcast operand sums the gradients of every output element it was repeated into.
+    if (const detail::Grad<T> da(na, detail::GradWrites::kSum); da) {
+      T* pda = da.data();
+      bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { pda[ia] += Op::da(dout[i], pa[ia], pb[ib]); });
     }
-    if (nb.requires_grad) {
-      T* gb = nb.grad_buffer();
-      switch (kind) {
-        case Kind::kAdd:
-          bc.for_each([&](int64_t i, int64_t, int64_t ib) { gb[ib] += g[i]; });
-          break;
-        case Kind::kSub:
-          bc.for_each([&](int64_t i, int64_t, int64_t ib) { gb[ib] -= g[i]; });
-          break;
-        case Kind::kMul: {
-          const T* pa = sa.data();
-          bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { gb[ib] += g[i] * pa[ia]; });
-          break;
-        }
-        case Kind::kDiv: {
-          const T* pa = sa.data();
-          const T* pb = sb.data();
-          bc.for_each(
-              [&](int64_t i, int64_t ia, int64_t ib) { gb[ib] -= g[i] * pa[ia] / (pb[ib] * pb[ib]); });
-          break;
-        }
-      }
+    if (const detail::Grad<T> db(nb, detail::GradWrites::kSum); db) {
+      T* pdb = db.data();
+      bc.for_each([&](int64_t i, int64_t ia, int64_t ib) { pdb[ib] += Op::db(dout[i], pa[ia], pb[ib]); });
     }
   });
   return out;
@@ -211,19 +131,19 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, Kind kind) {
 
 template <typename T>
 Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary(a, b, Kind::kAdd);
+  return binary<rows::add>(a, b);
 }
 template <typename T>
 Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary(a, b, Kind::kSub);
+  return binary<rows::sub>(a, b);
 }
 template <typename T>
 Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary(a, b, Kind::kMul);
+  return binary<rows::mul>(a, b);
 }
 template <typename T>
 Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
-  return binary(a, b, Kind::kDiv);
+  return binary<rows::div>(a, b);
 }
 
 // out = a * s
@@ -233,7 +153,8 @@ Tensor<T> scale(const Tensor<T>& a, T s) {
   out.vec() = a.vec() * s;
   if (needs_grad<T>({&a}))
     attach(out, "scale", {a.node_ptr()}, [s](Node<T>& n) {
-      VecMap<T>(n.inputs[0]->grad_buffer(), n.numel()) += ConstVecMap<T>(n.grad.data(), n.numel()) * s;
+      if (const detail::Grad<T> da(*n.inputs[0]); da)
+        da.put(0, n.numel(), ConstVecMap<T>(n.grad.data(), n.numel()) * s);
     });
   return out;
 }
@@ -245,7 +166,8 @@ Tensor<T> add_scalar(const Tensor<T>& a, T s) {
   out.vec() = a.vec() + s;
   if (needs_grad<T>({&a}))
     attach(out, "add_scalar", {a.node_ptr()}, [](Node<T>& n) {
-      VecMap<T>(n.inputs[0]->grad_buffer(), n.numel()) += ConstVecMap<T>(n.grad.data(), n.numel());
+      if (const detail::Grad<T> da(*n.inputs[0]); da)
+        da.put(0, n.numel(), ConstVecMap<T>(n.grad.data(), n.numel()));
     });
   return out;
 }

@@ -37,14 +37,14 @@ Tensor<T> embedding(const Tensor<T>& weight, const std::vector<int32_t>& ids, co
 
   if (needs_grad<T>({&weight}))
     attach(out, "embedding", {weight.node_ptr()}, [ids, dim](Node<T>& n) {
-      Node<T>& wn = *n.inputs[0];
-      if (!wn.requires_grad) return;
-      T* dw = wn.grad_buffer();
+      // A row receives the sum of the gradients of every position that looked it up.
+      const detail::Grad<T> dweight(*n.inputs[0], detail::GradWrites::kSum);
+      if (!dweight) return;
       const T* dy = n.grad.data();
       // Serial: ids repeat (every sequence starts with BOS), so rows would race under threads.
       for (size_t i = 0; i < ids.size(); ++i)
-        VecMap<T>(dw + static_cast<int64_t>(ids[i]) * dim, dim) +=
-            ConstVecMap<T>(dy + static_cast<int64_t>(i) * dim, dim);
+        dweight.put(static_cast<int64_t>(ids[i]) * dim, dim,
+                    ConstVecMap<T>(dy + static_cast<int64_t>(i) * dim, dim));
     });
   return out;
 }

@@ -38,12 +38,12 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
       attach(out, "matmul", {a.node_ptr(), b.node_ptr()}, [R, K, N](Node<T>& n) {
         Node<T>& na = *n.inputs[0];
         Node<T>& nb = *n.inputs[1];
-        const MatView<T> g = row_major(n.grad.data(), N);
+        const MatView<T> dout = row_major(n.grad.data(), N);
         // C = A B  =>  dA = dC B^T,  dB = A^T dC
-        if (na.requires_grad)
-          gemm(R, K, N, g, row_major(nb.value.data(), N).transposed(), na.grad_buffer(), K, true);
-        if (nb.requires_grad)
-          gemm(K, N, R, row_major(na.value.data(), K).transposed(), g, nb.grad_buffer(), N, true);
+        if (const detail::Grad<T> da(na); da)
+          gemm(R, K, N, dout, row_major(nb.value.data(), N).transposed(), da.data(), K, da.adds());
+        if (const detail::Grad<T> db(nb); db)
+          gemm(K, N, R, row_major(na.value.data(), K).transposed(), dout, db.data(), N, db.adds());
       });
     return out;
   }
@@ -65,18 +65,18 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
     attach(out, "matmul", {a.node_ptr(), b.node_ptr()}, [batches, M, K, N](Node<T>& n) {
       Node<T>& na = *n.inputs[0];
       Node<T>& nb = *n.inputs[1];
-      T* ga = na.requires_grad ? na.grad_buffer() : nullptr;
-      T* gb = nb.requires_grad ? nb.grad_buffer() : nullptr;
-      const T* g = n.grad.data();
+      // Each batch entry writes its own slab of both gradients, da's before db's (a and b may be one node).
+      const detail::Grad<T> da(na), db(nb);
+      const T* dout = n.grad.data();
       parallel_for(batches, 4 * M * N * K * batches, [&](int64_t b0, int64_t b1) {
         for (int64_t i = b0; i < b1; ++i) {
-          const MatView<T> gi = row_major(g + i * M * N, N);
-          if (ga)
-            gemm(M, K, N, gi, row_major(nb.value.data() + i * K * N, N).transposed(), ga + i * M * K, K,
-                 true);
-          if (gb)
-            gemm(K, N, M, row_major(na.value.data() + i * M * K, K).transposed(), gi, gb + i * K * N, N,
-                 true);
+          const MatView<T> douti = row_major(dout + i * M * N, N);
+          if (da)
+            gemm(M, K, N, douti, row_major(nb.value.data() + i * K * N, N).transposed(),
+                 da.data() + i * M * K, K, da.adds());
+          if (db)
+            gemm(K, N, M, row_major(na.value.data() + i * M * K, K).transposed(), douti,
+                 db.data() + i * K * N, N, db.adds());
         }
       });
     });
@@ -113,27 +113,22 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   attach(out, "linear", std::move(inputs), [R, in, out_features](Node<T>& n) {
     Node<T>& nx = *n.inputs[0];
     Node<T>& nw = *n.inputs[1];
-    ConstMatMap<T> g(n.grad.data(), R, out_features);
-    // y = x W^T + b  =>  dx = dy W,  dW = dy^T x,  db = sum over rows of dy
-    if (nx.requires_grad) {
-      bool fresh = false;  // a fresh buffer is written by the GEMM (=), not zero-filled first and added to
-      T* dx = nx.grad_buffer_for_write(fresh);
-      gemm(R, in, out_features, row_major(g.data(), out_features), row_major(nw.value.data(), in), dx, in,
-           !fresh);
-    }
-    if (nw.requires_grad)
-      gemm(out_features, in, R, row_major(g.data(), out_features).transposed(),
-           row_major(nx.value.data(), in), nw.grad_buffer(), in, true);
-    if (n.inputs.size() == 3 && n.inputs[2]->requires_grad) {
-      // db: each thread sums whole columns, row by row, so the order (and the bits) never depend on the
-      // split.
-      T* db = n.inputs[2]->grad_buffer();
-      const T* pg = n.grad.data();
+    const T* dy = n.grad.data();
+    // y = x W^T + b  =>  dx = dy W,  dweight = dy^T x,  dbias = sum over rows of dy
+    if (const detail::Grad<T> dx(nx); dx)
+      gemm(R, in, out_features, row_major(dy, out_features), row_major(nw.value.data(), in), dx.data(), in,
+           dx.adds());
+    if (const detail::Grad<T> dweight(nw); dweight)
+      gemm(out_features, in, R, row_major(dy, out_features).transposed(), row_major(nx.value.data(), in),
+           dweight.data(), in, dweight.adds());
+    if (n.inputs.size() < 3) return;
+    if (const detail::Grad<T> dbias(*n.inputs[2], detail::GradWrites::kSum); dbias) {
+      // Each thread sums whole columns, row by row, so the order (and the bits) never depend on the split.
       constexpr int64_t kColumns = 16;
       parallel_for((out_features + kColumns - 1) / kColumns, R * out_features, [&](int64_t b0, int64_t b1) {
         const int64_t c0 = b0 * kColumns, c1 = std::min(out_features, b1 * kColumns);
-        VecMap<T> sum(db + c0, c1 - c0);
-        for (int64_t r = 0; r < R; ++r) sum += ConstVecMap<T>(pg + r * out_features + c0, c1 - c0);
+        for (int64_t r = 0; r < R; ++r)
+          dbias.put(c0, c1 - c0, ConstVecMap<T>(dy + r * out_features + c0, c1 - c0));
       });
     }
   });

@@ -10,8 +10,6 @@
 
 namespace ag {
 
-namespace {}  // namespace
-
 template <typename T>
 Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, T eps) {
   if (!x.defined() || !weight.defined() || !bias.defined())
@@ -56,10 +54,8 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
              const T* xp = xn.value.data();
              const T* dy = n.grad.data();
              const T inv_cols = T(1) / static_cast<T>(cols);
-             if (xn.requires_grad) {
+             if (const detail::Grad<T> dx(xn); dx) {
                ConstVecMap<T> w(wn.value.data(), cols);
-               bool fresh = false;
-               T* dx = xn.grad_buffer_for_write(fresh);
                // With xhat = (x - mean) * rstd and g = dy * w:
                // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
                parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
@@ -68,25 +64,20 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
                    const T mu = mean[r], rs = rstd[r];
                    const T g_mean = (dyr * w).sum() * inv_cols;
                    const T gx_mean = (dyr * w * (xr - mu)).sum() * rs * inv_cols;
-                   VecMap<T> dxr(dx + r * cols, cols);
-                   if (fresh)
-                     dxr = rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean);
-                   else
-                     dxr += rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean);
+                   dx.put(r * cols, cols, rs * (dyr * w - g_mean - (xr - mu) * rs * gx_mean));
                  }
                });
              }
              // Serial over rows so the parameter gradients sum in a fixed order (deterministic across thread
              // counts); this pass is a small fraction of the cost.
-             if (wn.requires_grad || bn.requires_grad) {
-               VecMap<T> dw(wn.requires_grad ? wn.grad_buffer() : nullptr, wn.requires_grad ? cols : 0);
-               VecMap<T> db(bn.requires_grad ? bn.grad_buffer() : nullptr, bn.requires_grad ? cols : 0);
+             const detail::Grad<T> dweight(wn, detail::GradWrites::kSum), dbias(bn, detail::GradWrites::kSum);
+             if (dweight || dbias)
                for (int64_t r = 0; r < rows; ++r) {
                  ConstVecMap<T> dyr(dy + r * cols, cols);
-                 if (wn.requires_grad) dw += dyr * (ConstVecMap<T>(xp + r * cols, cols) - mean[r]) * rstd[r];
-                 if (bn.requires_grad) db += dyr;
+                 if (dweight)
+                   dweight.put(0, cols, dyr * (ConstVecMap<T>(xp + r * cols, cols) - mean[r]) * rstd[r]);
+                 if (dbias) dbias.put(0, cols, dyr);
                }
-             }
            });
   return out;
 }

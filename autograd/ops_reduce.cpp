@@ -39,10 +39,11 @@ Tensor<T> reduce_dim(const Tensor<T>& a, int64_t dim, bool keepdim, T factor, co
         ConstMatMap<T>(a.data() + o * b.size * b.inner, b.size, b.inner).colwise().sum() * factor;
   if (needs_grad<T>({&a}))
     attach(out, op, {a.node_ptr()}, [b, factor](Node<T>& n) {
-      T* g = n.inputs[0]->grad_buffer();
+      const detail::Grad<T> da(*n.inputs[0]);
+      if (!da) return;
       for (int64_t o = 0; o < b.outer; ++o)
-        MatMap<T>(g + o * b.size * b.inner, b.size, b.inner).rowwise() +=
-            ConstRowMap<T>(n.grad.data() + o * b.inner, b.inner) * factor;
+        da.put(MatMap<T>(da.data() + o * b.size * b.inner, b.size, b.inner).rowwise(),
+               ConstRowMap<T>(n.grad.data() + o * b.inner, b.inner) * factor);
     });
   return out;
 }
@@ -53,7 +54,8 @@ Tensor<T> reduce_all(const Tensor<T>& a, T factor, const char* op) {
   if (needs_grad<T>({&a}))
     attach(out, op, {a.node_ptr()}, [factor](Node<T>& n) {
       Node<T>& in = *n.inputs[0];
-      VecMap<T>(in.grad_buffer(), in.numel()) += n.grad[0] * factor;
+      if (const detail::Grad<T> da(in); da)
+        da.put(0, in.numel(), Vec<T>::Constant(in.numel(), n.grad[0] * factor));
     });
   return out;
 }

@@ -75,7 +75,8 @@ Tensor<T> permute(const Tensor<T>& a, const std::vector<int64_t>& perm) {
   if (needs_grad<T>({&a}))
     attach(out, "permute", {a.node_ptr()}, [out_dims, inv](Node<T>& n) {
       // The gradient goes back through the inverse permutation.
-      permute_copy(n.grad.data(), n.inputs[0]->grad_buffer(), out_dims, inv, true);
+      if (const detail::Grad<T> da(*n.inputs[0]); da)
+        permute_copy(n.grad.data(), da.data(), out_dims, inv, da.adds());
     });
   return out;
 }
@@ -111,7 +112,8 @@ Tensor<T> reshape(const Tensor<T>& a, Shape shape) {
   out.values() = a.values();
   if (needs_grad<T>({&a}))
     attach(out, "reshape", {a.node_ptr()}, [](Node<T>& n) {
-      VecMap<T>(n.inputs[0]->grad_buffer(), n.numel()) += ConstVecMap<T>(n.grad.data(), n.numel());
+      if (const detail::Grad<T> da(*n.inputs[0]); da)
+        da.put(0, n.numel(), ConstVecMap<T>(n.grad.data(), n.numel()));
     });
   return out;
 }
@@ -158,11 +160,9 @@ Tensor<T> concat(const std::vector<Tensor<T>>& parts, int64_t dim) {
       int64_t at = 0;
       for (size_t k = 0; k < widths.size(); ++k) {
         const int64_t w = widths[k];
-        if (n.inputs[k]->requires_grad) {
-          T* g = n.inputs[k]->grad_buffer();
+        if (const detail::Grad<T> dpart(*n.inputs[k]); dpart)
           for (int64_t o = 0; o < outer; ++o)
-            VecMap<T>(g + o * w, w) += ConstVecMap<T>(n.grad.data() + o * row + at, w);
-        }
+            dpart.put(o * w, w, ConstVecMap<T>(n.grad.data() + o * row + at, w));
         at += w;
       }
     });
@@ -196,9 +196,10 @@ std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& siz
       std::memcpy(out.data() + o * w, a.data() + o * row + at, sizeof(T) * w);
     if (needs_grad<T>({&a}))
       attach(out, "split", {a.node_ptr()}, [outer, row, at, w](Node<T>& n) {
-        T* g = n.inputs[0]->grad_buffer();
-        for (int64_t o = 0; o < outer; ++o)
-          VecMap<T>(g + o * row + at, w) += ConstVecMap<T>(n.grad.data() + o * w, w);
+        // Each part's backward writes only its own slice of a's gradient.
+        const detail::Grad<T> da(*n.inputs[0], detail::GradWrites::kSum);
+        if (!da) return;
+        for (int64_t o = 0; o < outer; ++o) da.put(o * row + at, w, ConstVecMap<T>(n.grad.data() + o * w, w));
       });
     outs.push_back(std::move(out));
     at += w;

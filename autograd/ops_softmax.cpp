@@ -48,17 +48,16 @@ Tensor<T> softmax(const Tensor<T>& a) {
   });
   if (needs_grad<T>({&a}))
     attach(out, "softmax", {a.node_ptr()}, [rows, cols](Node<T>& n) {
-      Node<T>& in = *n.inputs[0];
-      if (!in.requires_grad) return;
+      const detail::Grad<T> dx(*n.inputs[0]);
+      if (!dx) return;
       const T* y = n.value.data();
       const T* dy = n.grad.data();
-      T* dx = in.grad_buffer();
       // dx = y * (dy - <dy, y>); a masked row has y = 0, so it gets zero gradient without a special case.
       parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           ConstVecMap<T> yr(y + r * cols, cols), dyr(dy + r * cols, cols);
           const T dot = (yr * dyr).sum();
-          VecMap<T>(dx + r * cols, cols) += yr * (dyr - dot);
+          dx.put(r * cols, cols, yr * (dyr - dot));
         }
       });
     });
@@ -90,17 +89,19 @@ Tensor<T> log_softmax(const Tensor<T>& a) {
   });
   if (needs_grad<T>({&a}))
     attach(out, "log_softmax", {a.node_ptr()}, [rows, cols, masked = std::move(masked)](Node<T>& n) {
-      Node<T>& in = *n.inputs[0];
-      if (!in.requires_grad) return;
+      const detail::Grad<T> dx(*n.inputs[0]);
+      if (!dx) return;
       const T* y = n.value.data();
       const T* dy = n.grad.data();
-      T* dx = in.grad_buffer();
       // dx = dy - softmax * sum(dy), with softmax = exp(y).
       parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          if (masked[r]) continue;
+          if (masked[r]) {
+            dx.zero(r * cols, cols);
+            continue;
+          }
           ConstVecMap<T> yr(y + r * cols, cols), dyr(dy + r * cols, cols);
-          VecMap<T>(dx + r * cols, cols) += dyr - yr.exp() * dyr.sum();
+          dx.put(r * cols, cols, dyr - yr.exp() * dyr.sum());
         }
       });
     });
@@ -162,20 +163,19 @@ Tensor<T> masked_fill(const Tensor<T>& a, const Tensor<T>& mask, T value) {
   // The mask is not an input of the graph (it gets no gradient); the closure holds it to read it back.
   if (needs_grad<T>({&a}))
     attach(out, "masked_fill", {a.node_ptr()}, [mask, mask_row, rows, cols, col_stride](Node<T>& n) {
-      Node<T>& in = *n.inputs[0];
-      if (!in.requires_grad) return;
+      const detail::Grad<T> dx(*n.inputs[0]);
+      if (!dx) return;
       const T* m = mask.data();
       const T* dy = n.grad.data();
-      T* dx = in.grad_buffer();
       for (int64_t r = 0; r < rows; ++r) {
         const T* mr = m + mask_row(r);
         ConstVecMap<T> dyr(dy + r * cols, cols);
-        VecMap<T> dxr(dx + r * cols, cols);
-        if (col_stride == 0) {
-          if (*mr == T(0)) dxr += dyr;
-        } else {
-          dxr += (ConstVecMap<T>(mr, cols) != T(0)).select(T(0), dyr);
-        }
+        if (col_stride != 0)
+          dx.put(r * cols, cols, (ConstVecMap<T>(mr, cols) != T(0)).select(T(0), dyr));
+        else if (*mr != T(0))
+          dx.zero(r * cols, cols);
+        else
+          dx.put(r * cols, cols, dyr);
       }
     });
   return out;
@@ -227,24 +227,20 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
     attach(out, "cross_entropy", {logits.node_ptr()},
            [targets, ignore_index, count, rows, cols, lse = std::move(lse)](Node<T>& n) {
              Node<T>& in = *n.inputs[0];
-             if (!in.requires_grad || count == 0) return;
+             if (count == 0) return;
+             const detail::Grad<T> dlogits(in);
+             if (!dlogits) return;
              const T scale = n.grad[0] / static_cast<T>(count);
              const T* x = in.value.data();
-             bool fresh = false;
-             T* dx = in.grad_buffer_for_write(fresh);
              // d loss / d logits = (softmax - onehot(target)) / count, softmax = exp(x - lse).
              parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
                for (int64_t r = r0; r < r1; ++r) {
-                 VecMap<T> dxr(dx + r * cols, cols);
                  if (targets[r] == ignore_index || lse[r] == kNegInf<T>) {
-                   if (fresh) dxr.setZero();
+                   dlogits.zero(r * cols, cols);
                    continue;
                  }
-                 if (fresh)
-                   dxr = scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
-                 else
-                   dxr += scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp();
-                 dxr[targets[r]] -= scale;
+                 dlogits.put(r * cols, cols, scale * (ConstVecMap<T>(x + r * cols, cols) - lse[r]).exp());
+                 dlogits.data()[r * cols + targets[r]] -= scale;
                }
              });
            });

@@ -25,9 +25,9 @@ constexpr int64_t kWorkPerElement = 8;
 template <typename T>
 using Scratch = Eigen::Array<T, Eigen::Dynamic, 1, Eigen::ColMajor, kChunk, 1>;
 
-// Shared shape of every op here: forward(x, y) fills the output y, and backward(x, y, dy, dx) adds into a's
-// grad dx, chunk by chunk. Both write through maps themselves, so no Eigen expression outlives the lambda
-// that built it.
+// Shared shape of every op here: forward(x, y) fills the output y, and backward(x, y, dy, put) passes the
+// input's gradient, as an expression, to put, chunk by chunk. Both write from inside the lambda, so no
+// Eigen expression outlives the lambda (or the scratch array) that built it.
 template <typename T, typename Forward, typename Backward>
 Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward grad_fn) {
   if (!a.defined()) throw std::invalid_argument(std::string(op) + ": input tensor is undefined");
@@ -42,21 +42,17 @@ Tensor<T> unary(const Tensor<T>& a, const char* op, Forward forward, Backward gr
   if (needs_grad<T>({&a}))
     attach(out, op, {a.node_ptr()}, [grad_fn, size](Node<T>& n) {
       Node<T>& in = *n.inputs[0];
-      if (!in.requires_grad) return;
-      bool fresh = false;
-      T* dx = in.grad_buffer_for_write(fresh);
+      const detail::Grad<T> dx(in);
+      if (!dx) return;
       parallel_chunks(size, kChunk, kWorkPerElement, [&](int64_t i, int64_t len) {
         ConstVecMap<T> xs(in.value.data() + i, len), ys(n.value.data() + i, len), dys(n.grad.data() + i, len);
-        VecMap<T> dxs(dx + i, len);
-        // A fresh buffer starts as zeros, so the backward's += runs on a zeroed chunk (in L1).
-        if (fresh) dxs.setZero();
-        grad_fn(xs, ys, dys, dxs);
+        grad_fn(xs, ys, dys, [&](const auto& dxs) { dx.put(i, len, dxs); });
       });
     });
   return out;
 }
 
-// Argument types of the forward and backward lambdas below.
+// Argument types of the forward and backward lambdas below (backward's last one, `put`, is generic).
 template <typename T>
 using In = const ConstVecMap<T>&;
 template <typename T>
@@ -68,14 +64,14 @@ template <typename T>
 Tensor<T> exp(const Tensor<T>& a) {
   return unary(
       a, "exp", [](In<T> x, Out<T> y) { y = x.exp(); },
-      [](In<T>, In<T> y, In<T> dy, Out<T> dx) { dx += dy * y; });
+      [](In<T>, In<T> y, In<T> dy, auto&& put) { put(dy * y); });
 }
 
 template <typename T>
 Tensor<T> log(const Tensor<T>& a) {
   return unary(
       a, "log", [](In<T> x, Out<T> y) { y = x.log(); },
-      [](In<T> x, In<T>, In<T> dy, Out<T> dx) { dx += dy / x; });
+      [](In<T> x, In<T>, In<T> dy, auto&& put) { put(dy / x); });
 }
 
 template <typename T>
@@ -83,7 +79,7 @@ Tensor<T> tanh(const Tensor<T>& a) {
   // The derivative 1 - y^2 uses the saved output: no second tanh in backward.
   return unary(
       a, "tanh", [](In<T> x, Out<T> y) { y = x.tanh(); },
-      [](In<T>, In<T> y, In<T> dy, Out<T> dx) { dx += dy * (T(1) - y.square()); });
+      [](In<T>, In<T> y, In<T> dy, auto&& put) { put(dy * (T(1) - y.square())); });
 }
 
 template <typename T>
@@ -91,7 +87,7 @@ Tensor<T> relu(const Tensor<T>& a) {
   // Subgradient 0 at x == 0, as PyTorch.
   return unary(
       a, "relu", [](In<T> x, Out<T> y) { y = x.max(T(0)); },
-      [](In<T> x, In<T>, In<T> dy, Out<T> dx) { dx += (x > T(0)).select(dy, T(0)); });
+      [](In<T> x, In<T>, In<T> dy, auto&& put) { put((x > T(0)).select(dy, T(0))); });
 }
 
 template <typename T>
@@ -100,9 +96,9 @@ Tensor<T> gelu(const Tensor<T>& a) {
   // Backward recomputes tanh(u) from x rather than keeping it alive from forward to backward.
   return unary(
       a, "gelu", [c, k](In<T> x, Out<T> y) { y = T(0.5) * x * (T(1) + (c * (x + k * x.cube())).tanh()); },
-      [c, k](In<T> x, In<T>, In<T> dy, Out<T> dx) {
+      [c, k](In<T> x, In<T>, In<T> dy, auto&& put) {
         const Scratch<T> t = (c * (x + k * x.cube())).tanh();
-        dx += dy * T(0.5) * ((T(1) + t) + x * (T(1) - t.square()) * c * (T(1) + T(3) * k * x.square()));
+        put(dy * T(0.5) * ((T(1) + t) + x * (T(1) - t.square()) * c * (T(1) + T(3) * k * x.square())));
       });
 }
 

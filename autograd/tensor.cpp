@@ -183,7 +183,7 @@ T Tensor<T>::item() const {
 }
 
 template <typename T>
-Tensor<T>& Tensor<T>::set_requires_grad(bool on) {
+Tensor<T>& Tensor<T>::set_requires_grad(bool on) & {
   node_->requires_grad = on;
   return *this;
 }
@@ -209,13 +209,13 @@ Tensor<T> Tensor<T>::detach() const {
 }
 
 template <typename T>
-MatMap<T> Tensor<T>::mat() {
+MatMap<T> Tensor<T>::mat() & {
   const int64_t cols = dim() == 0 ? 1 : shape().back();
   return MatMap<T>(data(), cols == 0 ? 0 : numel() / cols, cols);
 }
 
 template <typename T>
-ConstMatMap<T> Tensor<T>::mat() const {
+ConstMatMap<T> Tensor<T>::mat() const& {
   const int64_t cols = dim() == 0 ? 1 : shape().back();
   return ConstMatMap<T>(data(), cols == 0 ? 0 : numel() / cols, cols);
 }

@@ -98,13 +98,68 @@ struct Node {
   ~Node();
 
   int64_t numel() const { return static_cast<int64_t>(value.size()); }
-  // The gradient buffer, zero-filled on first use.
+  // The gradient buffer, zero-filled on first use. (Ops write gradients through detail::Grad below.)
   T* grad_buffer();
   // The gradient buffer for a backward that writes every element: on first use it is left uninitialised
   // and `fresh` is set, and the caller must assign (=) rather than add (+=); otherwise `fresh` is false.
   // Assigning v gives the bits of 0 + v except for v = -0, so gradients do not change.
   T* grad_buffer_for_write(bool& fresh);
 };
+
+namespace detail {
+
+// How a backward writes into the gradient of one of its inputs. A backward that puts every element once
+// takes kOnce: the first write into a buffer (nothing flowed in yet) assigns, so the buffer is never
+// zero-filled first, and later writes (an input used twice, or by two ops) add. A backward that sums
+// several contributions into an element (a broadcast input, a scatter) takes kSum: zeros on first use,
+// and every write adds.
+enum class GradWrites { kOnce, kSum };
+
+// One input's gradient, for an op's backward:
+//   detail::Grad<T> dx(*n.inputs[0]);         // empty (false) if that input needs no gradient
+//   if (dx) dx.put(offset, len, expr);        // elements [offset, offset + len) = expr, or += expr
+// Acquire each input's Grad just before writing it, in the order of the writes, so that when two inputs
+// are one node the first write assigns and the second adds.
+template <typename T>
+class Grad {
+ public:
+  explicit Grad(Node<T>& in, GradWrites writes = GradWrites::kOnce) {
+    if (!in.requires_grad) return;
+    if (writes == GradWrites::kSum) {
+      data_ = in.grad_buffer();
+    } else {
+      bool fresh = false;
+      data_ = in.grad_buffer_for_write(fresh);
+      adds_ = !fresh;
+    }
+  }
+  explicit operator bool() const { return data_ != nullptr; }
+  T* data() const { return data_; }
+  // Whether writes add (+=) rather than assign: the flag for kernels that take one (gemm's accumulate).
+  bool adds() const { return adds_; }
+  // dst = src or dst += src; dst is an Eigen view into data() (a VecMap, a rowwise() of a MatMap, ...).
+  template <typename Dst, typename Src>
+  void put(Dst&& dst, const Src& src) const {
+    if (adds_)
+      dst += src;
+    else
+      dst = src;
+  }
+  template <typename Src>
+  void put(int64_t offset, int64_t len, const Src& src) const {
+    put(VecMap<T>(data_ + offset, len), src);
+  }
+  // Elements [offset, offset + len) receive no gradient (under kOnce they must still be written: zeros).
+  void zero(int64_t offset, int64_t len) const {
+    if (!adds_) VecMap<T>(data_ + offset, len).setZero();
+  }
+
+ private:
+  T* data_ = nullptr;
+  bool adds_ = true;
+};
+
+}  // namespace detail
 
 template <typename T>
 class Tensor {
@@ -119,17 +174,25 @@ class Tensor {
   static Tensor from(const Shape& shape, std::vector<T> values, bool requires_grad = false);
   static Tensor scalar(T value, bool requires_grad = false) { return from({}, {value}, requires_grad); }
 
+  // Accessors that return a reference or a view into the tensor are for named tensors only: on a temporary
+  // (`f().values()`), which may hold the last reference to its storage, the reference would dangle as soon
+  // as the statement ends (a range-for over it reads freed memory). There, shape(), values() and node_ptr()
+  // return copies (set_requires_grad() a new handle, not a reference), and data(), vec(), mat(), grad()
+  // and node() do not compile.
   bool defined() const { return node_ != nullptr; }
-  const Shape& shape() const { return node_->shape; }
+  const Shape& shape() const& { return node_->shape; }
+  Shape shape() && { return node_->shape; }
   int64_t dim() const { return static_cast<int64_t>(node_->shape.size()); }
   // Size of dimension d; negative d counts from the end.
   int64_t size(int64_t d) const;
   int64_t numel() const { return node_->numel(); }
 
-  T* data() { return node_->value.data(); }
-  const T* data() const { return node_->value.data(); }
-  Buffer<T>& values() { return node_->value; }
-  const Buffer<T>& values() const { return node_->value; }
+  T* data() & { return node_->value.data(); }
+  const T* data() const& { return node_->value.data(); }
+  T* data() && = delete;
+  Buffer<T>& values() & { return node_->value; }
+  const Buffer<T>& values() const& { return node_->value; }
+  Buffer<T> values() && { return node_->value; }
   // The values as a plain vector (a copy), e.g. for JSON and checkpoints.
   std::vector<T> to_vector() const { return std::vector<T>(node_->value.begin(), node_->value.end()); }
   // Replaces the values with as many from `values` (which must hold numel() of them).
@@ -137,10 +200,12 @@ class Tensor {
   T item() const;  // the value of a one-element tensor
 
   bool requires_grad() const { return node_->requires_grad; }
-  Tensor& set_requires_grad(bool on = true);
+  Tensor& set_requires_grad(bool on = true) &;
+  Tensor set_requires_grad(bool on = true) && { return set_requires_grad(on); }
   bool has_grad() const { return !node_->grad.empty(); }
   // The gradient (zeros if nothing flowed in yet), allocated on first use.
-  T* grad() { return node_->grad_buffer(); }
+  T* grad() & { return node_->grad_buffer(); }
+  T* grad() && = delete;
   Tensor grad_tensor() const;  // a copy of the gradient as a tensor without a graph
   void zero_grad();            // frees the gradient buffer; the next backward starts from zero
 
@@ -155,14 +220,18 @@ class Tensor {
   void backward(const T* seed, size_t n);
 
   // Eigen views over the buffer.
-  VecMap<T> vec() { return VecMap<T>(data(), numel()); }
-  ConstVecMap<T> vec() const { return ConstVecMap<T>(data(), numel()); }
+  VecMap<T> vec() & { return VecMap<T>(data(), numel()); }
+  ConstVecMap<T> vec() const& { return ConstVecMap<T>(data(), numel()); }
+  VecMap<T> vec() && = delete;
   // The buffer as a rows x cols matrix, rows = product of all dims but the last.
-  MatMap<T> mat();
-  ConstMatMap<T> mat() const;
+  MatMap<T> mat() &;
+  ConstMatMap<T> mat() const&;
+  MatMap<T> mat() && = delete;
 
-  Node<T>* node() const { return node_.get(); }
-  const std::shared_ptr<Node<T>>& node_ptr() const { return node_; }
+  Node<T>* node() const& { return node_.get(); }
+  Node<T>* node() && = delete;
+  const std::shared_ptr<Node<T>>& node_ptr() const& { return node_; }
+  std::shared_ptr<Node<T>> node_ptr() && { return node_; }
 
  private:
   std::shared_ptr<Node<T>> node_;

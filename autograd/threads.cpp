@@ -11,6 +11,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,6 +34,8 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 
 thread_local bool t_in_region = false;
 
+std::atomic<detail::WorkerStartHook> g_worker_start_hook{nullptr};
+
 template <typename Ready>
 bool spin_until(Ready ready) {
   const auto start = std::chrono::steady_clock::now();
@@ -46,18 +50,23 @@ bool spin_until(Ready ready) {
 
 class Pool {
  public:
+  // Starts threads - 1 workers. If one cannot be started (the system's thread limit, or memory), the
+  // workers already running are stopped and joined and a std::runtime_error says which one failed.
   explicit Pool(int threads) : threads_(threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
-  }
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-      generation_.fetch_add(1);
+    try {
+      for (int i = 1; i < threads; ++i) {
+        if (const detail::WorkerStartHook hook = g_worker_start_hook.load()) hook(i);
+        workers_.emplace_back([this] { work(); });
+      }
+    } catch (const std::exception& e) {
+      const size_t started = workers_.size();
+      stop();
+      throw std::runtime_error("thread pool: could not start worker thread " + std::to_string(started + 1) +
+                               " of " + std::to_string(threads - 1) + " for " + std::to_string(threads) +
+                               " threads (" + e.what() + "); use fewer threads");
     }
-    wake_.notify_all();
-    for (auto& w : workers_) w.join();
   }
+  ~Pool() { stop(); }
   int size() const { return threads_; }
 
   void run(int64_t n, detail::ChunkFn fn, void* ctx) {
@@ -109,6 +118,17 @@ class Pool {
     }
   }
 
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
   void work() {
     uint64_t seen = 0;
     for (;;) {
@@ -140,11 +160,25 @@ std::atomic<int> g_threads{1};
 std::unique_ptr<Pool> g_pool;
 std::mutex g_pool_mutex;
 
+// Makes sure the pool matches num_threads(); the caller holds g_pool_mutex. The old pool is replaced only
+// once the new one has started, so a failure leaves it as it was.
+void ensure_pool() {
+  if (!g_pool || g_pool->size() != num_threads()) g_pool = std::make_unique<Pool>(num_threads());
+}
+
 }  // namespace
 
 void set_num_threads(int n) {
   n = n < 1 ? 1 : n;
-  g_threads.store(n);
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  const int previous = g_threads.exchange(n);
+  if (n < 2) return;
+  try {
+    ensure_pool();  // start the workers now, so a failure surfaces here rather than inside an op
+  } catch (...) {
+    g_threads.store(previous);
+    throw;
+  }
 }
 
 int num_threads() {
@@ -157,13 +191,14 @@ bool in_parallel_region() {
   return t_in_region;
 }
 
+void set_worker_start_hook(WorkerStartHook hook) {
+  g_worker_start_hook.store(hook);
+}
+
 void run_parallel(int64_t n, ChunkFn fn, void* ctx) {
   // Held for the whole job: two threads calling into the engine at once take turns on the pool.
   std::lock_guard<std::mutex> lock(g_pool_mutex);
-  if (!g_pool || g_pool->size() != num_threads()) {
-    g_pool.reset();
-    g_pool = std::make_unique<Pool>(num_threads());
-  }
+  ensure_pool();
   g_pool->run(n, fn, ctx);
 }
 

@@ -17,6 +17,9 @@
 
 namespace ag {
 
+// Sets the thread count (values below 1 mean 1) and starts the pool's workers. If a worker cannot be
+// started, the ones already started are joined, the count stays as it was, and std::runtime_error is
+// thrown ("thread pool: could not start worker thread k of n ...") for the caller to name its setting.
 void set_num_threads(int n);
 int num_threads();
 
@@ -28,6 +31,10 @@ namespace detail {
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
 void run_parallel(int64_t n, ChunkFn fn, void* ctx);
 bool in_parallel_region();
+// For tests: called with the worker's index (1 .. threads - 1) before each worker thread is started; a
+// hook that throws stands in for a thread the system refuses to create. nullptr removes it.
+using WorkerStartHook = void (*)(int index);
+void set_worker_start_hook(WorkerStartHook hook);
 }  // namespace detail
 
 // Calls f(begin, end) on disjoint contiguous chunks covering [0, n), spread over the threads, when `work`

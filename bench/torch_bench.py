@@ -4,7 +4,8 @@ Reads an attograd bench config (bench/configs/*.json: a "random" task of uniform
 DESIGN.md's pre-LN GPT in float32 with explicit attention (matmul, masked_fill, softmax, matmul), and times
 full training steps: forward, next-token cross-entropy on every position, backward, global-norm gradient
 clipping, AdamW (betas 0.9/0.999, eps 1e-8, weight decay on the 2-d weight matrices except the embeddings,
-constant lr from the config). Warm-up steps are excluded. Prints one JSON line with the fields of
+constant lr from the config). With --forward, forward passes alone under torch.no_grad() instead (as
+`attograd bench --forward`). Warm-up steps are excluded. Prints one JSON line with the fields of
 `attograd bench`.
 
 Give PyTorch its best setting on this machine (Debian's OpenBLAS 0.3.21 does not know the CPU):
@@ -160,7 +161,8 @@ def make_optimizer(model, train):
 
 
 def model_flops_per_step(model, config):
-    """6 x non-embedding params x tokens + attention's 12 x layers x T^2 x d_model x B."""
+    """A training step: 6 x non-embedding params x tokens + attention's 12 x layers x T^2 x d_model x B
+    (a forward pass is a third of it)."""
     non_embedding = sum(p.numel() for name, p in model.named_parameters()
                         if not name.startswith(("tok_emb.", "pos_emb.")))
     batch, seq_len = config["train"]["batch_size"], config["seq_len"]
@@ -175,7 +177,9 @@ def main():
     parser.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
     parser.add_argument("--threads", type=int, help="intra-op threads (default: the config's train.threads)")
-    parser.add_argument("--peak-gflops", type=float, help="machine peak, to report mfu")
+    parser.add_argument("--peak-gflops", type=float, help="machine peak (attograd's peak_fma_gflops), for mfu")
+    parser.add_argument("--forward", action="store_true",
+                        help="time forward passes under torch.no_grad() instead of training steps")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0:
         parser.error("--steps must be >= 1 and --warmup >= 0")
@@ -198,24 +202,32 @@ def main():
         sequences = torch.randint(0, vocab, (batch, seq_len + 1))
         inputs, targets = sequences[:, :-1], sequences[:, 1:]
         start = time.perf_counter()
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if train["grad_clip"]:
-            torch.nn.utils.clip_grad_norm_(params, train["grad_clip"])
-        optimizer.step()
+        if args.forward:
+            with torch.no_grad():
+                logits = model(inputs)
+            check = logits[-1, -1, -1].item()
+        else:
+            logits = model(inputs)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if train["grad_clip"]:
+                torch.nn.utils.clip_grad_norm_(params, train["grad_clip"])
+            optimizer.step()
+            check = loss.item()
         elapsed = time.perf_counter() - start
-        if not math.isfinite(loss.item()):
-            sys.exit(f"{args.config}: loss became {loss.item()} at step {step}")
+        if not math.isfinite(check):
+            sys.exit(f"{args.config}: {'a logit' if args.forward else 'the loss'} became {check} at step {step}")
         if step >= args.warmup:
             step_seconds.append(elapsed)
 
     median = statistics.median(step_seconds)
-    gflops_per_s = model_flops_per_step(model, config) / median / 1e9
+    flops = model_flops_per_step(model, config) / (3 if args.forward else 1)
+    gflops_per_s = flops / median / 1e9
     print(json.dumps({
         "impl": "pytorch",
         "config": config["name"],
+        "mode": "forward" if args.forward else "train",
         "threads": threads,
         "tokens_per_s": batch * seq_len / median,
         "step_ms_median": median * 1e3,

@@ -1,15 +1,23 @@
-// attograd bench CONFIG [--steps N] [--threads N] [--warmup N] [--peak-gflops X] [--set key=value]...
+// attograd bench CONFIG [--forward] [--steps N] [--threads N] [--warmup N] [--peak-gflops X]
+//                       [--set key=value]...
 // Times full training steps exactly as the trainer runs them (forward, cross-entropy, backward, global-norm
-// clip, AdamW) and prints one JSON line, the same fields as bench/torch_bench.py (issue 6). Batch sampling
-// is outside the timed region (as in torch_bench.py); warm-up steps are excluded. Not a training run: no
-// run folder, no checkpoints, no evaluation.
+// clip, AdamW), or with --forward forward passes alone with no graph recorded (as evaluation and the study
+// tools run them), and prints one JSON line, the same fields as bench/torch_bench.py. Batch sampling is
+// outside the timed region (as in torch_bench.py); warm-up steps are excluded. Not a training run: no run
+// folder, no checkpoints, no evaluation.
+//
+// The MFU is measured against the machine's FMA peak, taken in the same process: every thread runs a
+// register-only loop of fused multiply-adds at the native vector width (docs/performance.md).
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <thread>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -33,11 +41,116 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// The machine's float32 GEMM rate, as issue 6 defines the peak for the MFU: an Eigen 512x512x512 product,
-// split by blocks of 16 output rows over the engine's pool at `threads` (Eigen's own OpenMP threading
-// measured 5 to 10 times below one thread on a shared machine, which would make the MFU meaningless);
-// the median of many repetitions, in GFLOP/s (2 n^3 flops per product). With `engine` set, the same
-// product through ag::matmul (the engine's own GEMM) instead, reported beside it.
+// The vector width the FMA peak is measured at: the widest this binary was compiled for (the GEMM's
+// micro-kernel uses the same width).
+#if defined(__AVX512F__)
+constexpr int kPeakVectorBytes = 64;
+constexpr int kPeakChains = 24;  // of 32 registers: enough independent FMAs to cover latency x pipes
+#elif defined(__AVX__)
+constexpr int kPeakVectorBytes = 32;
+constexpr int kPeakChains = 12;  // of 16 registers
+#else
+constexpr int kPeakVectorBytes = 16;
+constexpr int kPeakChains = 12;
+#endif
+typedef float PeakVec __attribute__((vector_size(kPeakVectorBytes)));
+constexpr int kPeakLanes = kPeakVectorBytes / int(sizeof(float));
+
+const char* vector_isa() {
+#if defined(__AVX512F__)
+  return "avx512";
+#elif defined(__AVX2__) && defined(__FMA__)
+  return "avx2+fma";
+#elif defined(__AVX__)
+  return "avx";
+#elif defined(__aarch64__)
+  return "neon";
+#else
+  return "sse";
+#endif
+}
+
+// The CPU's model name from /proc/cpuinfo ("unknown" where there is none).
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        size_t b = line.find_first_not_of(" \t", colon + 1);
+        return b == std::string::npos ? "unknown" : line.substr(b);
+      }
+    }
+  return "unknown";
+}
+
+// `iterations` rounds of kPeakChains independent vector FMAs (acc = acc * m + a, which the compiler
+// contracts to one FMA each), all in registers: the most float32 arithmetic a core can issue. The chains
+// converge to a / (1 - m), so nothing overflows or goes subnormal. Returns a sum so nothing is dropped.
+__attribute__((noinline)) float fma_loop(int64_t iterations, float m, float a) {
+  PeakVec acc[kPeakChains];
+  for (int i = 0; i < kPeakChains; ++i) acc[i] = PeakVec{} + float(i);
+  const PeakVec mv = PeakVec{} + m, av = PeakVec{} + a;
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 32
+    for (int i = 0; i < kPeakChains; ++i) acc[i] = acc[i] * mv + av;
+  }
+  PeakVec sum{};
+  for (int i = 0; i < kPeakChains; ++i) sum += acc[i];
+  float total = 0;
+  for (int l = 0; l < kPeakLanes; ++l) total += sum[l];
+  return total;
+}
+
+// The machine's float32 FMA peak at `threads` threads, in GFLOP/s (an FMA counts 2 flops): one thread per
+// worker, each running fma_loop for about `seconds`, all started together; the best of three runs (a
+// shared machine only ever makes the loop slower).
+double measure_fma_peak_gflops(int threads, double seconds) {
+  volatile float m = 0.999f, a = 1e-3f;
+  // Calibrate: iterations per second on one thread.
+  int64_t probe = 1 << 16;
+  double probe_s = 0;
+  for (;;) {
+    const auto start = Clock::now();
+    volatile float sink = fma_loop(probe, m, a);
+    (void)sink;
+    probe_s = seconds_since(start);
+    if (probe_s > 0.01) break;
+    probe *= 4;
+  }
+  const int64_t iterations = std::max<int64_t>(1, int64_t(double(probe) * seconds / 3 / probe_s));
+  const double flops = 2.0 * kPeakChains * kPeakLanes * double(iterations) * threads;
+  double best = 0;
+  for (int run = 0; run < 3; ++run) {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<float> sinks(threads);
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (!go.load()) std::this_thread::yield();
+        sinks[t] = fma_loop(iterations, m, a);
+      });
+    while (ready.load() != threads - 1) std::this_thread::yield();
+    const auto start = Clock::now();
+    go.store(true);
+    sinks[0] = fma_loop(iterations, m, a);
+    for (auto& t : pool) t.join();
+    const double s = seconds_since(start);
+    volatile float sink = sinks[0];
+    (void)sink;
+    best = std::max(best, flops / s / 1e9);
+  }
+  return best;
+}
+
+// A float32 GEMM rate, reported beside the FMA peak (eigen_gemm_gflops, with mfu_vs_eigen_gemm): an Eigen
+// 512x512x512 product, split by blocks of 16 output rows over the engine's pool at `threads` (Eigen's own
+// OpenMP threading measured 5 to 10 times below one thread on a shared machine); the median of many
+// repetitions, in GFLOP/s (2 n^3 flops per product). With `engine` set, the same product through
+// ag::matmul (the engine's own GEMM) instead (engine_gemm_gflops).
 double measure_gemm_gflops(int threads, bool engine) {
   const int64_t n = 512;
   const int reps = 40;
@@ -68,6 +181,7 @@ struct Args {
   std::vector<std::string> sets;
   int steps = 20, warmup = 3, threads = 0;
   double peak_gflops = 0;
+  bool forward = false;
 };
 
 int run(const Args& a) {
@@ -75,12 +189,13 @@ int run(const Args& a) {
   const int threads = a.threads > 0 ? a.threads : config.train.threads;
   // Progress for a person at a terminal, on stderr (stdout carries only the JSON line); nothing elsewhere.
   const bool tty = isatty(fileno(stderr)) != 0;
-  if (tty) std::fprintf(stderr, "bench: measuring GEMM rates...");
-  const double peak = a.peak_gflops > 0 ? a.peak_gflops : measure_gemm_gflops(threads, false);
+  if (tty) std::fprintf(stderr, "bench: measuring the FMA peak and GEMM rates...");
+  const double peak = a.peak_gflops > 0 ? a.peak_gflops : measure_fma_peak_gflops(threads, 0.3);
+  const double eigen_gemm = measure_gemm_gflops(threads, false);
   const double engine_gemm = measure_gemm_gflops(threads, true);
   ag::set_num_threads(threads);
 
-  train::TrainingStep trainer(config);
+  train::TrainingStep trainer(config, /*with_optimizer=*/!a.forward);
   int64_t non_embedding = 0;
   for (const auto& p : trainer.model().named_parameters())
     if (p.name.rfind("tok_emb.", 0) != 0 && p.name.rfind("pos_emb.", 0) != 0)
@@ -91,7 +206,13 @@ int run(const Args& a) {
     const train::Batch batch = trainer.next_batch();
     const auto start = Clock::now();
     try {
-      trainer.run(batch, step);
+      if (a.forward) {
+        const ag::Tensor<float> logits = trainer.forward(batch);
+        if (!std::isfinite(logits.data()[logits.numel() - 1]))
+          throw train::TrainingDiverged("a logit became non-finite at step " + std::to_string(step + 1));
+      } else {
+        trainer.run(batch, step);
+      }
     } catch (const train::TrainingDiverged& e) {
       throw std::runtime_error(a.config + ": " + e.what() + " of the bench");
     }
@@ -103,13 +224,18 @@ int run(const Args& a) {
   }
   const double med = median(step_seconds);
   const double tokens = double(B) * T;
-  const double flops = 6.0 * double(non_embedding) * tokens +
-                       12.0 * config.model.n_layers * double(T) * T * config.model.d_model * B;
+  // A training step: 6 flops per non-embedding parameter per token (2 forward, 4 backward) and the
+  // attention products (q k^T and P v: 4 T^2 d_model per sequence and layer forward, twice that backward).
+  // A forward pass alone is a third of both.
+  const double train_flops = 6.0 * double(non_embedding) * tokens +
+                             12.0 * config.model.n_layers * double(T) * T * config.model.d_model * B;
+  const double flops = a.forward ? train_flops / 3 : train_flops;
   const double gflops = flops / med / 1e9;
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const nlohmann::json out{{"impl", "attograd"},
                            {"config", config.name},
+                           {"mode", a.forward ? "forward" : "train"},
                            {"threads", threads},
                            {"tokens_per_s", tokens / med},
                            {"step_ms_median", med * 1e3},
@@ -117,9 +243,14 @@ int run(const Args& a) {
                            {"peak_rss_mb", usage.ru_maxrss / 1024.0},
                            {"params", trainer.model().parameter_count()},
                            {"gflops_per_s", gflops},
-                           {"peak_gflops", peak},
-                           {"engine_gemm_gflops", engine_gemm},
-                           {"mfu", gflops / peak}};
+                           {"cpu", cpu_model()},
+                           {"vector_isa", vector_isa()},
+                           {"vector_bits", kPeakVectorBytes * 8},
+                           {"peak_fma_gflops", peak},
+                           {"mfu", gflops / peak},
+                           {"eigen_gemm_gflops", eigen_gemm},
+                           {"mfu_vs_eigen_gemm", gflops / eigen_gemm},
+                           {"engine_gemm_gflops", engine_gemm}};
   if (tty) std::fprintf(stderr, "\r\033[K");
   std::printf("%s\n", out.dump().c_str());
   return 0;
@@ -129,14 +260,15 @@ int run(const Args& a) {
 
 Command add_bench(CLI::App& app) {
   auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("bench", "time full training steps; print one JSON line");
+  CLI::App* sub = app.add_subcommand("bench", "time training steps (or forward passes); print one JSON line");
   sub->add_option("CONFIG", a->config, "config JSON (bench/configs/*.json)")->required();
   sub->add_option("--steps", a->steps, "timed steps (default 20)")->check(CLI::PositiveNumber);
   sub->add_option("--warmup", a->warmup, "untimed warm-up steps (default 3)")->check(CLI::NonNegativeNumber);
   sub->add_option("--threads", a->threads, "threads (default: the config's train.threads)")
       ->check(CLI::PositiveNumber);
+  sub->add_flag("--forward", a->forward, "time forward passes without gradients (no graph, no backward)");
   sub->add_option("--peak-gflops", a->peak_gflops,
-                  "the machine's peak for mfu (default: measured, an Eigen 512x512 float32 GEMM)")
+                  "the machine's peak for mfu (default: measured, a float32 FMA loop on every thread)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--set", a->sets, "override a config field, key.path=value (repeatable)");
   return [a] { return run(*a); };

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "study/view/ascii_heatmap.h"
 #include "study/view/svg_heatmap.h"
+#include "study/view/utf8_label.h"
 
 namespace cli {
 
@@ -109,7 +110,7 @@ int run_compare(const Args& args) {
     float dmax = 0;
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j) dmax = std::max(dmax, std::fabs(ma.weights[i][j] - mb.weights[i][j]));
-    std::printf("\n%s   total variation %s\n", head_name(ma.layer, ma.head).c_str(), fmt3(tv).c_str());
+    std::printf("\n%s   total variation %s\n", study::head_name(ma.layer, ma.head).c_str(), fmt3(tv).c_str());
     std::printf(
         "%s",
         side_by_side({labels,
@@ -135,7 +136,8 @@ int run_compare(const Args& args) {
   for (const Change& c : changes) {
     std::string bar;
     for (int k = 0; k < static_cast<int>(std::lround(c.tv * 40)); ++k) bar += study::heat_glyph(4);
-    std::printf("  %-6s %s  %s\n", head_name(c.layer, c.head).c_str(), fmt3(c.tv).c_str(), bar.c_str());
+    std::printf("  %-6s %s  %s\n", study::head_name(c.layer, c.head).c_str(), fmt3(c.tv).c_str(),
+                bar.c_str());
   }
   if (!args.svg.empty()) {
     study::SvgOptions svg;

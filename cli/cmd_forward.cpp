@@ -7,6 +7,7 @@
 #include "study/view/ascii_heatmap.h"
 #include "train/evaluate.h"
 #include "train/run_folder.h"
+#include "train/token_input.h"
 
 namespace cli {
 

@@ -1,10 +1,13 @@
 // attograd train CONFIG [--set key.path=value]... [--out DIR] [--resume RUN_DIR]
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
 #include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "io/atomic_file.h"
 #include "study/run_study.h"
 #include "train/checkpoint.h"
 
@@ -13,8 +16,24 @@ namespace cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+
+// The first Ctrl-C (or SIGTERM) asks the trainer to checkpoint and stop; a second one, for a person who
+// does not want to wait (e.g. for the final evaluation), ends the process at once: the last checkpoint on
+// disk is complete either way.
 extern "C" void on_interrupt(int) {
-  g_stop.store(true);
+  if (g_stop.exchange(true)) ::_exit(130);
+}
+
+// --overwrite: the old run's files go before anything new is written, so a crash in between can never
+// leave the new config beside the old checkpoint (which --resume would then continue).
+void clear_run_folder(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  for (const char* name : {"checkpoint", "metrics.jsonl", "config.json", "attention", "scores.json",
+                           "report.html", "patching", "circuits.json", "circuits"}) {
+    std::error_code ec;
+    fs::remove_all(fs::path(run_dir) / name, ec);
+    if (ec) throw io::WriteError(run_dir + "/" + name + ": cannot remove for --overwrite: " + ec.message());
+  }
 }
 
 struct TrainArgs {
@@ -56,14 +75,17 @@ int run(const TrainArgs& a) {
     if (std::filesystem::exists(train::model_checkpoint_path(run_dir)) && !a.overwrite)
       throw UsageError(run_dir + ": already holds a trained run; --resume " + run_dir +
                        " to continue it, --out DIR for a new one, or --overwrite to replace it");
+    if (a.overwrite) clear_run_folder(run_dir);
   }
   Progress progress(stdout);
   study::RunStudy run_study(config, run_dir);
   train::TrainOptions options{run_dir, !a.resume.empty(), &g_stop, {&progress, &run_study}};
   g_stop.store(false);
   std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   const train::TrainResult r = train::train_model(config, options);
   std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   progress.finish_line();
   if (!run_study.score_table().empty()) std::printf("%s", run_study.score_table().c_str());
   if (r.interrupted) {

@@ -1,9 +1,11 @@
-// attograd: one program, one subcommand per job (DESIGN.md "The command line"). This file only dispatches
-// and turns failures into one-line messages and exit codes: 0 success, 1 the run failed, 2 bad input.
+// attograd: one program, one subcommand per job (docs/architecture.md "The command line"). This file only
+// dispatches and turns failures into one-line messages and exit codes: 0 success, 1 the run failed, 2 bad
+// input.
 #include <cstdio>
 #include <map>
 
 #include "cli/commands.h"
+#include "io/atomic_file.h"
 #include "train/config.h"
 #include "train/trainer.h"
 
@@ -44,6 +46,9 @@ int main(int argc, char** argv) {
     try {
       return command();
     } catch (const train::TrainingDiverged& e) {
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      return 1;
+    } catch (const io::WriteError& e) {  // disk full, I/O error: the run failed, the input was fine
       std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
       return 1;
     } catch (const std::exception& e) {

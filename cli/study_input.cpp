@@ -8,7 +8,9 @@
 #include "cli/commands.h"
 #include "study/capture.h"
 #include "study/view/ascii_heatmap.h"
+#include "study/view/utf8_label.h"
 #include "train/evaluate.h"
+#include "train/token_input.h"
 
 namespace cli {
 
@@ -118,10 +120,6 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
     out += line + '\n';
   }
   return out;
-}
-
-std::string head_name(int layer, int head) {
-  return "L" + std::to_string(layer) + " H" + std::to_string(head);
 }
 
 std::string join_tokens(const std::vector<std::string>& tokens) {

@@ -1,9 +1,8 @@
 // Shared by `attograd attend` and `attograd compare` (and, for the input and its maps, `attograd forward`):
-// their --layer/--head options, loading the run and
-// checking --layer/--head against the model, turning --tokens/--ids into model input (with the task's BOS
-// put in front when the user left it out), running one batch of inputs to get their maps, and laying text
-// panels side by side.
-// Not for training or scores: the study library (train/) owns those.
+// their --layer/--head options, loading the run and checking --layer/--head against the model, turning
+// --tokens/--ids into model input (with the task's BOS put in front when the user left it out), running one
+// batch of inputs to get their maps, and laying text panels side by side.
+// Not for training or scores: train/ and study/ own those.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -61,9 +60,6 @@ std::vector<std::string> text_lines(const std::string& text, int n = -1);
 // Panels next to each other, `gap` columns apart, each padded to its widest line (UTF-8 aware);
 // trailing spaces trimmed.
 std::string side_by_side(const std::vector<std::vector<std::string>>& panels, int gap = 3);
-
-// "L1 H2".
-std::string head_name(int layer, int head);
 
 // Token names separated by single spaces.
 std::string join_tokens(const std::vector<std::string>& tokens);

@@ -1,17 +1,47 @@
-// Whole-file text I/O for the run folder's study files (attention dumps, scores.json, report.html).
-// Writes go to PATH.tmp and are renamed over PATH, so a reader (or a crash) never sees a half-written file.
-// Not for checkpoints (binary, owned by the trainer) and not for streaming logs (metrics.jsonl appends).
+// The one way the program writes a file: AtomicFile writes a new temporary file in the target's folder
+// (created with O_EXCL and O_NOFOLLOW, so a planted file or symlink is never written through), fsyncs it,
+// renames it over the target and fsyncs the folder. A reader, a crash or a full disk therefore leaves either
+// the old file or the new one, never a mix. Used for checkpoints, config.json, scores.json, attention
+// dumps, SVGs and report.html. Not for metrics.jsonl, which grows by appends (train/metrics_log.h).
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 namespace io {
 
+// A write that failed for a reason outside the input: disk full, I/O error, permissions. Commands exit 1
+// on it (a bad input is exit 2).
+class WriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class AtomicFile {
+ public:
+  // Creates PATH's missing parent folders and a fresh temporary file beside PATH.
+  explicit AtomicFile(const std::string& path);
+  ~AtomicFile();  // removes the temporary file unless commit() ran
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* bytes, size_t n);
+  void write(const std::string& text) { write(text.data(), text.size()); }
+  // fsync, rename over PATH, fsync the folder. Every failure throws WriteError("PATH: cannot write: WHY").
+  void commit();
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
 // The whole file as bytes; throws std::runtime_error("PATH: cannot read: REASON") on failure.
 std::string read_text_file(const std::string& path);
 
-// Writes `text` to PATH.tmp, flushes, then renames it to PATH; creates missing parent folders.
-// Throws std::runtime_error("PATH: cannot write: REASON") and removes the temporary file on failure.
+// AtomicFile in one call.
 void write_text_file_atomically(const std::string& path, const std::string& text);
+
+// fsyncs PATH's folder, so a rename or a new file in it survives a power cut. Throws WriteError.
+void sync_parent_directory(const std::string& path);
 
 }  // namespace io

@@ -1,7 +1,9 @@
 // The one way a reader of the project's JSON files reports a problem: one line, "SOURCE: POINTER: WHAT",
-// where SOURCE is the file (and line, for JSON Lines) and POINTER the JSON pointer of the bad field.
+// where SOURCE is the file (and line, for JSON Lines) and POINTER the JSON pointer of the bad field; and
+// the checked lookups every such reader needs.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -10,8 +12,20 @@ namespace io {
 // Throws std::runtime_error("SOURCE: POINTER: WHAT"); an empty pointer reads as "/" (the whole document).
 [[noreturn]] void json_error(const std::string& source, const std::string& pointer, const std::string& what);
 
-// Parses `text` as JSON; a syntax error becomes one line naming `source` (nlohmann's message has no newline
-// added, and the bytes it quotes are escaped).
+// Parses `text` as JSON; a syntax error becomes one line "SOURCE: not valid JSON: WHAT" (nlohmann's
+// message, which carries the byte offset, with any newline folded).
 nlohmann::json parse_json(const std::string& text, const std::string& source);
+// The file at `path`, read and parsed; errors name the path.
+nlohmann::json read_json_file(const std::string& path);
+
+// The member `key` of the object `obj` found at `pointer`; missing: "missing required key "KEY"".
+const nlohmann::json& json_member(const nlohmann::json& obj, const char* key, const std::string& source,
+                                  const std::string& pointer);
+// `j` as an integer >= 0; otherwise "expected a non-negative integer, got -1" (the number, or the type).
+int64_t json_nonnegative_integer(const nlohmann::json& j, const std::string& source,
+                                 const std::string& pointer);
+// `j` itself when it is an array; otherwise "expected an array, got TYPE".
+const nlohmann::json& json_array(const nlohmann::json& j, const std::string& source,
+                                 const std::string& pointer);
 
 }  // namespace io

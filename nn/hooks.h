@@ -5,13 +5,15 @@
 //
 // Hook points of CausalLM (docs/architecture.md "Hook points"); L is the block index from 0, B batch,
 // T query positions, S key positions, H heads, dk = D / H, V vocabulary:
-//   blocks.L.resid_pre     (B, T, D)     the residual stream entering block L
-//   blocks.L.attn.pattern  (B, H, T, S)  attention weights; rows sum to 1 (hooking it takes the composed
-//   path) blocks.L.attn.z        (B, T, H, dk) each head's output before Wo blocks.L.attn.out      (B, T, D)
-//   attention's output after Wo blocks.L.resid_mid     (B, T, D)     resid_pre + attn.out blocks.L.mlp.out
-//   (B, T, D)     the MLP's output (not in attention-only models) blocks.L.resid_post    (B, T, D)     the
-//   residual stream leaving block L ln_f.out               (B, T, D)     the final LayerNorm's output logits
-//   (B, T, V)
+//   blocks.L.resid_pre     (B, T, D)      the residual stream entering block L
+//   blocks.L.attn.pattern  (B, H, T, S)   attention weights, rows sum to 1 (hooking it: composed path)
+//   blocks.L.attn.z        (B, T, H, dk)  each head's output before Wo
+//   blocks.L.attn.out      (B, T, D)      attention's output after Wo
+//   blocks.L.resid_mid     (B, T, D)      resid_pre + attn.out
+//   blocks.L.mlp.out       (B, T, D)      the MLP's output (not in attention-only models)
+//   blocks.L.resid_post    (B, T, D)      the residual stream leaving block L
+//   ln_f.out               (B, T, D)      the final LayerNorm's output
+//   logits                 (B, T, V)
 // A hook's replacement flows on through the rest of forward and, when gradients are on, through backward
 // (to the replaced activation's unpatched elements and to the replacement itself).
 #pragma once

@@ -1,6 +1,7 @@
 // Module: the base of every nn/ building block. It keeps its parameters and children by name so the
-// optimiser, the checkpoint writer and the gradient checker can walk them with DESIGN.md's names
-// ("blocks.0.attn.wq.weight"). Modules are templates on the scalar type: float to train, double to check.
+// optimiser, the checkpoint writer and the gradient checker can walk them with the checkpoint's names
+// ("blocks.0.attn.wq.weight", docs/architecture.md "Checkpoint"). Modules are templates on the scalar type:
+// float to train, double to check.
 #pragma once
 
 #include <string>

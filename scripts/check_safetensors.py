@@ -7,8 +7,9 @@ package is not installable here: an 8-byte little-endian u64 N, N bytes of JSON 
 which the tensors must tile exactly. It validates all of that, loads each tensor into torch, and prints
 name, shape, dtype and checksums (the sum, and a CRC-32 of the raw bytes for bit-exact comparisons).
 
-With --load-model it also builds a plain torch state_dict, checks the DESIGN.md checkpoint names, and loads
-it strictly into a torch module laid out like attograd's model (names and shapes only; no forward pass).
+With --load-model it also builds a plain torch state_dict, checks the checkpoint names of
+docs/architecture.md, and loads it strictly into a torch module laid out like attograd's model (names and
+shapes only; no forward pass).
 
 Usage: scripts/check_safetensors.py FILE [--load-model]
 Exit codes: 0 valid, 1 invalid file or model names, 2 bad usage. Errors are one line: `FILE: what (field)`.
@@ -143,7 +144,7 @@ def load(path):
 
 
 def design_names(n_layers, attention_only):
-    """The checkpoint names of DESIGN.md, in its order."""
+    """The checkpoint names of docs/architecture.md, in its order."""
     names = ["tok_emb.weight", "pos_emb.weight"]
     for i in range(n_layers):
         b = f"blocks.{i}."
@@ -170,7 +171,7 @@ class Block(torch.nn.Module):
             self.mlp.fc1 = torch.nn.Linear(d_model, d_ff)
             self.mlp.fc2 = torch.nn.Linear(d_ff, d_model)
 
-    def forward(self, x):  # (B, T, D), DESIGN.md's pre-LN block with explicit causal attention
+    def forward(self, x):  # (B, T, D), attograd's pre-LN block with explicit causal attention
         B, T, D = x.shape
         dk = D // self.n_heads
         h = self.ln1(x)
@@ -185,7 +186,7 @@ class Block(torch.nn.Module):
 
 
 class CausalLM(torch.nn.Module):
-    """attograd's parameter layout (DESIGN.md): a strict load_state_dict works, and forward() carries on."""
+    """attograd's parameter layout (docs/architecture.md): a strict load_state_dict works, and forward() carries on."""
 
     def __init__(self, vocab, max_len, d_model, d_ff, n_layers, attention_only, n_heads=1):
         super().__init__()
@@ -203,7 +204,7 @@ class CausalLM(torch.nn.Module):
 
 
 def check_model(state_dict, metadata, forward_json=None):
-    """Checks the DESIGN.md names against the state_dict and loads it into a torch module; with
+    """Checks the checkpoint names against the state_dict and loads it into a torch module; with
     forward_json (the output of `attograd forward RUN --json`), also runs torch's forward on the same ids
     and compares the logits. Returns a list of problems (empty if fine)."""
     for name in ("tok_emb.weight", "pos_emb.weight"):
@@ -236,7 +237,7 @@ def check_model(state_dict, metadata, forward_json=None):
         module.load_state_dict(state_dict, strict=True)
     except RuntimeError as e:
         return ["torch load_state_dict(strict=True) failed: " + " ".join(str(e).split())]
-    print(f"model: all {len(expected)} DESIGN.md names present; torch load_state_dict(strict=True) succeeded")
+    print(f"model: all {len(expected)} checkpoint names present; torch load_state_dict(strict=True) succeeded")
     if forward_json is not None:
         with open(forward_json) as f:
             ours = json.load(f)
@@ -255,7 +256,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("file")
     parser.add_argument("--load-model", action="store_true",
-                        help="check the DESIGN.md checkpoint names and load them into a torch module")
+                        help="check the checkpoint names and load them into a torch module")
     parser.add_argument("--forward-json", metavar="FILE",
                         help="with --load-model: the output of `attograd forward RUN --json`; run torch's "
                              "forward on the same ids and compare the logits")

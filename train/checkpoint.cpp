@@ -1,5 +1,6 @@
 #include "train/checkpoint.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "train/safetensors.h"
@@ -9,8 +10,10 @@ namespace train {
 std::string model_checkpoint_path(const std::string& run_dir) {
   return run_dir + "/checkpoint/model.safetensors";
 }
-std::string optimizer_checkpoint_path(const std::string& run_dir) {
-  return run_dir + "/checkpoint/optimizer.safetensors";
+std::string optimizer_checkpoint_path(const std::string& run_dir, int64_t step) {
+  char name[48];
+  std::snprintf(name, sizeof name, "/checkpoint/optimizer-%06lld.safetensors", static_cast<long long>(step));
+  return run_dir + name;
 }
 
 namespace {
@@ -31,8 +34,6 @@ int64_t parse_step(const SafetensorsFile& f, const std::string& path) {
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
                      AdamW& optimizer, const ag::Rng& data_rng, int64_t step) {
   std::filesystem::create_directories(run_dir + "/checkpoint");
-  // The optimiser file goes first: if we stop between the two writes, the model file still names the older
-  // step and resuming reports the mismatch instead of silently mixing two states.
   std::vector<NamedArray> state;
   const auto& params = optimizer.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -47,7 +48,8 @@ void save_checkpoint(const std::string& run_dir, const Config& config, const nn:
       {"rng_cached_normal", f64_bits_to_metadata(rs.cached_normal)},
       {"rng_has_cached_normal", rs.has_cached_normal ? "1" : "0"}};
   for (int i = 0; i < 4; ++i) meta["rng_s" + std::to_string(i)] = u64_to_metadata(rs.s[i]);
-  write_safetensors(optimizer_checkpoint_path(run_dir), state, meta);
+  const std::string optimizer_path = optimizer_checkpoint_path(run_dir, step);
+  write_safetensors(optimizer_path, state, meta);
 
   std::vector<NamedArray> tensors;
   for (const auto& p : model.named_parameters())
@@ -55,6 +57,15 @@ void save_checkpoint(const std::string& run_dir, const Config& config, const nn:
   write_safetensors(
       model_checkpoint_path(run_dir), tensors,
       {{"config", to_json(config).dump()}, {"step", u64_to_metadata(static_cast<uint64_t>(step))}});
+  // The model file now names `step`: older optimiser files belong to no checkpoint any more.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir + "/checkpoint", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("optimizer", 0) == 0 && entry.path().string() != optimizer_path &&
+        name.find(".tmp.") == std::string::npos)
+      fs::remove(entry.path(), ec);
+  }
 }
 
 int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model) {

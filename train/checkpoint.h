@@ -1,10 +1,14 @@
 // Checkpoints in RUN/checkpoint/:
-//   model.safetensors      every parameter under DESIGN.md's name (F32, PyTorch layout); __metadata__ holds
-//                          "config" (the resolved config as a JSON string) and "step".
-//   optimizer.safetensors  AdamW's moments ("m.<name>", "v.<name>"); __metadata__ holds the step, Adam's
-//                          step count and the data generator's state, so a resumed run is bit-exact.
-// Both are written atomically (temp file, fsync, rename); loading validates every header against the
-// file size and the config before allocating anything, and fails with one line naming the file.
+//   model.safetensors             every parameter under its docs/architecture.md name (F32, PyTorch layout);
+//                                 __metadata__ holds "config" (the resolved config as JSON) and "step".
+//   optimizer-NNNNNN.safetensors  AdamW's moments ("m.<name>", "v.<name>") at step NNNNNN; __metadata__
+//                                 holds the step, Adam's step count and the data generator's state, so a
+//                                 resumed run is bit-exact.
+// Each file is written atomically (io::AtomicFile). The optimiser file of the new step goes first, then
+// model.safetensors replaces the old one: that rename is the moment the checkpoint moves on, and only then
+// are older optimiser files removed. A crash at any point leaves model.safetensors with the optimiser file
+// of its own step beside it, so the last complete checkpoint always resumes. Loading validates every header
+// against the file size and the config before allocating anything, and fails with one line naming the file.
 #pragma once
 
 #include <string>
@@ -17,7 +21,8 @@
 namespace train {
 
 std::string model_checkpoint_path(const std::string& run_dir);
-std::string optimizer_checkpoint_path(const std::string& run_dir);
+// The optimiser file that goes with the model checkpoint of `step`.
+std::string optimizer_checkpoint_path(const std::string& run_dir, int64_t step);
 
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
                      AdamW& optimizer, const ag::Rng& data_rng, int64_t step);

@@ -1,4 +1,4 @@
-// The run configuration: typed structs with DESIGN.md's defaults, loading from a JSON file plus --set
+// The run configuration: typed structs with their defaults, loading from a JSON file plus --set
 // overrides, validation of every field, and the resolved JSON written to RUN/config.json.
 // docs/configs.md is the user's reference for every field below; keep the two in step.
 #pragma once

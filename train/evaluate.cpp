@@ -1,8 +1,30 @@
 #include "train/evaluate.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace train {
+
+double exact_match_accuracy(const std::vector<int32_t>& predictions, const Batch& batch) {
+  const size_t cells = static_cast<size_t>(batch.B) * batch.T;
+  if (predictions.size() != cells || batch.targets.size() != cells) {
+    throw std::invalid_argument("exact_match_accuracy: expected " + std::to_string(cells) +
+                                " predictions and targets, got " + std::to_string(predictions.size()) +
+                                " and " + std::to_string(batch.targets.size()));
+  }
+  if (batch.B == 0) return 0.0;
+  int correct = 0;
+  for (int b = 0; b < batch.B; ++b) {
+    bool all_right = true;
+    for (int t = 0; t < batch.T && all_right; ++t) {
+      const size_t i = static_cast<size_t>(b) * batch.T + t;
+      if (batch.targets[i] >= 0 && predictions[i] != batch.targets[i]) all_right = false;
+    }
+    correct += all_right;
+  }
+  return static_cast<double>(correct) / batch.B;
+}
 
 Batch take_sequences(const Batch& batch, int n) {
   Batch out;

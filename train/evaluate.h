@@ -16,6 +16,10 @@ struct EvalResult {
 EvalResult evaluate(const nn::CausalLM<float>& model, const Batch& batch, int chunk = 256,
                     nn::Hooks<float>* hooks = nullptr);
 
+// The fraction of the batch's sequences whose scored tokens are all predicted right; `predictions` holds
+// the argmax token for each of the B*T positions.
+double exact_match_accuracy(const std::vector<int32_t>& predictions, const Batch& batch);
+
 // The first n sequences of a batch, as their own batch.
 Batch take_sequences(const Batch& batch, int n);
 

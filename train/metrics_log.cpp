@@ -1,5 +1,10 @@
 #include "train/metrics_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -33,11 +38,7 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
                      std::string("expected a number, got ") + it->type_name());
     return it->get<double>();
   };
-  auto step = j.find("step");
-  if (step == j.end()) io::json_error(source, "/", "missing required key \"step\"");
-  if (!step->is_number_integer() || step->get<int64_t>() < 0)
-    io::json_error(source, "/step", "expected a non-negative integer, got " + step->dump());
-  r.step = step->get<int64_t>();
+  r.step = io::json_nonnegative_integer(io::json_member(j, "step", source, "/"), source, "/step");
   r.loss = *num("loss", true);
   r.lr = *num("lr", true);
   r.grad_norm = *num("grad_norm", true);
@@ -48,15 +49,41 @@ MetricsRecord metrics_record_from_json(const nlohmann::json& j, const std::strin
 }
 
 std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
-  std::istringstream in(io::read_text_file(path));
+  const std::string text = io::read_text_file(path);
+  std::istringstream in(text);
   std::vector<MetricsRecord> out;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string source = path + ":" + std::to_string(n);
+    const bool torn_tail = in.eof() && !text.empty() && text.back() != '\n';
+    if (torn_tail && !nlohmann::json::accept(line)) break;
     out.push_back(metrics_record_from_json(io::parse_json(line, source), source));
   }
   return out;
+}
+
+MetricsAppender::MetricsAppender(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw io::WriteError(path + ": cannot open for writing: " + std::strerror(errno));
+}
+
+MetricsAppender::~MetricsAppender() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MetricsAppender::append(const MetricsRecord& r) {
+  const std::string line = metrics_to_json(r).dump() + "\n";
+  const char* p = line.data();
+  size_t n = line.size();
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      throw io::WriteError(path_ + ": cannot write: " + (w < 0 ? std::strerror(errno) : "no progress"));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
 }
 
 void truncate_metrics_jsonl(const std::string& path, int64_t step) {

@@ -22,10 +22,4 @@ struct LoadedRun {
 
 LoadedRun load_run(const std::string& run_dir);
 
-// Token ids from "--tokens" (the task's names, e.g. "BOS 3 1 4") or "--ids" ("0 5 3 6"), checked against
-// the task's vocabulary and the model's max_len; errors name the argument and the bad token.
-std::vector<int32_t> parse_token_names(const Task& task, const std::string& text,
-                                       const std::string& argument);
-std::vector<int32_t> parse_token_ids(int vocab, const std::string& text, const std::string& argument);
-
 }  // namespace train

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "autograd/tensor.h"
+#include "io/atomic_file.h"
 
 // Tensor bytes are copied straight between memory and the file, and safetensors is little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -75,28 +76,6 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
 // ---------------------------------------------------------------------------------------------------------
 // Writing
 
-// Owns the temp file until it has been renamed into place; on any early exit it closes and removes it.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  bool exists = false;
-  ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (exists) ::unlink(path.c_str());
-  }
-};
-
-void write_all(int fd, const char* bytes, size_t n, const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, bytes, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      fail(path, std::string("cannot write: ") + std::strerror(errno), "temp file " + path + ".tmp");
-    bytes += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 std::string build_header(const std::string& path, const std::vector<NamedArray>& tensors,
                          const std::map<std::string, std::string>& metadata) {
   // ordered_json keeps the given order in the header too, so a human reading it sees the file's order.
@@ -131,20 +110,6 @@ std::string build_header(const std::string& path, const std::vector<NamedArray>&
   // Spaces are the padding the format allows; they align the data section to 8 bytes for mmap readers.
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
-}
-
-void sync_directory(const std::string& path) {
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    fail(path, std::string("cannot open its directory to sync it: ") + std::strerror(errno), "directory");
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  // Some filesystems cannot sync a directory (EINVAL); the rename is then as durable as they allow.
-  if (rc != 0 && err != EINVAL)
-    fail(path, std::string("cannot sync its directory: ") + std::strerror(err), "directory");
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -287,28 +252,11 @@ void write_safetensors(const std::string& path, const std::vector<NamedArray>& t
   unsigned char size_bytes[8];
   for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
 
-  TempFile tmp;
-  tmp.path = path + ".tmp";
-  // No O_EXCL: a .tmp left by a crashed writer is ours to overwrite.
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (tmp.fd < 0) fail(path, std::string("cannot create: ") + std::strerror(errno), "temp file " + tmp.path);
-  tmp.exists = true;
-
-  write_all(tmp.fd, reinterpret_cast<const char*>(size_bytes), 8, path);
-  write_all(tmp.fd, header.data(), header.size(), path);
-  for (const NamedArray& t : tensors)
-    write_all(tmp.fd, reinterpret_cast<const char*>(t.data.data()), t.data.size() * kF32Bytes, path);
-
-  // Unbuffered writes, so fsync alone makes the bytes durable before the rename publishes them.
-  if (::fsync(tmp.fd) != 0)
-    fail(path, std::string("cannot sync: ") + std::strerror(errno), "temp file " + tmp.path);
-  int rc = ::close(tmp.fd);
-  tmp.fd = -1;
-  if (rc != 0) fail(path, std::string("cannot close: ") + std::strerror(errno), "temp file " + tmp.path);
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    fail(path, std::string("cannot replace the file: ") + std::strerror(errno), "rename from " + tmp.path);
-  tmp.exists = false;
-  sync_directory(path);
+  io::AtomicFile file(path);
+  file.write(size_bytes, 8);
+  file.write(header);
+  for (const NamedArray& t : tensors) file.write(t.data.data(), t.data.size() * kF32Bytes);
+  file.commit();
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {

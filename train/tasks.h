@@ -5,9 +5,9 @@
 //   copy       BOS a1..an SEP a1..an            T = 2n+1   scored: the n answers
 //   reverse    BOS a1..an SEP an..a1            T = 2n+1   scored: the n answers
 //   sort       BOS a1..an SEP sorted(a)         T = 2n+1   scored: the n answers
-//   induction  BOS f1..fp x1..xm x1..xm          T = 2n     m = ceil(n/2)..n varies, p = 2(n-m) fillers, all
-//                                                          distinct; scored: x2..xm of the repeat (x1 of the
-//                                                          repeat follows xm, which says nothing about it)
+//   induction  BOS f1..fp x1..xm g1..gq x1..xm   T = 2n     m = ceil(n/2)..n distinct values; p + q = 2(n-m)
+//                                                          fillers from the other values, split at random;
+//                                                          scored: x2..xm of the repeat
 //   modadd     BOS a1 + a2 .. + an = c          T = 2n+1   c = (a1 + .. + an) mod vocab; scored: c
 //   counting   BOS a1..an SEP c1..cn            T = 2n+1   ci = how many times ai occurs in a1..an (1..n,
 //                                                          written as value tokens); scored: the n counts
@@ -110,9 +110,5 @@ struct TaskProblem {
   std::string message;
 };
 std::optional<TaskProblem> find_task_problem(const TaskConfig& config);
-
-// The fraction of the batch's sequences whose scored tokens are all predicted right; `predictions` holds
-// the argmax token for each of the B*T positions.
-double exact_match_accuracy(const std::vector<int32_t>& predictions, const Batch& batch);
 
 }  // namespace train

@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 
 #include "autograd/threads.h"
 #include "io/atomic_file.h"
@@ -13,6 +12,15 @@ namespace train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A writer killed mid-write leaves its temporary file (io::AtomicFile names them PATH.tmp.PID.N); the
+// run folder is ours, so they go before the run continues.
+void remove_stale_temp_files(const std::string& run_dir) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(run_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) fs::remove(it->path(), ec);
+}
 
 bool every(int64_t step, int period) {
   return period > 0 && step % period == 0;
@@ -34,10 +42,12 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
   int64_t step = 0;
 
   fs::create_directories(run);
+  remove_stale_temp_files(run);
   const std::string metrics_path = run + "/metrics.jsonl";
   if (options.resume) {
     step = load_model_checkpoint(model_checkpoint_path(run), model);
-    load_optimizer_checkpoint(optimizer_checkpoint_path(run), trainer.optimizer(), trainer.data_rng(), step);
+    load_optimizer_checkpoint(optimizer_checkpoint_path(run, step), trainer.optimizer(), trainer.data_rng(),
+                              step);
     truncate_metrics_jsonl(metrics_path, step);
     notify(options,
            [&](TrainObserver& o) { o.on_message("resuming " + run + " from step " + std::to_string(step)); });
@@ -48,8 +58,7 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
   io::write_text_file_atomically(run + "/config.json", to_json(config).dump(2) + "\n");
 
   const Batch eval_set = trainer.task().eval_set(config.seed, config.train.eval_size);
-  std::ofstream metrics(metrics_path, std::ios::app);
-  if (!metrics) throw std::runtime_error(metrics_path + ": cannot open for writing");
+  MetricsAppender metrics(metrics_path);
 
   notify(options, [&](TrainObserver& o) { o.on_start(config, step, model.parameter_count()); });
   if (!options.resume) notify(options, [&](TrainObserver& o) { o.on_model(model, step, false); });
@@ -93,7 +102,7 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
         std::chrono::duration<double>(clock::now() - run_start).count() / (step - first_step);
     notify(options, [&](TrainObserver& o) { o.on_step(rec, per_step * (config.train.steps - step)); });
     if (every(step, config.train.log_every) || rec.eval_acc || step == config.train.steps) {
-      metrics << metrics_to_json(rec).dump() << "\n" << std::flush;
+      metrics.append(rec);
       notify(options, [&](TrainObserver& o) { o.on_log(rec); });
       window_seconds = 0;
       window_steps = 0;

@@ -16,12 +16,12 @@ std::vector<OptimParam> optim_params(nn::CausalLM<float>& model) {
 }
 }  // namespace
 
-TrainingStep::TrainingStep(const Config& config)
+TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
     : config_(config),
       task_(make_task(config.task)),
       model_(make_model<float>(config)),
       params_(optim_params(*model_)),
-      optimizer_(params_, config.train.weight_decay),
+      optimizer_(with_optimizer ? std::make_unique<AdamW>(params_, config.train.weight_decay) : nullptr),
       // The data stream is separate from the init stream, so changing the model does not change the data.
       data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {}
 
@@ -29,7 +29,13 @@ Batch TrainingStep::next_batch() {
   return task_->sample(data_rng_, config_.train.batch_size);
 }
 
+ag::Tensor<float> TrainingStep::forward(const Batch& batch) const {
+  ag::NoGradScope no_grad;
+  return model_->forward(batch.inputs, batch.B, batch.T);
+}
+
 TrainingStep::Result TrainingStep::run(const Batch& batch, int64_t step) {
+  if (!optimizer_) throw std::logic_error("TrainingStep::run: built without an optimiser");
   Result r;
   r.lr = learning_rate(config_.train, step);
   model_->zero_grad();
@@ -41,7 +47,7 @@ TrainingStep::Result TrainingStep::run(const Batch& batch, int64_t step) {
                            std::to_string(step + 1));
   loss.backward();
   r.grad_norm = clip_grad_norm(params_, config_.train.grad_clip);
-  optimizer_.step(r.lr);
+  optimizer_->step(r.lr);
   return r;
 }
 

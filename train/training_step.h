@@ -24,8 +24,9 @@ class TrainingDiverged : public std::runtime_error {
 class TrainingStep {
  public:
   // Builds the task, the model (seeded with config.seed), AdamW and the data stream; threads are the
-  // caller's (ag::set_num_threads).
-  explicit TrainingStep(const Config& config);
+  // caller's (ag::set_num_threads). With with_optimizer false, no optimiser state is allocated: only
+  // forward() may be used (a forward-pass benchmark).
+  explicit TrainingStep(const Config& config, bool with_optimizer = true);
 
   // The next batch of the data stream (batch_size sequences).
   Batch next_batch();
@@ -36,10 +37,13 @@ class TrainingStep {
   // One update on `batch` at 0-based step `step` (it sets the learning rate); throws TrainingDiverged.
   Result run(const Batch& batch, int64_t step);
 
+  // The logits (B, T, V) of `batch` with no graph recorded.
+  ag::Tensor<float> forward(const Batch& batch) const;
+
   const Config& config() const { return config_; }
   const Task& task() const { return *task_; }
   nn::CausalLM<float>& model() { return *model_; }
-  AdamW& optimizer() { return optimizer_; }
+  AdamW& optimizer() { return *optimizer_; }
   ag::Rng& data_rng() { return data_rng_; }  // saved in checkpoints, so a resumed run draws the same data
 
  private:
@@ -47,7 +51,7 @@ class TrainingStep {
   std::unique_ptr<Task> task_;
   std::unique_ptr<nn::CausalLM<float>> model_;
   std::vector<OptimParam> params_;
-  AdamW optimizer_;
+  std::unique_ptr<AdamW> optimizer_;
   ag::Rng data_rng_;
 };
 

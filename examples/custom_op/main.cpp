@@ -13,11 +13,11 @@ ag::Tensor<T> softplus(const ag::Tensor<T>& a) {
   // max(x, 0) + log1p(exp(-|x|)): no overflow for large x.
   out.vec() = a.vec().max(T(0)) + (-a.vec().abs()).exp().log1p();
   if (ag::needs_grad<T>({&a}))
-    ag::attach(out, "softplus", {a.node_ptr()}, [](ag::Node<T>& n) {
-      ag::Node<T>& in = *n.inputs[0];
-      if (!in.requires_grad) return;
-      ag::ConstVecMap<T> x(in.value.data(), in.numel()), dy(n.grad.data(), n.numel());
-      ag::VecMap<T>(in.grad_buffer(), in.numel()) += dy / (T(1) + (-x).exp());  // dy * sigmoid(x)
+    ag::attach(out, "softplus", {a.node_ptr()}, [](ag::Node<T>& n) {  // n is out's node, n.grad is dy
+      const ag::detail::Grad<T> da(*n.inputs[0]);                     // empty if a needs no gradient
+      if (!da) return;
+      ag::ConstVecMap<T> x(n.inputs[0]->value.data(), n.numel()), dy(n.grad.data(), n.numel());
+      da.put(0, n.numel(), dy / (T(1) + (-x).exp()));  // dy * sigmoid(x): = into a fresh buffer, else +=
     });
   return out;
 }

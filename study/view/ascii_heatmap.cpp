@@ -6,38 +6,22 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "study/view/utf8_label.h"
+
 namespace study {
 namespace {
 
 constexpr const char* kGlyphs[5] = {" ", "\u2591", "\u2592", "\u2593", "\u2588"};
 constexpr const char* kMasked = "\u00b7";  // '·'
 
-// Byte length of the first `cols` code points of s (or all of s).
-size_t prefix_bytes(const std::string& s, int cols) {
-  size_t i = 0;
-  for (int c = 0; i < s.size() && c < cols; ++c) {
-    ++i;
-    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-  }
-  return i;
-}
-
-// Cut to `cols` columns; a cut label of four or more columns ends in '…' so the reader sees it was cut.
-std::string fit(const std::string& s, int cols) {
-  if (cols <= 0) return "";
-  if (display_width(s) <= cols) return s;
-  if (cols >= 4) return s.substr(0, prefix_bytes(s, cols - 1)) + "\u2026";
-  return s.substr(0, prefix_bytes(s, cols));
-}
-
 void pad_right(std::string& out, const std::string& s, int cols) {
-  const std::string f = fit(s, cols);
+  const std::string f = cut_label(s, cols);
   out += f;
   out.append(static_cast<size_t>(cols - display_width(f)), ' ');
 }
 
 void pad_left(std::string& out, const std::string& s, int cols) {
-  const std::string f = fit(s, cols);
+  const std::string f = cut_label(s, cols);
   out.append(static_cast<size_t>(cols - display_width(f)), ' ');
   out += f;
 }
@@ -74,9 +58,31 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// The column-label line: `indent` spaces, then each label cut to `label_cols` in a slot `cell` wide.
+void column_header(std::string& out, const std::vector<std::string>& labels, int indent, int label_cols,
+                   int cell) {
+  out.append(static_cast<size_t>(indent), ' ');
+  for (const std::string& l : labels) pad_right(out, cut_label(l, label_cols), cell);
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  out += '\n';
+}
+
+// Draws '·' in cell (i, j) when it is a future key and masks are shown; says whether it did.
+bool masked_cell(std::string& out, const AsciiOptions& opts, int i, int j, int cell) {
+  if (!opts.mark_future || j <= i) return false;
+  out += kMasked;
+  out.append(static_cast<size_t>(cell - 1), ' ');
+  return true;
+}
+
 std::string level_legend(const std::string& of) {
   return std::string("levels of ") + of + ": ' '<20% " + kGlyphs[1] + "<40% " + kGlyphs[2] + "<60% " +
          kGlyphs[3] + "<80% " + kGlyphs[4] + "<=100%";
+}
+
+// The legend's note on the '·' cells, when they are drawn.
+std::string masked_note(const AsciiOptions& opts) {
+  return opts.mark_future ? std::string("; ") + kMasked + " masked" : "";
 }
 
 }  // namespace
@@ -91,12 +97,6 @@ const char* heat_glyph(int level) {
   return kGlyphs[std::min(4, std::max(0, level))];
 }
 
-int display_width(const std::string& utf8) {
-  int n = 0;
-  for (unsigned char c : utf8) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 std::string ascii_heatmap(const AttentionWeights& w, const std::vector<std::string>& row_labels,
                           const std::vector<std::string>& col_labels, const AsciiOptions& opts) {
   check_labels(w, row_labels, col_labels, "ascii_heatmap");
@@ -108,27 +108,20 @@ std::string ascii_heatmap(const AttentionWeights& w, const std::vector<std::stri
   const float top = opts.absolute_scale ? 1.0f : max_weight(w);
 
   std::string out;
-  out.append(static_cast<size_t>(lw + 1), ' ');
   // Labels as wide as the glyphs, so neighbouring labels keep a gap as the columns do.
-  for (int j = 0; j < T; ++j) pad_right(out, fit(col_labels[j], ink), cell);
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  out += '\n';
+  column_header(out, col_labels, lw + 1, ink, cell);
   for (int i = 0; i < T; ++i) {
     pad_left(out, row_labels[i], lw);
     out += ' ';
     for (int j = 0; j < T; ++j) {
-      if (opts.mark_future && j > i) {
-        out += kMasked;
-        out.append(static_cast<size_t>(cell - 1), ' ');
-        continue;
-      }
+      if (masked_cell(out, opts, i, j, cell)) continue;
       repeat(out, heat_glyph(heat_level(w[i][j], top)), ink);
       out.append(static_cast<size_t>(cell - ink), ' ');
     }
     out += '\n';
   }
   out += level_legend(opts.absolute_scale ? std::string("1") : "max " + fmt("%.3f", top));
-  if (opts.mark_future) out += std::string("; ") + kMasked + " masked";
+  out += masked_note(opts);
   out += '\n';
   return out;
 }
@@ -196,7 +189,7 @@ std::string ascii_grid(const Probe& probe, const AsciiOptions& opts) {
       std::string line(static_cast<size_t>(lw + 1), ' ');
       for (size_t h = h0; h < h1; ++h) {
         const HeadMap& m = *layer[h];
-        std::string title = "L" + std::to_string(m.layer) + " H" + std::to_string(m.head);
+        std::string title = head_name(m.layer, m.head);
         const std::string with_top =
             title + (opts.absolute_scale ? "" : " max " + fmt("%.2f", max_weight(m.weights)));
         pad_right(line, display_width(with_top) <= panel ? with_top : title, panel);
@@ -222,12 +215,8 @@ std::string ascii_grid(const Probe& probe, const AsciiOptions& opts) {
           const AttentionWeights& w = layer[h]->weights;
           const float top = opts.absolute_scale ? 1.0f : max_weight(w);
           for (int j = 0; j < T; ++j) {
-            if (opts.mark_future && j > i) {
-              line += kMasked;
-              line.append(static_cast<size_t>(cell - 1), ' ');
-            } else {
+            if (!masked_cell(line, opts, i, j, cell))
               repeat(line, heat_glyph(heat_level(w[i][j], top)), cell);
-            }
           }
           if (h + 1 < h1) line.append(gap, ' ');
         }
@@ -240,7 +229,7 @@ std::string ascii_grid(const Probe& probe, const AsciiOptions& opts) {
   out += tokens_fit ? "rows: query (destination), columns: key (source)\n"
                     : "rows: query (destination), columns: key (source) positions, mod 10\n";
   out += level_legend(opts.absolute_scale ? "1" : "each panel's max");
-  if (opts.mark_future) out += std::string("; ") + kMasked + " masked";
+  out += masked_note(opts);
   out += '\n';
   return out;
 }
@@ -259,20 +248,13 @@ std::string ascii_difference(const AttentionWeights& a, const AttentionWeights& 
   const int ink = cell >= 3 ? cell - 2 : 1;  // glyph columns after the sign
 
   std::string out;
-  out.append(static_cast<size_t>(lw + 1), ' ');
-  for (int j = 0; j < T; ++j) pad_right(out, fit(col_labels[j], cell - 1), cell);
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  out += '\n';
+  column_header(out, col_labels, lw + 1, cell - 1, cell);
   for (int i = 0; i < T; ++i) {
     std::string line;
     pad_left(line, row_labels[i], lw);
     line += ' ';
     for (int j = 0; j < T; ++j) {
-      if (opts.mark_future && j > i) {
-        line += kMasked;
-        line.append(static_cast<size_t>(cell - 1), ' ');
-        continue;
-      }
+      if (masked_cell(line, opts, i, j, cell)) continue;
       const float d = a[i][j] - b[i][j];
       const int level = heat_level(std::fabs(d), top);
       if (level == 0) {
@@ -291,7 +273,7 @@ std::string ascii_difference(const AttentionWeights& a, const AttentionWeights& 
   } else {
     out +=
         "A - B: + where A looks more, - where B looks more\n" + level_legend("max |A-B| " + fmt("%.3f", top));
-    if (opts.mark_future) out += std::string("; ") + kMasked + " masked";
+    out += masked_note(opts);
     out += '\n';
   }
   return out;

@@ -30,9 +30,6 @@ int heat_level(float w, float top);
 // " ", "░", "▒", "▓", "█" for levels 0..4 (each one terminal column, 1 or 3 bytes of UTF-8).
 const char* heat_glyph(int level);
 
-// Columns a UTF-8 string takes, counting one per code point (no East Asian wide characters in task tokens).
-int display_width(const std::string& utf8);
-
 // One map as a heatmap: query tokens label the rows (right-aligned), key tokens the columns (truncated to
 // the cell width), then a legend line with the scale. Labels must have T entries each.
 // Throws std::invalid_argument when the map is not T x T or the labels do not match.

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "io/atomic_file.h"
+#include "io/json_error.h"
 
 namespace study {
 
@@ -26,52 +27,35 @@ namespace {
 
 using nlohmann::json;
 
-// Why a helper: every error must be one line naming the file and the JSON pointer.
-[[noreturn]] void fail(const std::string& source, const std::string& pointer, const std::string& what) {
-  throw std::runtime_error(source + ": " + (pointer.empty() ? "/" : pointer) + ": " + what);
-}
+using io::json_array;
+using io::json_error;
+using io::json_member;
+using io::json_nonnegative_integer;
 
 std::string type_of(const json& j) {
   return j.type_name();
 }
 
-const json& member(const json& obj, const char* key, const std::string& source, const std::string& ptr) {
-  auto it = obj.find(key);
-  if (it == obj.end()) fail(source, ptr, std::string("missing required key \"") + key + "\"");
-  return *it;
-}
-
-int64_t as_nonnegative_integer(const json& j, const std::string& source, const std::string& ptr) {
-  if (!j.is_number_integer()) fail(source, ptr, "expected a non-negative integer, got " + type_of(j));
-  const int64_t v = j.get<int64_t>();
-  if (v < 0) fail(source, ptr, "expected a non-negative integer, got " + std::to_string(v));
-  return v;
-}
-
-const json& as_array(const json& j, const std::string& source, const std::string& ptr) {
-  if (!j.is_array()) fail(source, ptr, "expected an array, got " + type_of(j));
-  return j;
-}
-
 AttentionWeights read_weights(const json& j, size_t T, const std::string& source, const std::string& ptr) {
-  as_array(j, source, ptr);
+  json_array(j, source, ptr);
   if (j.size() != T)
-    fail(source, ptr,
-         "expected " + std::to_string(T) + " rows (one per token), got " + std::to_string(j.size()));
+    json_error(source, ptr,
+               "expected " + std::to_string(T) + " rows (one per token), got " + std::to_string(j.size()));
   AttentionWeights w(T, std::vector<float>(T));
   for (size_t i = 0; i < T; ++i) {
     const std::string row_ptr = ptr + "/" + std::to_string(i);
-    const json& row = as_array(j[i], source, row_ptr);
+    const json& row = json_array(j[i], source, row_ptr);
     if (row.size() != T)
-      fail(source, row_ptr, "expected " + std::to_string(T) + " weights, got " + std::to_string(row.size()));
+      json_error(source, row_ptr,
+                 "expected " + std::to_string(T) + " weights, got " + std::to_string(row.size()));
     for (size_t k = 0; k < T; ++k) {
       const json& x = row[k];
       if (!x.is_number())
-        fail(source, row_ptr + "/" + std::to_string(k), "expected a number, got " + type_of(x));
+        json_error(source, row_ptr + "/" + std::to_string(k), "expected a number, got " + type_of(x));
       const double v = x.get<double>();
       // Slack for weights written with rounding; anything further out is not a softmax output.
       if (!std::isfinite(v) || v < -1e-3 || v > 1.0 + 1e-3)
-        fail(source, row_ptr + "/" + std::to_string(k), "expected a weight in [0, 1], got " + x.dump());
+        json_error(source, row_ptr + "/" + std::to_string(k), "expected a weight in [0, 1], got " + x.dump());
       w[i][k] = static_cast<float>(v);
     }
   }
@@ -103,59 +87,67 @@ nlohmann::json attention_dump_to_json(const AttentionDump& dump) {
 }
 
 AttentionDump attention_dump_from_json(const nlohmann::json& j, const std::string& source) {
-  if (!j.is_object()) fail(source, "", "expected an object {\"step\", \"probes\"}, got " + type_of(j));
+  if (!j.is_object()) json_error(source, "", "expected an object {\"step\", \"probes\"}, got " + type_of(j));
   AttentionDump dump;
-  dump.step = as_nonnegative_integer(member(j, "step", source, ""), source, "/step");
-  const json& probes = as_array(member(j, "probes", source, ""), source, "/probes");
+  dump.step = json_nonnegative_integer(json_member(j, "step", source, ""), source, "/step");
+  const json& probes = json_array(json_member(j, "probes", source, ""), source, "/probes");
   dump.probes.reserve(probes.size());
   for (size_t p = 0; p < probes.size(); ++p) {
     const std::string pp = "/probes/" + std::to_string(p);
     const json& pj = probes[p];
     if (!pj.is_object())
-      fail(source, pp, "expected an object {\"ids\", \"tokens\", \"maps\"}, got " + type_of(pj));
+      json_error(source, pp, "expected an object {\"ids\", \"tokens\", \"maps\"}, got " + type_of(pj));
     Probe probe;
-    const json& ids = as_array(member(pj, "ids", source, pp), source, pp + "/ids");
+    const json& ids = json_array(json_member(pj, "ids", source, pp), source, pp + "/ids");
     for (size_t t = 0; t < ids.size(); ++t) {
       const std::string ip = pp + "/ids/" + std::to_string(t);
-      const int64_t id = as_nonnegative_integer(ids[t], source, ip);
-      if (id > 2147483647) fail(source, ip, "expected a token id below 2^31, got " + std::to_string(id));
+      const int64_t id = json_nonnegative_integer(ids[t], source, ip);
+      if (id > 2147483647)
+        json_error(source, ip, "expected a token id below 2^31, got " + std::to_string(id));
       probe.ids.push_back(static_cast<int>(id));
     }
-    if (probe.ids.empty()) fail(source, pp + "/ids", "expected at least one token id");
-    const json& tokens = as_array(member(pj, "tokens", source, pp), source, pp + "/tokens");
+    if (probe.ids.empty()) json_error(source, pp + "/ids", "expected at least one token id");
+    const json& tokens = json_array(json_member(pj, "tokens", source, pp), source, pp + "/tokens");
     if (tokens.size() != probe.ids.size())
-      fail(source, pp + "/tokens",
-           "expected " + std::to_string(probe.ids.size()) + " tokens (one per id), got " +
-               std::to_string(tokens.size()));
+      json_error(source, pp + "/tokens",
+                 "expected " + std::to_string(probe.ids.size()) + " tokens (one per id), got " +
+                     std::to_string(tokens.size()));
     for (size_t t = 0; t < tokens.size(); ++t) {
       if (!tokens[t].is_string())
-        fail(source, pp + "/tokens/" + std::to_string(t), "expected a string, got " + type_of(tokens[t]));
+        json_error(source, pp + "/tokens/" + std::to_string(t),
+                   "expected a string, got " + type_of(tokens[t]));
       probe.tokens.push_back(tokens[t].get<std::string>());
     }
-    const json& maps = as_array(member(pj, "maps", source, pp), source, pp + "/maps");
+    const json& maps = json_array(json_member(pj, "maps", source, pp), source, pp + "/maps");
     std::set<std::pair<int64_t, int64_t>> seen;
     for (size_t m = 0; m < maps.size(); ++m) {
       const std::string mp = pp + "/maps/" + std::to_string(m);
       const json& mj = maps[m];
       if (!mj.is_object())
-        fail(source, mp, "expected an object {\"layer\", \"head\", \"weights\"}, got " + type_of(mj));
+        json_error(source, mp, "expected an object {\"layer\", \"head\", \"weights\"}, got " + type_of(mj));
       HeadMap map;
-      const int64_t layer = as_nonnegative_integer(member(mj, "layer", source, mp), source, mp + "/layer");
-      const int64_t head = as_nonnegative_integer(member(mj, "head", source, mp), source, mp + "/head");
-      if (layer > 100000 || head > 100000) fail(source, mp, "expected layer and head below 100000");
+      const int64_t layer =
+          json_nonnegative_integer(json_member(mj, "layer", source, mp), source, mp + "/layer");
+      const int64_t head =
+          json_nonnegative_integer(json_member(mj, "head", source, mp), source, mp + "/head");
+      if (layer > 100000 || head > 100000) json_error(source, mp, "expected layer and head below 100000");
       if (!seen.insert({layer, head}).second)
-        fail(source, mp,
-             "expected each (layer, head) once per probe, got layer " + std::to_string(layer) + " head " +
-                 std::to_string(head) + " again");
+        json_error(source, mp,
+                   "expected each (layer, head) once per probe, got layer " + std::to_string(layer) +
+                       " head " + std::to_string(head) + " again");
       map.layer = static_cast<int>(layer);
       map.head = static_cast<int>(head);
       map.weights =
-          read_weights(member(mj, "weights", source, mp), probe.ids.size(), source, mp + "/weights");
+          read_weights(json_member(mj, "weights", source, mp), probe.ids.size(), source, mp + "/weights");
       probe.maps.push_back(std::move(map));
     }
     dump.probes.push_back(std::move(probe));
   }
   return dump;
+}
+
+std::string head_name(int layer, int head) {
+  return "L" + std::to_string(layer) + " H" + std::to_string(head);
 }
 
 std::string attention_step_name(int64_t step) {
@@ -165,17 +157,7 @@ std::string attention_step_name(int64_t step) {
 }
 
 AttentionDump read_attention_dump(const std::string& path) {
-  const std::string text = io::read_text_file(path);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message carries the byte offset; keep it on one line.
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    throw std::runtime_error(path + ": not valid JSON: " + what);
-  }
-  return attention_dump_from_json(j, path);
+  return attention_dump_from_json(io::read_json_file(path), path);
 }
 
 void write_attention_dump(const std::string& path, const AttentionDump& dump) {

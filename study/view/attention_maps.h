@@ -1,9 +1,9 @@
-// Attention maps as plain data, and their JSON form RUN/attention/step-NNNNNN.json (DESIGN.md, "The run
-// folder"):
+// Attention maps as plain data, and their JSON form RUN/attention/step-NNNNNN.json
+// (docs/architecture.md "The run folder"):
 //   {"step": N, "probes": [{"ids": [...], "tokens": [...],
 //                           "maps": [{"layer": l, "head": h, "weights": [[...] x T]}]}]}
-// This file knows nothing of the model or the trainer: the trainer fills these structs from its forward pass,
-// and the renderers (ascii_heatmap, svg_heatmap, report_html) and head_scores read them.
+// This file knows nothing of the model or the trainer: study/capture.h fills these structs through the
+// model's hooks, and the renderers (ascii_heatmap, svg_heatmap, report_html) and head_scores read them.
 // Not for drawing or scoring: those live in their own files.
 #pragma once
 
@@ -20,6 +20,9 @@ using AttentionWeights = std::vector<std::vector<float>>;  // [T query][T key]
 
 // Throws std::invalid_argument "<what>: expected a T x T map, ..." unless every row is as long as the map.
 void check_square(const AttentionWeights& w, const char* what);
+
+// How every picture and table names a head: "L1 H2" (layer and head from 0).
+std::string head_name(int layer, int head);
 
 struct HeadMap {
   int layer = 0;  // from 0

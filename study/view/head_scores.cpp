@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "io/atomic_file.h"
+#include "io/json_error.h"
 
 namespace study {
 namespace {
@@ -17,26 +18,14 @@ namespace {
 using nlohmann::json;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-[[noreturn]] void fail(const std::string& source, const std::string& pointer, const std::string& what) {
-  throw std::runtime_error(source + ": " + (pointer.empty() ? "/" : pointer) + ": " + what);
-}
-
-const json& member(const json& obj, const char* key, const std::string& source, const std::string& ptr) {
-  auto it = obj.find(key);
-  if (it == obj.end()) fail(source, ptr, std::string("missing required key \"") + key + "\"");
-  return *it;
-}
-
-int64_t nonnegative_integer(const json& j, const std::string& source, const std::string& ptr) {
-  if (!j.is_number_integer() || j.get<int64_t>() < 0)
-    fail(source, ptr, "expected a non-negative integer, got " + j.dump());
-  return j.get<int64_t>();
-}
+using io::json_error;
+using io::json_member;
+using io::json_nonnegative_integer;
 
 // A score: a number, or null for an undefined one (NaN is not JSON).
 double score_value(const json& j, const std::string& source, const std::string& ptr) {
   if (j.is_null()) return kNaN;
-  if (!j.is_number()) fail(source, ptr, std::string("expected a number or null, got ") + j.type_name());
+  if (!j.is_number()) json_error(source, ptr, std::string("expected a number or null, got ") + j.type_name());
   return j.get<double>();
 }
 
@@ -189,29 +178,31 @@ nlohmann::json head_scores_to_json(const HeadScoresFile& scores) {
 
 HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object())
-    fail(source, "", std::string("expected an object {\"step\", \"heads\"}, got ") + j.type_name());
+    json_error(source, "", std::string("expected an object {\"step\", \"heads\"}, got ") + j.type_name());
   HeadScoresFile f;
-  f.step = nonnegative_integer(member(j, "step", source, ""), source, "/step");
-  const json& heads = member(j, "heads", source, "");
-  if (!heads.is_array()) fail(source, "/heads", std::string("expected an array, got ") + heads.type_name());
+  f.step = json_nonnegative_integer(json_member(j, "step", source, ""), source, "/step");
+  const json& heads = io::json_array(json_member(j, "heads", source, ""), source, "/heads");
   for (size_t k = 0; k < heads.size(); ++k) {
     const std::string p = "/heads/" + std::to_string(k);
     const json& o = heads[k];
-    if (!o.is_object()) fail(source, p, std::string("expected an object, got ") + o.type_name());
+    if (!o.is_object()) json_error(source, p, std::string("expected an object, got ") + o.type_name());
     HeadScores h;
-    h.layer = static_cast<int>(nonnegative_integer(member(o, "layer", source, p), source, p + "/layer"));
-    h.head = static_cast<int>(nonnegative_integer(member(o, "head", source, p), source, p + "/head"));
-    h.task = score_value(member(o, "task", source, p), source, p + "/task");
-    h.previous_token = score_value(member(o, "previous_token", source, p), source, p + "/previous_token");
-    h.induction = score_value(member(o, "induction", source, p), source, p + "/induction");
-    h.first_token = score_value(member(o, "first_token", source, p), source, p + "/first_token");
+    h.layer =
+        static_cast<int>(json_nonnegative_integer(json_member(o, "layer", source, p), source, p + "/layer"));
+    h.head =
+        static_cast<int>(json_nonnegative_integer(json_member(o, "head", source, p), source, p + "/head"));
+    h.task = score_value(json_member(o, "task", source, p), source, p + "/task");
+    h.previous_token =
+        score_value(json_member(o, "previous_token", source, p), source, p + "/previous_token");
+    h.induction = score_value(json_member(o, "induction", source, p), source, p + "/induction");
+    h.first_token = score_value(json_member(o, "first_token", source, p), source, p + "/first_token");
     auto it = o.find("ablation");
     if (it != o.end() && !it->is_null()) {
       const std::string ap = p + "/ablation";
-      if (!it->is_object()) fail(source, ap, std::string("expected an object, got ") + it->type_name());
+      if (!it->is_object()) json_error(source, ap, std::string("expected an object, got ") + it->type_name());
       AblationResult a;
-      a.zero_acc = score_value(member(*it, "zero_acc", source, ap), source, ap + "/zero_acc");
-      a.mean_acc = score_value(member(*it, "mean_acc", source, ap), source, ap + "/mean_acc");
+      a.zero_acc = score_value(json_member(*it, "zero_acc", source, ap), source, ap + "/zero_acc");
+      a.mean_acc = score_value(json_member(*it, "mean_acc", source, ap), source, ap + "/mean_acc");
       if (auto z = it->find("zero_loss"); z != it->end())
         a.zero_loss = score_value(*z, source, ap + "/zero_loss");
       if (auto m = it->find("mean_loss"); m != it->end())
@@ -224,15 +215,7 @@ HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string&
 }
 
 HeadScoresFile read_head_scores(const std::string& path) {
-  json j;
-  try {
-    j = json::parse(io::read_text_file(path));
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    throw std::runtime_error(path + ": not valid JSON: " + what);
-  }
-  return head_scores_from_json(j, path);
+  return head_scores_from_json(io::read_json_file(path), path);
 }
 
 void write_head_scores(const std::string& path, const HeadScoresFile& scores) {

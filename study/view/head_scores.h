@@ -1,7 +1,7 @@
 // Head scores: numbers that say what pattern a head's attention map shows, computed from the maps (never
-// assumed), and RUN/scores.json (DESIGN.md) with its fixed-width table. docs/head-scores.md gives each
-// formula and its caveats. Not for ablation itself (that needs the model; the trainer/cli measure it and
-// store the result here) and not for drawing.
+// assumed), and RUN/scores.json (docs/architecture.md "The run folder") with its fixed-width table.
+// docs/head-scores.md gives each formula and its caveats. Not for ablation itself (that needs the model:
+// study/ablation.h measures it and stores the result here) and not for drawing.
 //
 // Every score is a mean over query rows, pooled over maps: the sum over all counted rows of all maps divided
 // by the number of counted rows (so a probe with more counted rows weighs more, and a probe with none does

@@ -14,6 +14,7 @@
 
 #include "io/append_format.h"
 #include "io/atomic_file.h"
+#include "study/view/report_assets.h"
 #include "study/view/svg_heatmap.h"
 
 namespace study {
@@ -180,10 +181,6 @@ std::string scores_table(const std::vector<HeadScores>& heads) {
   return out;
 }
 
-std::string head_name(int layer, int head) {
-  return "L" + std::to_string(layer) + " H" + std::to_string(head);
-}
-
 // JSON inside <script>: '<' only occurs inside JSON strings, where \u003c means the same, and then no token
 // name can close the tag ("</script>") or open a comment.
 std::string script_safe(const std::string& json_text) {
@@ -197,127 +194,6 @@ std::string script_safe(const std::string& json_text) {
   }
   return out;
 }
-
-constexpr const char* kCss = R"CSS(
-body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;margin:24px 32px;color:#1a1a1a;background:#fff;max-width:1800px}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-.muted{color:#777}.summary{color:#444;margin:0 0 8px}.row{display:flex;flex-wrap:wrap;gap:16px}
-.chart{border:1px solid #eee;background:#fff}.chart .ct{font-size:13px;font-weight:bold;fill:#222}
-.chart .tick{font-size:11px;fill:#444}.chart .al{font-size:12px;fill:#333}.chart .grid{stroke:#eee}.chart .axis{stroke:#555}
-.chart .muted{fill:#777;font-size:12px}
-table.scores{border-collapse:collapse;font-size:13px}table.scores th,table.scores td{border:1px solid #ddd;padding:4px 10px}
-table.scores th{background:#f5f5f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
-td.hi{font-weight:bold}td.low{background:#fde0dd}
-.legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:12px;margin:6px 0}.sw{display:inline-block;width:14px;height:4px;vertical-align:middle;margin-right:4px}
-.controls{display:flex;flex-wrap:wrap;align-items:center;gap:12px;margin:8px 0 12px;font-size:14px;position:sticky;top:0;background:#fff;padding:8px 0;z-index:1;border-bottom:1px solid #eee}
-.controls input[type=range]{width:360px}#step-label{font-weight:bold;min-width:90px}
-.scale{display:flex;align-items:center;gap:8px;font-size:12px;color:#333}
-.bar{width:200px;height:12px;border:1px solid #888}.masked{width:14px;height:14px;border:1px solid #888;
-background:repeating-linear-gradient(45deg,#eee 0 3px,#b0b0b0 3px 4.5px)}
-#grid svg{display:block}p.note{font-size:13px;color:#555;max-width:900px}
-)CSS";
-
-// Draws the selected dump and probe as a grid of panels (rows layers, columns heads), with the same
-// reading order and colours as svg_heatmap: destination tokens down the left, "(idx) token" across the top.
-constexpr const char* kJs = R"JS(
-(function () {
-  'use strict';
-  var data = JSON.parse(document.getElementById('attograd-data').textContent);
-  var NS = 'http://www.w3.org/2000/svg';
-  var slider = document.getElementById('step'), probeSel = document.getElementById('probe');
-  var label = document.getElementById('step-label'), grid = document.getElementById('grid');
-  var play = document.getElementById('play'), timer = null;
-  function el(tag, attrs, parent, text) {
-    var e = document.createElementNS(NS, tag);
-    for (var k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function cut(s, n) { var a = Array.from(s); return a.length <= n ? s : a.slice(0, n - 1).join('') + '\u2026'; }
-  function colour(w) { return data.seq[Math.max(0, Math.min(100, Math.round(w * 100)))]; }
-  function fmt(v) { return (v === null || v === undefined) ? '\u2013' : v.toFixed(2); }
-  function draw() {
-    var d = data.dumps[+slider.value];
-    label.textContent = 'step ' + d.step + ' (' + (+slider.value + 1) + '/' + data.dumps.length + ')';
-    var p = d.probes[Math.min(+probeSel.value, d.probes.length - 1)];
-    grid.textContent = '';
-    if (!p) { grid.textContent = 'No probes at this step.'; return; }
-    var T = p.tokens.length, cell = T <= 20 ? 18 : Math.max(6, 360 / T), ch = 0.62 * 11;
-    var labels = p.tokens.map(function (t, i) { return cut('(' + i + ') ' + t, 14); });
-    var chars = Math.max(3, Math.max.apply(null, labels.map(function (s) { return Array.from(s).length; })));
-    var left = chars * ch + 8, top = chars * ch + 8, titleH = 34, gap = 28;
-    var pw = left + T * cell, ph = titleH + top + T * cell;
-    var layers = {}, maxHead = 0;
-    p.maps.forEach(function (m) { (layers[m.layer] = layers[m.layer] || []).push(m); maxHead = Math.max(maxHead, m.head); });
-    var order = Object.keys(layers).map(Number).sort(function (a, b) { return a - b; });
-    var W = (maxHead + 1) * (pw + gap), H = order.length * (ph + gap);
-    // Natural size when it fits, scaled down (labels included) when the window is narrower.
-    var svg = el('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'font-family': 'DejaVu Sans, sans-serif',
-                         style: 'max-width:100%;height:auto'}, grid);
-    var defs = el('defs', {}, svg);
-    var pat = el('pattern', {id: 'masked', patternUnits: 'userSpaceOnUse', width: 6, height: 6, patternTransform: 'rotate(45)'}, defs);
-    el('rect', {width: 6, height: 6, fill: '#eeeeee'}, pat);
-    el('line', {x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#b0b0b0', 'stroke-width': 2}, pat);
-    var scores = (data.history[+slider.value] || {});
-    order.forEach(function (layer, li) {
-      layers[layer].forEach(function (m) {
-        var x = m.head * (pw + gap), y = li * (ph + gap), gx = x + left, gy = y + titleH + top;
-        var g = el('g', {}, svg);
-        el('text', {x: gx, y: y + 14, 'font-size': 13, 'font-weight': 'bold', fill: '#222'}, g, 'layer ' + m.layer + ' head ' + m.head);
-        var s = scores[m.layer + ',' + m.head];
-        if (s) el('text', {x: gx, y: y + 28, 'font-size': 11, fill: '#555'}, g,
-          (s.task !== null ? 'task ' + fmt(s.task) + '  ' : '') + 'prev ' + fmt(s.previous_token) + '  ind ' + fmt(s.induction) + '  first ' + fmt(s.first_token));
-        var lg = el('g', {'font-family': 'DejaVu Sans Mono, Menlo, Consolas, monospace', 'font-size': 11, fill: '#333'}, g);
-        for (var j = 0; j < T; j++) {
-          var cx = gx + (j + 0.5) * cell + 11 * 0.35, cy = gy - 4;
-          el('text', {x: cx, y: cy, transform: 'rotate(-90 ' + cx + ' ' + cy + ')'}, lg, labels[j]);
-        }
-        for (var i = 0; i < T; i++)
-          el('text', {x: gx - 4, y: gy + (i + 0.5) * cell + 11 * 0.35, 'text-anchor': 'end'}, lg, labels[i]);
-        for (i = 0; i < T; i++) for (j = 0; j < T; j++) {
-          var masked = j > i, w = m.weights[i][j];
-          var r = el('rect', {x: gx + j * cell, y: gy + i * cell, width: cell, height: cell, fill: masked ? 'url(#masked)' : colour(w)}, g);
-          el('title', {}, r, '(' + i + ') ' + p.tokens[i] + ' looks at (' + j + ') ' + p.tokens[j] + ': ' + (masked ? 'masked' : w.toFixed(3)));
-        }
-        el('rect', {x: gx, y: gy, width: T * cell, height: T * cell, fill: 'none', stroke: '#888'}, g);
-      });
-    });
-  }
-  function fillProbes() {
-    var d = data.dumps[+slider.value], keep = +probeSel.value || 0;
-    probeSel.textContent = '';
-    d.probes.forEach(function (p, k) {
-      var o = document.createElement('option');
-      o.value = k; o.textContent = 'probe ' + k + ': ' + cut(p.tokens.join(' '), 48);
-      probeSel.appendChild(o);
-    });
-    probeSel.value = Math.min(keep, d.probes.length - 1);
-  }
-  if (!data.dumps.length) { grid.textContent = 'No attention dumps in this run.'; slider.disabled = true; play.disabled = true; return; }
-  slider.max = data.dumps.length - 1;
-  slider.value = data.dumps.length - 1;
-  // A link can open a given dump and probe: report.html#dump=0&probe=2 (indices from 0).
-  var want = /dump=(\d+)/.exec(location.hash), wantProbe = /probe=(\d+)/.exec(location.hash);
-  if (want) slider.value = Math.min(+want[1], data.dumps.length - 1);
-  slider.addEventListener('input', function () { fillProbes(); draw(); });
-  probeSel.addEventListener('change', draw);
-  play.addEventListener('click', function () {
-    if (timer) { clearInterval(timer); timer = null; play.textContent = '\u25b6 play'; return; }
-    if (+slider.value >= data.dumps.length - 1) slider.value = 0;
-    play.textContent = '\u275a\u275a pause';
-    fillProbes(); draw();
-    timer = setInterval(function () {
-      if (+slider.value >= data.dumps.length - 1) { clearInterval(timer); timer = null; play.textContent = '\u25b6 play'; return; }
-      slider.value = +slider.value + 1; fillProbes(); draw();
-    }, 900);
-  });
-  fillProbes();
-  if (wantProbe) probeSel.value = Math.min(+wantProbe[1], probeSel.options.length - 1);
-  draw();
-  document.body.setAttribute('data-rendered', 'yes');
-})();
-)JS";
 
 }  // namespace
 
@@ -415,8 +291,8 @@ std::string report_html(const ReportInputs& in) {
   std::string out;
   out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  out += "<title>" + xml_escape(title) + " \u2014 attograd report</title>\n<style>" + std::string(kCss) +
-         "</style>\n";
+  out += "<title>" + xml_escape(title) + " \u2014 attograd report</title>\n<style>\n" +
+         std::string(report_css()) + "</style>\n";
   out += "</head><body>\n<h1>" + xml_escape(title) + "</h1>\n<p class=\"summary\">";
   if (!in.metrics.empty()) {
     const ReportMetrics& last = in.metrics.back();
@@ -478,7 +354,9 @@ std::string report_html(const ReportInputs& in) {
   out += "<div id=\"grid\"></div>\n";
   out += "<script type=\"application/json\" id=\"attograd-data\">" +
          script_safe(data.dump(-1, ' ', false, json::error_handler_t::replace)) + "</script>\n";
-  out += "<script>" + std::string(kJs) + "</script>\n</body></html>\n";
+  // report.js draws the selected dump and probe as a grid of panels (rows layers, columns heads), with the
+  // same reading order and colours as svg_heatmap.
+  out += "<script>\n" + std::string(report_js()) + "</script>\n</body></html>\n";
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "io/append_format.h"
+#include "study/view/utf8_label.h"
 
 namespace study {
 namespace {
@@ -47,22 +48,6 @@ std::string ramp(const std::pair<double, Rgb> (&stops)[N], double t) {
   return hex(stops[N - 1].second);
 }
 
-int utf8_chars(const std::string& s) {
-  int n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-std::string cut(const std::string& s, int chars) {
-  if (utf8_chars(s) <= chars) return s;
-  size_t i = 0;
-  for (int c = 0; i < s.size() && c < chars - 1; ++c) {
-    ++i;
-    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-  }
-  return s.substr(0, i) + "\u2026";
-}
-
 std::string indexed(size_t i, const std::string& token) {
   return "(" + std::to_string(i) + ") " + token;
 }
@@ -84,7 +69,7 @@ Layout layout_for(int T, const std::vector<std::vector<std::string>>& label_sets
   int chars = 3;
   for (const auto& labels : label_sets)
     for (size_t i = 0; i < labels.size(); ++i)
-      chars = std::max(chars, std::min(kMaxLabelChars, utf8_chars(indexed(i, labels[i]))));
+      chars = std::max(chars, std::min(kMaxLabelChars, display_width(indexed(i, labels[i]))));
   l.left = chars * kCharW + 8;
   l.top = chars * kCharW + 8;
   return l;
@@ -129,12 +114,12 @@ void panel(std::string& out, const Layout& l, double x, double y, const std::str
     // Key labels read upwards from just above their column.
     const double cx = gx + (j + 0.5) * l.cell + kFont * 0.35, cy = gy - 4;
     io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(-90 %.1f %.1f)\">%s</text>\n", cx,
-                      cy, cx, cy, xml_escape(cut(indexed(j, cols[j]), kMaxLabelChars)).c_str());
+                      cy, cx, cy, xml_escape(cut_label(indexed(j, cols[j]), kMaxLabelChars)).c_str());
   }
   for (int i = 0; i < l.T; ++i) {
     io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", gx - 4,
                       gy + (i + 0.5) * l.cell + kFont * 0.35,
-                      xml_escape(cut(indexed(i, rows[i]), kMaxLabelChars)).c_str());
+                      xml_escape(cut_label(indexed(i, rows[i]), kMaxLabelChars)).c_str());
   }
   out += "</g>\n";
   for (int i = 0; i < l.T; ++i) {

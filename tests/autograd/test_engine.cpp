@@ -1,6 +1,8 @@
 // The engine itself: backward order and accumulation, no-grad, graph release, deep chains, detach.
 #define BOOST_TEST_MODULE engine
 #include <boost/test/unit_test.hpp>
+#include <type_traits>
+#include <utility>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
@@ -14,6 +16,31 @@ BOOST_AUTO_TEST_CASE(tensor_used_twice_gets_the_sum_of_both_gradients) {
   y.backward();
   BOOST_TEST(x.grad_tensor().values() == std::vector<double>({2.0, 4.0, 6.0}),
              boost::test_tools::per_element());
+}
+
+// A temporary tensor may hold the last reference to its storage, so accessors that would return a reference
+// or view into it either copy (shape, values, node_ptr) or do not compile (data, vec, mat, grad, node).
+template <typename X, typename = void>
+struct HasRvalueData : std::false_type {};
+template <typename X>
+struct HasRvalueData<X, std::void_t<decltype(std::declval<X>().data())>> : std::true_type {};
+template <typename X, typename = void>
+struct HasRvalueVec : std::false_type {};
+template <typename X>
+struct HasRvalueVec<X, std::void_t<decltype(std::declval<X>().vec())>> : std::true_type {};
+static_assert(!HasRvalueData<T>::value && HasRvalueData<T&>::value && HasRvalueData<const T&>::value);
+static_assert(!HasRvalueVec<T>::value && HasRvalueVec<T&>::value);
+static_assert(std::is_same_v<decltype(std::declval<T>().values()), ag::Buffer<double>>);
+static_assert(std::is_same_v<decltype(std::declval<T>().shape()), ag::Shape>);
+static_assert(std::is_same_v<decltype(std::declval<T&>().values()), ag::Buffer<double>&>);
+static_assert(std::is_same_v<decltype(std::declval<T>().set_requires_grad()), T>);
+
+BOOST_AUTO_TEST_CASE(a_range_for_over_a_temporary_tensors_values_reads_a_copy) {
+  T x = T::from({3}, {1.0, 2.0, 3.0}, true);
+  ag::sum(ag::scale(x, 2.0)).backward();
+  double total = 0;
+  for (double g : x.grad_tensor().values()) total += g;  // grad_tensor() is the only owner of its buffer
+  BOOST_TEST(total == 6.0);
 }
 
 BOOST_AUTO_TEST_CASE(gradients_accumulate_across_backward_calls_until_zero_grad) {
@@ -94,6 +121,35 @@ BOOST_AUTO_TEST_CASE(factories_validate_their_shapes) {
   BOOST_CHECK_THROW(T::from({2, 2}, {1.0, 2.0, 3.0}), std::invalid_argument);
   BOOST_CHECK_THROW(T::zeros({1, 1, 1, 1, 1}), std::invalid_argument);
   BOOST_TEST(T::zeros({2, 0}).numel() == 0);
+}
+
+namespace user {
+// An op written outside the library exactly as ops.h's "How to add an op" shows.
+template <typename T>
+Tensor<T> square(const Tensor<T>& x) {
+  Tensor<T> y = Tensor<T>::empty(x.shape());
+  y.vec() = x.vec().square();
+  if (ag::needs_grad<T>({&x}))
+    ag::attach(y, "square", {x.node_ptr()}, [](ag::Node<T>& n) {
+      const ag::detail::Grad<T> dx(*n.inputs[0]);
+      if (!dx) return;
+      ag::ConstVecMap<T> xv(n.inputs[0]->value.data(), n.numel()), dy(n.grad.data(), n.numel());
+      dx.put(0, n.numel(), T(2) * xv * dy);
+    });
+  return y;
+}
+}  // namespace user
+
+BOOST_AUTO_TEST_CASE(an_op_written_by_the_recipe_in_ops_h_gets_correct_gradients) {
+  T x = T::from({3}, {0.5, -1.5, 2.0}, true);
+  const ag::GradcheckResult r =
+      ag::gradcheck([](const std::vector<T>& in) { return user::square(in[0]); }, {x});
+  BOOST_TEST(r.worst() < 1e-9);
+  // z is used three times: the first write into its gradient assigns, the others add. d/dz = 4z + 1.
+  T z = T::from({3}, {0.5, -1.5, 2.0}, true);
+  ag::sum(ag::add(ag::add(user::square(z), user::square(z)), z)).backward();
+  BOOST_TEST(z.grad_tensor().values() == std::vector<double>({3.0, -5.0, 9.0}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_catches_a_wrong_backward) {

@@ -5,7 +5,11 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <filesystem>
 #include <limits>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <vector>
 
 #include "autograd/gemm.h"
@@ -111,14 +115,59 @@ BOOST_AUTO_TEST_CASE(results_are_the_same_bits_for_any_thread_count) {
     const int64_t rows = shape[0], cols = shape[1], inner = shape[2];
     const Operand<float> a = make_operand<float>(rows, inner, false, 0, 1);
     const Operand<float> b = make_operand<float>(inner, cols, true, 0, 2);
-    std::vector<float> one(rows * cols), two(rows * cols);
+    std::vector<float> one(rows * cols);
     ag::set_num_threads(1);
     ag::gemm(rows, cols, inner, a.view, b.view, one.data(), cols, false);
-    ag::set_num_threads(2);
-    ag::gemm(rows, cols, inner, a.view, b.view, two.data(), cols, false);
+    // 2 to 4 threads cut the product into 8 to 16 parts, claimed in whatever order the threads come.
+    for (int threads : {2, 3, 4}) {
+      std::vector<float> many(rows * cols);
+      ag::set_num_threads(threads);
+      ag::gemm(rows, cols, inner, a.view, b.view, many.data(), cols, false);
+      BOOST_TEST(one == many, rows << "x" << inner << "x" << cols << " at " << threads << " threads");
+    }
     ag::set_num_threads(1);
-    BOOST_TEST(one == two, rows << "x" << inner << "x" << cols);
   }
+}
+
+// The threads of this process, from /proc/self/task.
+int live_threads() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+void refuse_third_worker(int index) {
+  if (index == 3) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_that_cannot_start_stops_the_pool_cleanly) {
+  // Workers 1 and 2 start, the third is refused: those two are joined (no thread left behind, no hang,
+  // no terminate), the error names the failure, and the thread count and the pool stay as they were.
+  ag::set_num_threads(2);  // a pool with one worker
+  const int before = live_threads();
+  ag::detail::set_worker_start_hook(refuse_third_worker);
+  try {
+    ag::set_num_threads(6);
+    BOOST_FAIL("set_num_threads(6) did not throw");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("could not start worker thread 3 of 5 for 6 threads") != std::string::npos, what);
+  }
+  ag::detail::set_worker_start_hook(nullptr);
+  BOOST_TEST(ag::num_threads() == 2);
+  BOOST_TEST(live_threads() == before);
+  // The pool still works afterwards.
+  ag::set_num_threads(3);
+  std::vector<std::atomic<int>> hits(100);
+  ag::parallel_for(100, ag::kParallelMinWork, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+  });
+  for (auto& h : hits) BOOST_TEST(h.load() == 1);
+  BOOST_TEST(live_threads() == before + 1);  // the 2-thread pool's worker replaced by the 3-thread pool's two
+  ag::set_num_threads(1);
 }
 
 BOOST_AUTO_TEST_CASE(pool_runs_every_index_once_across_jobs_of_changing_sizes) {

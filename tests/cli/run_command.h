@@ -2,9 +2,9 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
-#include <array>
-#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,14 +24,21 @@ inline std::string read_all(const std::string& path) {
   return s.str();
 }
 
+// `s` as one word for the shell, whatever it holds.
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 // Runs `ATTOGRAD_BINARY args` through the shell (args are given quoted as needed) from the repo root.
 inline CommandResult run_attograd(const std::string& args) {
   static int counter = 0;
   const std::string base = (std::filesystem::temp_directory_path() /
                             ("attograd-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
                                .string();
-  const std::string cmd = std::string("cd '") + ATTOGRAD_SOURCE_DIR + "' && '" + ATTOGRAD_BINARY + "' " +
-                          args + " >'" + base + ".out' 2>'" + base + ".err'";
+  const std::string cmd = "cd " + shell_quote(ATTOGRAD_SOURCE_DIR) + " && " + shell_quote(ATTOGRAD_BINARY) +
+                          " " + args + " >" + shell_quote(base + ".out") + " 2>" + shell_quote(base + ".err");
   const int status = std::system(cmd.c_str());
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

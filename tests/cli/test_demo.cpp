@@ -1,13 +1,13 @@
 // attograd demo, run as a user runs it: exit 0, every line within 80 columns, the lesson's softmax numbers,
 // the six tokens, every section heading, the sqrt(dk) section's finding, and --section running one section.
 #define BOOST_TEST_MODULE demo
-#include <sys/wait.h>
-
 #include <boost/test/unit_test.hpp>
-#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "cli/run_command.h"
+#include "study/view/utf8_label.h"
 
 namespace {
 
@@ -16,16 +16,10 @@ struct Run {
   std::string out;
 };
 
+// What a person sees: stdout, then anything on stderr.
 Run run_demo(const std::string& args = "") {
-  const std::string cmd = std::string("\"") + ATTOGRAD_BINARY + "\" demo " + args + " 2>&1";
-  Run r;
-  FILE* p = popen(cmd.c_str(), "r");
-  BOOST_REQUIRE(p != nullptr);
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const testing::CommandResult r = testing::run_attograd("demo " + args);
+  return {r.exit_code, r.out + r.err};
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -33,13 +27,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
-}
-
-// Display columns of a UTF-8 line: one per code point (the demo draws only one-column glyphs: ░▒▓█ ·).
-int columns(const std::string& utf8) {
-  int n = 0;
-  for (unsigned char c : utf8) n += (c & 0xC0) != 0x80;
-  return n;
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) {
@@ -75,7 +62,8 @@ BOOST_AUTO_TEST_CASE(demo_runs_and_fits_80_columns) {
   BOOST_TEST(r.exit_code == 0);
   const auto lines = lines_of(r.out);
   BOOST_TEST(lines.size() > 50u);
-  for (const std::string& line : lines) BOOST_TEST(columns(line) <= 80, "too wide: [" << line << "]");
+  for (const std::string& line : lines)
+    BOOST_TEST(study::display_width(line) <= 80, "too wide: [" << line << "]");
 }
 
 BOOST_AUTO_TEST_CASE(every_section_heading_appears_in_order) {

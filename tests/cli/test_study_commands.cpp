@@ -1,7 +1,5 @@
 // The study commands end to end: attend, compare, ablate on a tiny run trained once by the real binary.
 #define BOOST_TEST_MODULE study_commands
-#include <sys/wait.h>
-
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -9,16 +7,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/run_command.h"
 #include "io/atomic_file.h"
 
 namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::run_attograd;
+using testing::shell_quote;
 
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
 
 fs::path temp_root() {
   static const fs::path root = [] {
@@ -27,27 +24,6 @@ fs::path temp_root() {
     return fs::path(pattern);
   }();
   return root;
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `attograd ARGS` (ARGS already shell-quoted where needed), capturing stdout, stderr and the exit code.
-Result attograd(const std::string& args) {
-  static int calls = 0;
-  const fs::path out = temp_root() / ("out" + std::to_string(calls) + ".txt");
-  const fs::path err = temp_root() / ("err" + std::to_string(calls++) + ".txt");
-  const std::string cmd =
-      quote(ATTOGRAD_BINARY) + " " + args + " > " + quote(out.string()) + " 2> " + quote(err.string());
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = io::read_text_file(out.string());
-  r.err = io::read_text_file(err.string());
-  return r;
 }
 
 size_t count(const std::string& text, const std::string& what) {
@@ -65,11 +41,12 @@ size_t lines(const std::string& text) {
 const std::string& run_dir() {
   static const std::string dir = [] {
     const std::string d = (temp_root() / "rev").string();
-    const Result r = attograd(
-        "train " + quote(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json") + " --out " + quote(d) +
+    const CommandResult r = run_attograd(
+        "train " + shell_quote(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/reverse.json") + " --out " +
+        shell_quote(d) +
         " --set train.steps=30 --set model.d_model=16 --set model.n_heads=2 --set model.n_layers=2"
         " --set model.d_ff=32 --set train.eval_size=64 --set output.attention_every=10");
-    if (r.code != 0) throw std::runtime_error("training the test run failed: " + r.err);
+    if (r.exit_code != 0) throw std::runtime_error("training the test run failed: " + r.err);
     return d;
   }();
   return dir;
@@ -90,23 +67,25 @@ const std::string kInput = "'3 1 4 1 5 9 2 6 SEP'";  // reverse: vocab 10, lengt
 BOOST_AUTO_TEST_SUITE(attend)
 
 BOOST_AUTO_TEST_CASE(default_draws_one_panel_per_head_and_says_bos_was_added) {
-  const Result r = attograd("attend " + quote(run_dir()) + " --tokens " + kInput);
-  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  const CommandResult r = run_attograd("attend " + shell_quote(run_dir()) + " --tokens " + kInput);
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
   for (const char* head : {"L0 H0", "L0 H1", "L1 H0", "L1 H1"}) BOOST_TEST(count(r.out, head) == 1u, head);
   BOOST_TEST(count(r.out, "L2 ") == 0u);
   BOOST_TEST(count(r.out, "BOS put in front") == 1u);
   BOOST_TEST(count(r.out, "10 tokens: BOS 3 1 4 1 5 9 2 6 SEP") == 1u);
 
-  const Result with_bos = attograd("attend " + quote(run_dir()) + " --tokens 'BOS 3 1 4 1 5 9 2 6 SEP'");
-  BOOST_TEST_REQUIRE(with_bos.code == 0, with_bos.err);
+  const CommandResult with_bos =
+      run_attograd("attend " + shell_quote(run_dir()) + " --tokens 'BOS 3 1 4 1 5 9 2 6 SEP'");
+  BOOST_TEST_REQUIRE(with_bos.exit_code == 0, with_bos.err);
   BOOST_TEST(count(with_bos.out, "BOS put in front") == 0u);
   // The same input either way: only the note line differs.
   BOOST_TEST(with_bos.out.size() < r.out.size());
 }
 
 BOOST_AUTO_TEST_CASE(layer_and_head_pick_one_full_size_map_with_its_weights) {
-  const Result r = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --layer 1 --head 0");
-  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  const CommandResult r =
+      run_attograd("attend " + shell_quote(run_dir()) + " --tokens " + kInput + " --layer 1 --head 0");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
   BOOST_TEST(count(r.out, "layer 1 head 0") == 1u);
   BOOST_TEST(count(r.out, "layer 0 head") == 0u);
   BOOST_TEST(count(r.out, "head 1") == 0u);
@@ -116,39 +95,43 @@ BOOST_AUTO_TEST_CASE(layer_and_head_pick_one_full_size_map_with_its_weights) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_layer_or_head_is_a_one_line_usage_error_naming_the_range) {
-  const Result head = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --head 2");
-  BOOST_TEST(head.code == 2);
+  const CommandResult head =
+      run_attograd("attend " + shell_quote(run_dir()) + " --tokens " + kInput + " --head 2");
+  BOOST_TEST(head.exit_code == 2);
   BOOST_TEST(lines(head.err) == 1u);
   BOOST_TEST(count(head.err, "--head 2") == 1u, head.err);
   BOOST_TEST(count(head.err, "0..1") == 1u, head.err);
   BOOST_TEST(head.out.empty());
 
-  const Result layer = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --layer -1");
-  BOOST_TEST(layer.code == 2);
+  const CommandResult layer =
+      run_attograd("attend " + shell_quote(run_dir()) + " --tokens " + kInput + " --layer -1");
+  BOOST_TEST(layer.exit_code == 2);
   BOOST_TEST(lines(layer.err) == 1u);
   BOOST_TEST(count(layer.err, "--layer") == 1u, layer.err);
 }
 
 BOOST_AUTO_TEST_CASE(unknown_token_and_missing_run_are_usage_errors) {
-  const Result r = attograd("attend " + quote(run_dir()) + " --tokens '3 x 4'");
-  BOOST_TEST(r.code == 2);
+  const CommandResult r = run_attograd("attend " + shell_quote(run_dir()) + " --tokens '3 x 4'");
+  BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(lines(r.err) == 1u);
   BOOST_TEST(count(r.err, "'x'") == 1u, r.err);
 
-  const Result none = attograd("attend " + quote((temp_root() / "no-such-run").string()) + " --tokens 3");
-  BOOST_TEST(none.code == 2);
+  const CommandResult none =
+      run_attograd("attend " + shell_quote((temp_root() / "no-such-run").string()) + " --tokens 3");
+  BOOST_TEST(none.exit_code == 2);
   BOOST_TEST(lines(none.err) == 1u);
 
-  const Result too_long =
-      attograd("attend " + quote(run_dir()) + " --tokens '1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9'");
-  BOOST_TEST(too_long.code == 2);
+  const CommandResult too_long =
+      run_attograd("attend " + shell_quote(run_dir()) + " --tokens '1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9'");
+  BOOST_TEST(too_long.exit_code == 2);
   BOOST_TEST(count(too_long.err, "max_len") == 1u, too_long.err);
 }
 
 BOOST_AUTO_TEST_CASE(svg_writes_a_picture) {
   const std::string svg = (temp_root() / "attend.svg").string();
-  const Result r = attograd("attend " + quote(run_dir()) + " --tokens " + kInput + " --svg " + quote(svg));
-  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  const CommandResult r =
+      run_attograd("attend " + shell_quote(run_dir()) + " --tokens " + kInput + " --svg " + shell_quote(svg));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
   const std::string text = io::read_text_file(svg);
   BOOST_TEST((text.rfind("<svg", 0) == 0 || text.rfind("<?xml", 0) == 0));
   BOOST_TEST(count(text, "</svg>") >= 1u);
@@ -160,17 +143,17 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(compare)
 
 BOOST_AUTO_TEST_CASE(different_lengths_are_a_usage_error) {
-  const Result r = attograd("compare " + quote(run_dir()) + " --a '3 1 4' --b '3 1 4 1'");
-  BOOST_TEST(r.code == 2);
+  const CommandResult r = run_attograd("compare " + shell_quote(run_dir()) + " --a '3 1 4' --b '3 1 4 1'");
+  BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(lines(r.err) == 1u);
   BOOST_TEST(count(r.err, "same length") == 1u, r.err);
 }
 
 BOOST_AUTO_TEST_CASE(maps_difference_and_total_variation_per_head) {
   const std::string svg = (temp_root() / "compare.svg").string();
-  const Result r = attograd("compare " + quote(run_dir()) + " --a " + kInput +
-                            " --b '3 1 4 1 5 9 2 7 SEP' --svg " + quote(svg));
-  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  const CommandResult r = run_attograd("compare " + shell_quote(run_dir()) + " --a " + kInput +
+                                       " --b '3 1 4 1 5 9 2 7 SEP' --svg " + shell_quote(svg));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
   for (const char* head : {"L0 H0   total variation", "L0 H1   total variation", "L1 H0   total variation",
                            "L1 H1   total variation"})
     BOOST_TEST(count(r.out, head) == 1u, head);
@@ -180,9 +163,9 @@ BOOST_AUTO_TEST_CASE(maps_difference_and_total_variation_per_head) {
   BOOST_TEST((text.rfind("<svg", 0) == 0 || text.rfind("<?xml", 0) == 0));
 
   // One input against itself: every head's maps are identical.
-  const Result same =
-      attograd("compare " + quote(run_dir()) + " --a " + kInput + " --b " + kInput + " --layer 0 --head 1");
-  BOOST_TEST_REQUIRE(same.code == 0, same.err);
+  const CommandResult same = run_attograd("compare " + shell_quote(run_dir()) + " --a " + kInput + " --b " +
+                                          kInput + " --layer 0 --head 1");
+  BOOST_TEST_REQUIRE(same.exit_code == 0, same.err);
   BOOST_TEST(count(same.out, "L0 H1   total variation 0.000") == 1u, same.out);
   BOOST_TEST(count(same.out, "L1 H") == 0u);
 }
@@ -196,8 +179,8 @@ BOOST_AUTO_TEST_CASE(writes_ablation_for_every_head_and_rebuilds_the_report) {
   const std::string report = dir + "/report.html";
   BOOST_TEST_REQUIRE(fs::exists(report));
   fs::remove(report);
-  const Result r = attograd("ablate " + quote(dir));
-  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  const CommandResult r = run_attograd("ablate " + shell_quote(dir));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
   BOOST_TEST(count(r.out, "baseline") >= 1u);
   BOOST_TEST(count(r.out, "zero_acc") >= 1u);
   BOOST_TEST(fs::exists(report));

@@ -29,6 +29,12 @@ const std::string kSmall =
     "train.batch_size=8"
     " --set train.eval_size=32 --set output.attention_every=0";
 
+// `attograd train` of a small reverse model for `steps` steps into the folder `run`.
+testing::CommandResult train_small(const std::string& run, int steps) {
+  return run_attograd("train configs/reverse.json --set train.steps=" + std::to_string(steps) + kSmall +
+                      " --out " + testing::shell_quote(run));
+}
+
 // Each bad input: exit 2, exactly one line on stderr containing `expected`, and no run folder.
 void expect_bad(const std::string& args, const std::string& expected) {
   testing::TempDir dir;
@@ -66,11 +72,8 @@ BOOST_AUTO_TEST_CASE(bad_configs_give_one_line_and_exit_2) {
 BOOST_AUTO_TEST_CASE(a_run_folder_with_a_checkpoint_is_not_overwritten_silently) {
   testing::TempDir dir;
   const std::string run = dir.file("run");
-  BOOST_REQUIRE(
-      run_attograd("train configs/reverse.json --set train.steps=3" + kSmall + " --out '" + run + "'")
-          .exit_code == 0);
-  const auto again =
-      run_attograd("train configs/reverse.json --set train.steps=3" + kSmall + " --out '" + run + "'");
+  BOOST_REQUIRE(train_small(run, 3).exit_code == 0);
+  const auto again = train_small(run, 3);
   BOOST_TEST(again.exit_code == 2);
   BOOST_TEST(again.err.find("--resume") != std::string::npos, again.err);
 }
@@ -78,9 +81,7 @@ BOOST_AUTO_TEST_CASE(a_run_folder_with_a_checkpoint_is_not_overwritten_silently)
 BOOST_AUTO_TEST_CASE(eval_and_forward_read_the_run_folder) {
   testing::TempDir dir;
   const std::string run = dir.file("run");
-  BOOST_REQUIRE(
-      run_attograd("train configs/reverse.json --set train.steps=5" + kSmall + " --out '" + run + "'")
-          .exit_code == 0);
+  BOOST_REQUIRE(train_small(run, 5).exit_code == 0);
   const auto e = run_attograd("eval '" + run + "' --json");
   BOOST_TEST(e.exit_code == 0, e.err);
   const auto ej = nlohmann::json::parse(e.out);
@@ -151,9 +152,7 @@ BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
 BOOST_AUTO_TEST_CASE(resume_can_train_longer_and_checks_its_overrides) {
   testing::TempDir dir;
   const std::string run = dir.file("run");
-  BOOST_REQUIRE(
-      run_attograd("train configs/reverse.json --set train.steps=5" + kSmall + " --out '" + run + "'")
-          .exit_code == 0);
+  BOOST_REQUIRE(train_small(run, 5).exit_code == 0);
   const auto longer = run_attograd("train --resume '" + run + "' --set train.steps=8");
   BOOST_TEST(longer.exit_code == 0, longer.err);
   const std::string metrics = testing::read_all(run + "/metrics.jsonl");

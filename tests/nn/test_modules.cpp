@@ -94,7 +94,8 @@ BOOST_AUTO_TEST_CASE(a_fully_masked_row_gives_zero_output_and_zero_gradient) {
   for (double w : r.weights.values()) BOOST_TEST(std::isfinite(w));
   ag::sum(r.output).backward();
   for (int64_t c = 0; c < 4; ++c) BOOST_TEST(q.grad()[4 + c] == 0.0);
-  for (double g : k.grad_tensor().values()) BOOST_TEST(std::isfinite(g));
+  const D dk = k.grad_tensor();  // named: a range-for over a temporary's values would read freed memory
+  for (double g : dk.values()) BOOST_TEST(std::isfinite(g));
   check_gradients(
       [&](const Inputs& in) { return nn::scaled_dot_product_attention(in[0], in[1], in[2], mask).output; },
       {random_tensor({3, 4}, 7), random_tensor({3, 4}, 8), random_tensor({3, 2}, 9)});

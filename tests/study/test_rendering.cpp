@@ -13,6 +13,7 @@
 #include "study/view/attention_maps.h"
 #include "study/view/report_html.h"
 #include "study/view/svg_heatmap.h"
+#include "study/view/utf8_label.h"
 
 using namespace study;
 
@@ -228,7 +229,7 @@ BOOST_AUTO_TEST_CASE(attention_dump_round_trip) {
         BOOST_TEST(std::fabs(back.probes[0].maps[m].weights[i][j] - d.probes[0].maps[m].weights[i][j]) <=
                    1e-6);
   }
-  // The file uses DESIGN.md's keys.
+  // The file uses the keys of docs/architecture.md "The run folder".
   const auto raw = nlohmann::json::parse(io::read_text_file(path));
   BOOST_TEST(raw["probes"][0]["maps"][0]["weights"][1][0].get<double>() == 0.5);
   const auto all = read_attention_dumps(dir);

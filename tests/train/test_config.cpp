@@ -253,7 +253,7 @@ BOOST_AUTO_TEST_CASE(every_committed_config_loads) {
     }
   }
   BOOST_TEST(loaded >= 9);
-  // The default config is DESIGN.md's example, tuned (docs/configs.md says why): one layer of two heads,
+  // The default config is the documented example, tuned (docs/configs.md says why): one layer of two heads,
   // so the reversing head is the last layer's, and a higher learning rate that sharpens it.
   Config tuned = load_config(write_config("empty.json", "{}"));
   tuned.model.n_layers = 1;

@@ -43,3 +43,25 @@ BOOST_AUTO_TEST_CASE(truncate_keeps_the_records_up_to_the_step) {
   BOOST_TEST_REQUIRE(m.size() == 2u);
   BOOST_TEST(m.back().step == 100);
 }
+
+BOOST_AUTO_TEST_CASE(a_torn_last_line_is_dropped_and_a_torn_middle_line_is_an_error) {
+  const testing::TempDir tmp;
+  const std::string path = tmp.dir.string() + "/metrics.jsonl";
+  const std::string good = metrics_to_json(MetricsRecord{50, 1.0, 1e-3, 0.5, 100, {}, {}}).dump() + "\n";
+  io::write_text_file_atomically(path, good + good.substr(0, good.size() / 2));  // a write cut by a full disk
+  BOOST_TEST(read_metrics_jsonl(path).size() == 1u);
+  truncate_metrics_jsonl(path, 100);  // resume: the torn tail goes
+  BOOST_TEST(io::read_text_file(path) == good);
+  io::write_text_file_atomically(path, good.substr(0, good.size() / 2) + "\n" + good);
+  BOOST_CHECK_THROW(read_metrics_jsonl(path), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_append_is_a_write_error_naming_the_file) {
+  MetricsAppender full("/dev/full");  // every write fails with ENOSPC
+  try {
+    full.append(MetricsRecord{1, 1.0, 1e-3, 0.5, 100, {}, {}});
+    BOOST_FAIL("expected a write error");
+  } catch (const io::WriteError& e) {
+    BOOST_TEST(std::string(e.what()).rfind("/dev/full: cannot write: ", 0) == 0, e.what());
+  }
+}

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "train/evaluate.h"
 #include "train/tasks.h"
 
 using ag::Rng;
@@ -236,7 +237,7 @@ BOOST_AUTO_TEST_CASE(random_format) {
 
 BOOST_AUTO_TEST_CASE(token_names_round_trip) {
   const auto reverse = task_of("reverse", 10, 8);
-  // DESIGN.md's example: --tokens "BOS 3 1 4" is --ids "0 5 3 6".
+  // docs/architecture.md's example: --tokens "BOS 3 1 4" is --ids "0 5 3 6".
   BOOST_TEST(reverse->token_name(0) == "BOS");
   BOOST_TEST(reverse->token_name(1) == "SEP");
   BOOST_TEST(reverse->token_name(5) == "3");

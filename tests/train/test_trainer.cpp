@@ -60,9 +60,9 @@ BOOST_AUTO_TEST_CASE(a_run_writes_its_folder_and_learns) {
   BOOST_TEST(run_study.score_table().find("prev_tok") != std::string::npos);
   BOOST_TEST(!r.interrupted);
   for (const char* f :
-       {"config.json", "metrics.jsonl", "checkpoint/model.safetensors", "checkpoint/optimizer.safetensors",
-        "attention/step-000000.json", "attention/step-000040.json", "attention/step-000040.svg",
-        "scores.json", "report.html"})
+       {"config.json", "metrics.jsonl", "checkpoint/model.safetensors",
+        "checkpoint/optimizer-000040.safetensors", "attention/step-000000.json", "attention/step-000040.json",
+        "attention/step-000040.svg", "scores.json", "report.html"})
     BOOST_TEST(fs::exists(dir.file("run/" + std::string(f))), f);
   const std::vector<double> l = losses(dir.file("run/metrics.jsonl"));
   BOOST_REQUIRE(l.size() >= 2);
