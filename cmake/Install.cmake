@@ -77,4 +77,6 @@ add_test(NAME install/examples
          COMMAND ${PROJECT_SOURCE_DIR}/tests/install/examples.sh ${PROJECT_BINARY_DIR} ${CMAKE_COMMAND})
 add_test(NAME install/headers
          COMMAND ${PROJECT_SOURCE_DIR}/tests/install/headers.sh ${PROJECT_BINARY_DIR} ${CMAKE_COMMAND})
-set_tests_properties(install/examples install/headers PROPERTIES TIMEOUT 600)
+# Unloaded, each takes well under a minute on 2 cores; the timeout allows for a machine shared by several
+# builds.
+set_tests_properties(install/examples install/headers PROPERTIES TIMEOUT 1200)
