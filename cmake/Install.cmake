@@ -25,8 +25,9 @@ set(ATTOGRAD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/attograd)
 foreach(layer ${ATTOGRAD_LAYERS})
   set_target_properties(attograd_${layer} PROPERTIES EXPORT_NAME ${layer})
   target_compile_features(attograd_${layer} PUBLIC cxx_std_17)
-  target_include_directories(attograd_${layer} PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-                                                      $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/attograd>)
+  target_include_directories(
+    attograd_${layer} PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+                             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/attograd>)
   # The same names inside this build, so an example can also be added with add_subdirectory.
   add_library(attograd::${layer} ALIAS attograd_${layer})
 endforeach()
