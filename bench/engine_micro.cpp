@@ -1,4 +1,4 @@
-// engine_micro: the engine's own micro-benchmark (issue 2), not a test. One thread throughout.
+// engine_micro: the engine's own micro-benchmark, not a test. One thread throughout.
 //   1. A 512x512 float32 matmul through ag::matmul (graph recorded, output allocated) against the same
 //      product in raw Eigen into a preallocated matrix: medians over many repetitions.
 //   2. Graph overhead: ns per small elementwise op with its backward (add of two 8-element tensors,

@@ -1,7 +1,7 @@
-"""PyTorch side of attograd's benchmark (issue 6): the same model and training step, timed the same way.
+"""PyTorch side of attograd's benchmark: the same model and training step, timed the same way.
 
 Reads an attograd bench config (bench/configs/*.json: a "random" task of uniform random tokens), builds
-DESIGN.md's pre-LN GPT in float32 with explicit attention (matmul, masked_fill, softmax, matmul), and times
+docs/architecture.md's pre-LN GPT in float32 with explicit attention (matmul, masked_fill, softmax, matmul), and times
 full training steps: forward, next-token cross-entropy on every position, backward, global-norm gradient
 clipping, AdamW (betas 0.9/0.999, eps 1e-8, weight decay on the 2-d weight matrices except the embeddings,
 constant lr from the config). With --forward, forward passes alone under torch.no_grad() instead (as
@@ -36,7 +36,7 @@ LAYER_NORM_EPS = 1e-5
 
 
 def xavier_normal_(weight):
-    """DESIGN.md's init: normal with std sqrt(2 / (fan_in + fan_out))."""
+    """docs/architecture.md's init: normal with std sqrt(2 / (fan_in + fan_out))."""
     fan_out, fan_in = weight.shape
     nn.init.normal_(weight, 0.0, math.sqrt(2.0 / (fan_in + fan_out)))
 
@@ -102,7 +102,7 @@ class Block(nn.Module):
 
 
 class CausalLM(nn.Module):
-    """DESIGN.md's pre-LN GPT; its state_dict names are the checkpoint names."""
+    """docs/architecture.md's pre-LN GPT; its state_dict names are the checkpoint names."""
 
     def __init__(self, vocab, max_len, d_model, n_heads, n_layers, d_ff, attention_only):
         super().__init__()
