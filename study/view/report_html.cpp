@@ -324,6 +324,17 @@ std::string report_html(const ReportInputs& in) {
             "scores, and the induction score over each probe's own repeated tokens. The task score needs the "
             "task's ideal keys and appears only in the final table.</p>\n"
           : "<p class=\"note\">Scores at each dumped step, as the trainer computed them.</p>\n";
+  if (const auto& pc = in.scores.phase_change) {
+    const auto step = [](const std::optional<double>& v) {
+      return v ? "step " + fixed(*v, 0) : std::string("never");
+    };
+    out +=
+        "<p class=\"note\" id=\"phase-change\">Phase change (best head's score first at 0.5, "
+        "interpolated between dumps): induction " +
+        step(pc->induction) + ", previous token " + step(pc->previous_token) + ", task " + step(pc->task) +
+        "; held-out loss fell fastest " +
+        (pc->eval_loss_fall ? "at " + step(pc->eval_loss_fall) : std::string("nowhere")) + ".</p>\n";
+  }
   out += "<div class=\"legend\">";
   for (const auto& [key, idx] : head_index)
     io::append_format(out, "<span><span class=\"sw\" style=\"background:%s\"></span>%s</span>",
