@@ -26,5 +26,6 @@ Command add_ablate(CLI::App& app);
 Command add_gradcheck(CLI::App& app);
 Command add_demo(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_sweep(CLI::App& app);
 
 }  // namespace cli
