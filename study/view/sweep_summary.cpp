@@ -8,6 +8,7 @@
 #include <map>
 
 #include "io/append_format.h"
+#include "study/view/chart_scale.h"
 #include "study/view/svg_heatmap.h"
 
 namespace study {
@@ -46,25 +47,6 @@ std::string setting_value(const ordered_json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-// Round tick values (1, 2, 5 x 10^k) covering [lo, hi] with about n intervals.
-std::vector<double> ticks(double lo, double hi, int n) {
-  if (!(hi > lo)) hi = lo + 1;
-  const double raw = (hi - lo) / n, mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = 10 * mag;
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * mag >= raw) {
-      step = m * mag;
-      break;
-    }
-  std::vector<double> out;
-  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
-    out.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
-  return out;
-}
-
-const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
 // A chart frame: y axis with ticks over [y0, y1], a title and axis labels; returns the SVG's opening and
 // the axes. X/Y map data to pixels.
 struct Frame {
@@ -78,7 +60,7 @@ struct Frame {
                       "<svg class=\"chart\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                       "role=\"img\"><text x=\"%.0f\" y=\"18\" class=\"ct\">%s</text>",
                       W, H, W, H, L, xml_escape(title).c_str());
-    for (double t : ticks(y0, y1, 5)) {
+    for (double t : nice_ticks(y0, y1, 5)) {
       io::append_format(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>", L,
                         W - R, Y(t), Y(t));
       io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%g</text>",
@@ -196,7 +178,7 @@ std::string curve_chart(const std::string& title, const SweepSummary& sum, Curve
     for (const auto& [s, v] : r.*curve) x1 = std::max(x1, s), any = true;
   f.x1 = x1 > 0 ? x1 : 1;
   std::string out = f.open(title, "best head's score");
-  for (double t : ticks(f.x0, f.x1, 5))
+  for (double t : nice_ticks(f.x0, f.x1, 5))
     io::append_format(out, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>",
                       f.X(t), f.H - f.B + 16, t);
   io::append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"al\" text-anchor=\"middle\">step</text>",
@@ -213,7 +195,7 @@ std::string curve_chart(const std::string& title, const SweepSummary& sum, Curve
     io::append_format(out,
                       "<polyline fill=\"none\" stroke-width=\"1.6\" stroke-opacity=\"0.8\" stroke=\"%s\" "
                       "points=\"",
-                      kPalette[colour_of.at(r.setting) % 10]);
+                      category_colour(colour_of.at(r.setting)));
     for (const auto& [s, v] : r.*curve)
       io::append_format(out, "%.1f,%.1f ", f.X(s), f.Y(std::clamp(v, 0.0, 1.0)));
     io::append_format(out, "\"><title>%s</title></polyline>", xml_escape(r.name).c_str());
@@ -380,7 +362,7 @@ std::string sweep_index_html(const SweepSummary& sum) {
       "dump, every run overlaid, one colour per setting; the dashed line is 0.5.</p>\n<div class=\"legend\">";
   for (size_t k = 0; k < settings.size(); ++k)
     io::append_format(out, "<span><span class=\"sw\" style=\"background:%s\"></span>%s</span>",
-                      kPalette[k % 10], xml_escape(settings[k]).c_str());
+                      category_colour(k), xml_escape(settings[k]).c_str());
   out += "</div>\n<div class=\"row\">";
   out += curve_chart("induction score", sum, &SweepRunSummary::induction_curve, colour_of);
   out += curve_chart("previous-token score", sum, &SweepRunSummary::previous_token_curve, colour_of);
