@@ -31,9 +31,10 @@ namespace {
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-std::atomic<bool> g_stop{false};
+// Stop signals received (Ctrl-C, SIGTERM); each is passed on to the running children once.
+std::atomic<int> g_stop{0};
 extern "C" void on_stop_signal(int) {
-  g_stop.store(true);
+  g_stop.fetch_add(1);
 }
 
 struct SweepArgs {
@@ -223,7 +224,7 @@ int run_sweep(const SweepArgs& a) {
               a.file.c_str(), total, skipped, jobs, threads, sweep.out.c_str());
   std::fflush(stdout);
 
-  g_stop.store(false);
+  g_stop.store(0);
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
@@ -237,7 +238,7 @@ int run_sweep(const SweepArgs& a) {
   size_t next = 0, done = skipped, failed = 0, interrupted = 0;
   double finished_seconds = 0;
   size_t finished_here = 0;
-  bool forwarded = false;
+  int forwarded = 0;
   std::string last_drawn;
   auto last_draw = clock_type::now() - std::chrono::seconds(10);
   const auto draw = [&](bool force) {
@@ -272,13 +273,18 @@ int run_sweep(const SweepArgs& a) {
   };
 
   while (next < todo.size() || !running.empty()) {
-    if (g_stop.load() && !forwarded) {
-      forwarded = true;
+    // The first signal asks every run to stop at a checkpoint; a second one (as for `train`) ends them
+    // at once, keeping their last checkpoint.
+    if (const int signals = g_stop.load(); signals > forwarded) {
       for (const auto& [pid, c] : running) kill(pid, SIGINT);
       if (tty) std::printf("\n");
-      std::printf("stopping: each running run saves a checkpoint; run the same command again to resume\n");
+      std::printf(
+          forwarded == 0
+              ? "stopping: each running run saves a checkpoint; run the same command again to resume\n"
+              : "stopping now: the runs keep their last checkpoints\n");
+      forwarded = signals;
     }
-    while (!g_stop.load() && running.size() < static_cast<size_t>(jobs) && next < todo.size()) {
+    while (g_stop.load() == 0 && running.size() < static_cast<size_t>(jobs) && next < todo.size()) {
       const size_t i = todo[next++];
       const train::SweepRun& run = sweep.runs[i];
       running[launch(program, train_args(run, sweep, states[i], threads),
@@ -320,7 +326,7 @@ int run_sweep(const SweepArgs& a) {
   const study::SweepSummary summary = study::collect_sweep(sweep.out);
   study::write_sweep_summary(sweep.out, summary);
   std::printf("summary: %s/summary.csv, %s/index.html\n", sweep.out.c_str(), sweep.out.c_str());
-  if (g_stop.load()) {
+  if (g_stop.load() > 0) {
     std::printf("interrupted: %zu of %zu runs finished; run the same command again to resume the rest\n",
                 done, total);
     return 130;
