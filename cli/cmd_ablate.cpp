@@ -2,6 +2,7 @@
 // head: held-out exact-match accuracy and loss with that head's output zeroed, and with it replaced by its
 // mean over the held-out batch; then the scores table with those columns, RUN/scores.json updated with an
 // "ablation" object per head, and RUN/report.html rebuilt.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -34,7 +35,8 @@ bool scores_match(const study::HeadScoresFile& s, const train::LoadedRun& run) {
 
 int run_ablate(const Args& a) {
   train::LoadedRun run = train::load_run(a.run);
-  ag::set_num_threads(run.config.train.threads);
+  ag::set_num_threads(
+      std::min(run.config.train.threads, train::max_threads()));  // may come from a larger machine
   const int n = a.n > 0 ? a.n : run.config.train.eval_size;
   // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
   const train::Batch eval_set = run.task->eval_set(run.config.seed, n);

@@ -1,4 +1,5 @@
 // attograd eval RUN_DIR [--json]: held-out exact-match accuracy and loss of the run's last checkpoint.
+#include <algorithm>
 #include <cstdio>
 
 #include "autograd/threads.h"
@@ -22,7 +23,8 @@ Command add_eval(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   return [a] {
     train::LoadedRun run = train::load_run(a->run);
-    ag::set_num_threads(run.config.train.threads);
+    ag::set_num_threads(
+        std::min(run.config.train.threads, train::max_threads()));  // may come from a larger machine
     const int n = a->n > 0 ? a->n : run.config.train.eval_size;
     // The same held-out stream as training's evaluations, so the numbers agree with metrics.jsonl.
     const train::EvalResult r = train::evaluate(*run.model, run.task->eval_set(run.config.seed, n));

@@ -13,6 +13,12 @@ namespace cli {
 
 namespace {
 
+// The task's name of a predicted id; a model whose vocabulary is larger than the task's (model.vocab) may
+// predict an id the task never uses, shown as "<id N>".
+std::string prediction_name(const train::Task& task, int32_t id) {
+  return id < task.vocab_size() ? task.token_name(id) : "<id " + std::to_string(id) + ">";
+}
+
 struct Args {
   std::string run, tokens, ids;
   bool json = false;
@@ -54,7 +60,7 @@ int run_forward(const Args& a) {
               static_cast<long long>(run.step), T);
   for (int t = 0; t < T; ++t)
     std::printf("  %3d  %-5s  ->  %s\n", t, probe.tokens[t].c_str(),
-                run.task->token_name(predictions[t]).c_str());
+                prediction_name(*run.task, predictions[t]).c_str());
   study::AsciiOptions opts;
   opts.mark_future = true;
   std::printf("\nattention (rows: query tokens, columns: key tokens)\n%s",

@@ -44,12 +44,15 @@ struct TrainArgs {
 };
 
 // The config of a resumed run is the one it was trained with; a CONFIG given too must agree with it, and
-// --set may change what does not alter the past (e.g. train.steps to train longer).
+// --set may change only what does not alter the past (train::resume_settable_fields, e.g. train.steps to
+// train longer).
 train::Config resume_config(const TrainArgs& a) {
   const std::string ckpt = train::model_checkpoint_path(a.resume);
   if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + a.resume + ": no checkpoint at " + ckpt);
+  train::check_resume_overrides(a.sets);  // before reading anything: a refused --set is the user's error
   train::Config stored = train::config_from_checkpoint(ckpt);
-  if (!a.sets.empty()) stored = train::from_json(train::to_json(stored), ckpt, a.sets);
+  // Always through the overrides' path, which checks this machine's limits (a run may come from another).
+  stored = train::from_json(train::to_json(stored), ckpt, a.sets);
   if (!a.config.empty()) {
     train::Config given = train::load_config(a.config, a.sets);
     given.output = stored.output;

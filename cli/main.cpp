@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "io/atomic_file.h"
+#include "io/printable.h"
 #include "train/config.h"
 #include "train/trainer.h"
 
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   add(cli::add_attend);
   add(cli::add_compare);
   add(cli::add_ablate);
+  add(cli::add_patch);
+  add(cli::add_circuits);
   add(cli::add_gradcheck);
   add(cli::add_demo);
   add(cli::add_bench);
@@ -39,7 +42,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (what.empty()) what = e.get_name();
-    std::fprintf(stderr, "attograd: %s (see attograd --help)\n", what.c_str());
+    std::fprintf(stderr, "attograd: %s (see attograd --help)\n", io::printable(what).c_str());
     return 2;
   }
   for (auto& [sub, command] : commands) {
@@ -47,14 +50,15 @@ int main(int argc, char** argv) {
     try {
       return command();
     } catch (const train::TrainingDiverged& e) {
-      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), io::printable(e.what()).c_str());
       return 1;
     } catch (const io::WriteError& e) {  // disk full, I/O error: the run failed, the input was fine
-      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), io::printable(e.what()).c_str());
       return 1;
     } catch (const std::exception& e) {
-      // Config errors, unreadable or corrupt files, bad arguments: all name their source in one line.
-      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), e.what());
+      // Config errors, unreadable or corrupt files, bad arguments: all name their source in one line
+      // (escaped here too, whatever bytes a file name or value brought in).
+      std::fprintf(stderr, "attograd %s: %s\n", sub->get_name().c_str(), io::printable(e.what()).c_str());
       return 2;
     }
   }

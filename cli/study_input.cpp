@@ -35,7 +35,8 @@ std::optional<int> LayerHeadOptions::head() const {
 
 train::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head) {
   train::LoadedRun run = train::load_run(dir);
-  ag::set_num_threads(run.config.train.threads);
+  ag::set_num_threads(
+      std::min(run.config.train.threads, train::max_threads()));  // may come from a larger machine
   check_layer_head(run, layer, head);
   return run;
 }

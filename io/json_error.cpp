@@ -3,14 +3,15 @@
 #include <stdexcept>
 
 #include "io/atomic_file.h"
+#include "io/printable.h"
 
 namespace io {
 namespace {
 
-std::string one_line(std::string text) {
-  for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  return text;
+// One printable line: control bytes (newlines among them) and bytes that are not UTF-8 escaped, as a
+// parse error may quote them from the file.
+std::string one_line(const std::string& text) {
+  return printable(text);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include "io/atomic_file.h"
 #include "study/capture.h"
+#include "study/circuits.h"
+#include "study/view/patching_view.h"
 #include "study/view/phase_change.h"
 #include "study/view/report_html.h"
 #include "study/view/svg_heatmap.h"
@@ -103,6 +105,29 @@ void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool fin
   // The last step is dumped even off the period, so the report always shows the final maps.
   if (!dumped_now) study_.dump_attention(model, run_dir_, step);
   score_table_ = study_.finish(model, run_dir_, step, wall);
+  const CircuitsResult circuits =
+      write_circuits_files(model, *task_, config_, run_dir_, step, model.blocks.size() >= 2);
+  score_table_ +=
+      "\ncircuits at step " + std::to_string(step) + " (RUN/circuits.json):\n" + circuits_table(circuits);
+}
+
+CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
+                                    const train::Config& config, const std::string& run_dir, int64_t step,
+                                    bool with_composition) {
+  const train::Batch held_out = task.eval_set(config.seed, config.train.eval_size);
+  const int positions = std::min<int>(task.seq_len(), static_cast<int>(model.shape.max_len));
+  CircuitsResult r = analyse_circuits(model, held_out, positions, with_composition);
+  r.step = step;
+  write_circuits(run_dir + "/circuits.json", r);
+  const std::string title = config.name + ", step " + std::to_string(step);
+  if (!r.composition.empty())
+    io::write_text_file_atomically(run_dir + "/circuits/composition.svg",
+                                   svg_composition(r, title + ": composition scores"));
+  if (!r.positional.empty())
+    io::write_text_file_atomically(run_dir + "/circuits/positional_qk.svg",
+                                   svg_positional(r, title + ": layer 0 positional QK (positions alone)"));
+  write_run_report(run_dir, config.name);
+  return r;
 }
 
 std::vector<HeadScoresFile> read_score_history(const std::string& run_dir) {
@@ -141,6 +166,9 @@ void write_run_report(const std::string& run_dir, const std::string& title) {
   if (std::filesystem::exists(scores)) in.scores = read_head_scores(scores);
   in.dumps = read_attention_dumps(run_dir + "/attention");
   in.score_history = read_score_history(run_dir);
+  if (std::filesystem::exists(run_dir + "/circuits.json"))
+    in.circuits = read_circuits(run_dir + "/circuits.json");
+  in.patchings = read_patchings(run_dir + "/patching", &in.patching_names);
   write_report_html(run_dir + "/report.html", in);
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nn/transformer.h"
+#include "study/view/circuits_view.h"
 #include "study/view/head_scores.h"
 #include "train/trainer.h"
 
@@ -37,13 +38,14 @@ class Study {
 };
 
 // The study of a training run as it goes: attention dumps every output.attention_every steps (and at
-// step 0 and the last step), and scores, scores.json and report.html when the run finishes.
+// step 0 and the last step), and scores, scores.json, the circuits (write_circuits_files; composition only
+// with >= 2 layers) and report.html when the run finishes.
 class RunStudy : public train::TrainObserver {
  public:
   // `config` must outlive the RunStudy.
   RunStudy(const train::Config& config, const std::string& run_dir);
   void on_model(const nn::CausalLM<float>& model, int64_t step, bool finished) override;
-  // The head-score table of the finished run (empty before).
+  // The head-score and circuits tables of the finished run (empty before).
   const std::string& score_table() const { return score_table_; }
 
  private:
@@ -65,8 +67,15 @@ std::vector<HeadScoresFile> read_score_history(const std::string& run_dir);
 // The phase-change steps of a run folder, from its recorded scores and metrics.jsonl.
 PhaseChange run_phase_change(const std::string& run_dir);
 
+// The circuit analysis of `model` (study/circuits.h; DLA on the run's held-out set, eval_set(seed,
+// train.eval_size)) written to RUN/circuits.json and RUN/circuits/{composition,positional_qk}.svg, then
+// report.html rebuilt. Composition is computed when with_composition (the model needs >= 2 layers).
+CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
+                                    const train::Config& config, const std::string& run_dir, int64_t step,
+                                    bool with_composition);
+
 // Rebuilds RUN/report.html from the run folder's files (metrics.jsonl, scores.json, scores/*.json,
-// attention/*.json).
+// attention/*.json, circuits.json, patching/*.json).
 void write_run_report(const std::string& run_dir, const std::string& title);
 
 }  // namespace study

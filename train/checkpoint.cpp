@@ -1,7 +1,9 @@
 #include "train/checkpoint.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "train/safetensors.h"
 
@@ -22,11 +24,31 @@ NamedArray array_of(const std::string& name, const ag::Shape& shape, const std::
   return NamedArray{name, shape, data};
 }
 
+// Steps count up to train.steps, an int.
 int64_t parse_step(const SafetensorsFile& f, const std::string& path) {
   const uint64_t step = metadata_u64(f, "step", path);
-  if (step > static_cast<uint64_t>(INT64_MAX))
-    throw std::runtime_error(path + ": step out of range (__metadata__/step)");
+  if (step > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+    throw std::runtime_error(path + ": step " + std::to_string(step) + " is beyond any train.steps (" +
+                             std::to_string(std::numeric_limits<int>::max()) + ") (__metadata__/step)");
   return static_cast<int64_t>(step);
+}
+
+// The model the config describes must be the tensors the file holds: comparing their total size before the
+// model is built keeps a small file whose config claims a huge model from allocating it.
+void check_tensor_table(const SafetensorsFile& f, const Config& config, const std::string& path) {
+  double values = 0;
+  for (const NamedArray& t : f.tensors) {
+    double n = 1;
+    for (int64_t d : t.shape) n *= static_cast<double>(d);
+    values += n;
+  }
+  const double expected = parameter_count(config.model);
+  if (values != expected) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.0f values but its config's model has %.0f parameters", values,
+                  expected);
+    throw std::runtime_error(path + ": the tensors hold " + text + " (tensor table)");
+  }
 }
 
 }  // namespace
@@ -78,7 +100,7 @@ int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& mode
 }
 
 Config config_from_checkpoint(const std::string& path) {
-  const SafetensorsFile f = read_safetensors(path);
+  const SafetensorsFile f = read_safetensors_header(path);
   const std::string& text = metadata_string(f, "config", path);
   nlohmann::json j;
   try {
@@ -86,7 +108,9 @@ Config config_from_checkpoint(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": __metadata__/config is not JSON");
   }
-  return from_json(j, path + " (__metadata__/config)");
+  const Config config = from_json(j, path + " (__metadata__/config)");
+  check_tensor_table(f, config, path);
+  return config;
 }
 
 void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, ag::Rng& data_rng,
@@ -103,16 +127,36 @@ void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, ag::Rn
     throw std::runtime_error(path + ": optimiser state is for step " + std::to_string(step) +
                              " but the model is at step " + std::to_string(expected_step) +
                              " (__metadata__/step)");
+  // AdamW steps once per training step, so its count cannot pass the step (and its bias correction would
+  // overflow or divide by zero on absurd counts).
+  const uint64_t adam_steps = metadata_u64(f, "adam_steps", path);
+  if (adam_steps > static_cast<uint64_t>(step))
+    throw std::runtime_error(path + ": adam_steps " + std::to_string(adam_steps) + " is more than the step " +
+                             std::to_string(step) + " (__metadata__/adam_steps)");
+  ag::Rng::State rs;
+  for (int i = 0; i < 4; ++i) rs.s[i] = metadata_u64(f, "rng_s" + std::to_string(i), path);
+  // xoshiro256's all-zero state is a fixed point: the generator would return 0 forever.
+  if (rs.s[0] == 0 && rs.s[1] == 0 && rs.s[2] == 0 && rs.s[3] == 0)
+    throw std::runtime_error(path + ": the data generator's state is all zero (__metadata__/rng_s0..3)");
+  rs.cached_normal = metadata_f64_bits(f, "rng_cached_normal", path);
+  const std::string& has_cached = metadata_string(f, "rng_has_cached_normal", path);
+  if (has_cached != "0" && has_cached != "1")
+    throw std::runtime_error(path + ": expected \"0\" or \"1\" (__metadata__/rng_has_cached_normal)");
+  rs.has_cached_normal = has_cached == "1";
+  if (rs.has_cached_normal && !std::isfinite(rs.cached_normal))
+    throw std::runtime_error(path + ": the cached normal is not finite (__metadata__/rng_cached_normal)");
   const auto& params = optimizer.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (float x : f.find("v." + params[i].name)->data)
+      if (!(x >= 0 && std::isfinite(x)))
+        throw std::runtime_error(path + ": a second moment is negative or not finite (v." + params[i].name +
+                                 ")");
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     optimizer.first_moments()[i] = f.find("m." + params[i].name)->data;
     optimizer.second_moments()[i] = f.find("v." + params[i].name)->data;
   }
-  optimizer.set_steps_taken(static_cast<int64_t>(metadata_u64(f, "adam_steps", path)));
-  ag::Rng::State rs;
-  for (int i = 0; i < 4; ++i) rs.s[i] = metadata_u64(f, "rng_s" + std::to_string(i), path);
-  rs.cached_normal = metadata_f64_bits(f, "rng_cached_normal", path);
-  rs.has_cached_normal = metadata_string(f, "rng_has_cached_normal", path) == "1";
+  optimizer.set_steps_taken(static_cast<int64_t>(adam_steps));
   data_rng.set_state(rs);
 }
 

@@ -3,12 +3,19 @@
 // into a ConfigError naming whoever wrote that field: the file, or the --set override that set it.
 #include "train/config.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
+#include <thread>
 
+#include "io/printable.h"
 #include "train/tasks.h"
 
 namespace train {
@@ -25,6 +32,15 @@ struct Problem {
 [[noreturn]] void fail(const std::string& pointer, const std::string& message) {
   throw Problem{pointer, message};
 }
+
+// Every error line goes out through here: keys, values and file names from outside are escaped, so the
+// line stays one printable line whatever bytes they hold.
+ConfigError config_error(const std::string& message) {
+  return ConfigError(io::printable(message));
+}
+
+// A config file is a few hundred bytes; anything this large is not one (and /dev/zero never ends).
+constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // How an error line shows a pointer: the root ("") as "/", so that the line always has three parts.
 std::string shown(const std::string& pointer) {
@@ -58,7 +74,8 @@ std::string describe(const json& value) {
     case json::value_t::array:
       return "an array";
     case json::value_t::string: {
-      std::string text = value.dump();
+      // Bytes that are not UTF-8 (from a --set value) would make dump() throw: show them as U+FFFD.
+      std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
       if (text.size() > 40) text = text.substr(0, 37) + "...\"";
       return "string " + text;
     }
@@ -123,6 +140,7 @@ class Section {
     const json& value = object_.at(key);
     if (!value.is_number()) fail(pointer(key), "expected a number, got " + describe(value));
     out = value.get<double>();
+    if (!std::isfinite(out)) fail(pointer(key), "expected a finite number, got " + describe(value));
   }
 
   void read(const char* key, bool& out) const {
@@ -137,6 +155,9 @@ class Section {
     const json& value = object_.at(key);
     if (!value.is_string()) fail(pointer(key), "expected a string, got " + describe(value));
     out = value.get<std::string>();
+    // Strings go into config.json, file names and terminal lines: no control bytes, nothing but UTF-8.
+    if (!io::is_printable_utf8(out))
+      fail(pointer(key), "expected UTF-8 text without control characters, got " + describe(value));
   }
 
   // Range checks, with the one-line messages the docs show.
@@ -158,7 +179,77 @@ class Section {
   std::string pointer_;
 };
 
-Config validate(const json& document) {
+// The bytes of this machine's memory (a large default when the system does not say).
+double physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size) : 64e9;
+}
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, bytes < 1e13 ? "%.1f GB" : "%.3g GB", bytes / 1e9);
+  return text;
+}
+
+// Refuses a config whose memory estimate is over train.memory_limit_gb, naming the field that contributes
+// most: the one whose reset to its default (or the task's size) would shrink the estimate the most.
+void check_memory(const Config& config, int seq_len) {
+  const double limit =
+      config.train.memory_limit_gb > 0 ? config.train.memory_limit_gb * 1e9 : physical_memory_bytes();
+  const double needed = estimate_memory_bytes(config, seq_len);
+  if (needed <= limit) return;
+  const Config defaults;
+  const int task_vocab = make_task(config.task)->vocab_size();
+  struct Candidate {
+    const char* pointer;
+    int value;
+    std::function<void(Config&, int&)> reset;
+  };
+  const std::vector<Candidate> candidates = {
+      {"/model/vocab", config.model.vocab, [&](Config& c, int&) { c.model.vocab = task_vocab; }},
+      {"/model/d_model", config.model.d_model,
+       [&](Config& c, int&) { c.model.d_model = std::min(c.model.d_model, defaults.model.d_model); }},
+      {"/model/max_len", config.model.max_len, [&](Config& c, int& t) { c.model.max_len = t; }},
+      {"/model/d_ff", config.model.d_ff,
+       [&](Config& c, int&) { c.model.d_ff = std::min(c.model.d_ff, defaults.model.d_ff); }},
+      {"/model/n_layers", config.model.n_layers,
+       [&](Config& c, int&) { c.model.n_layers = std::min(c.model.n_layers, defaults.model.n_layers); }},
+      {"/model/n_heads", config.model.n_heads,
+       [&](Config& c, int&) { c.model.n_heads = std::min(c.model.n_heads, defaults.model.n_heads); }},
+      {"/train/batch_size", config.train.batch_size,
+       [&](Config& c, int&) {
+         c.train.batch_size = std::min(c.train.batch_size, defaults.train.batch_size);
+       }},
+      {"/train/eval_size", config.train.eval_size,
+       [&](Config& c, int&) { c.train.eval_size = std::min(c.train.eval_size, defaults.train.eval_size); }},
+      {"/task/length", config.task.length,
+       [&](Config&, int& t) { t = std::min(t, 2 * defaults.task.length + 1); }},
+  };
+  const Candidate* blamed = &candidates.front();
+  double best = -1;
+  for (const Candidate& candidate : candidates) {
+    Config smaller = config;
+    int t = seq_len;
+    candidate.reset(smaller, t);
+    const double saved = needed - estimate_memory_bytes(smaller, t);
+    if (saved > best) {
+      best = saved;
+      blamed = &candidate;
+    }
+  }
+  const std::string over = "about " + gigabytes(needed) + " of memory (an estimate), over the limit of " +
+                           gigabytes(limit) +
+                           (config.train.memory_limit_gb > 0
+                                ? " (train.memory_limit_gb)"
+                                : " (this machine's memory; raise it with --set train.memory_limit_gb=N)");
+  // Every size at its default or below: the limit itself is what is too small.
+  if (best <= 0) fail("/train/memory_limit_gb", "the run needs " + over);
+  fail(blamed->pointer, std::to_string(blamed->value) + " makes the run need " + over);
+}
+
+// `for_this_machine`: also check the limits of the machine that will train (train.threads); a checkpoint's
+// config, read to evaluate or study the run, may come from a larger machine.
+Config validate(const json& document, bool for_this_machine) {
   Config config;
   const Section root(document, "");
   root.reject_unknown_keys({"name", "seed", "task", "model", "train", "output"});
@@ -210,7 +301,7 @@ Config validate(const json& document) {
 
   const Section train = root.section("train");
   train.reject_unknown_keys({"steps", "batch_size", "lr", "warmup", "schedule", "weight_decay", "grad_clip",
-                             "threads", "eval_every", "log_every", "eval_size"});
+                             "threads", "eval_every", "log_every", "eval_size", "memory_limit_gb"});
   TrainConfig& r = config.train;
   train.read("steps", r.steps);
   train.read("batch_size", r.batch_size);
@@ -236,6 +327,14 @@ Config validate(const json& document) {
   train.at_least("eval_every", r.eval_every, 1);
   train.at_least("log_every", r.log_every, 1);
   train.at_least("eval_size", r.eval_size, 1);
+  train.read("memory_limit_gb", r.memory_limit_gb);
+  train.at_least("memory_limit_gb", r.memory_limit_gb, 0.0);
+  if (for_this_machine && r.threads > max_threads()) {
+    fail(train.pointer("threads"), "must be <= " + std::to_string(max_threads()) + " (4 x this machine's " +
+                                       std::to_string(max_threads() / 4) + " cores), got " +
+                                       std::to_string(r.threads));
+  }
+  check_memory(config, seq_len);
 
   const Section output = root.section("output");
   output.reject_unknown_keys({"dir", "attention_every", "probes", "checkpoint_every"});
@@ -329,15 +428,19 @@ std::string parse_error_detail(const json::parse_error& error) {
 
 std::string read_file(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) throw ConfigError(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (!file) throw config_error(path + ": cannot open (" + std::strerror(errno) + ")");
   std::string text;
   char buffer[1 << 14];
   size_t count;
-  while ((count = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, count);
+  while (text.size() <= kMaxConfigBytes && (count = std::fread(buffer, 1, sizeof buffer, file)) > 0)
+    text.append(buffer, count);
   const bool failed = std::ferror(file);
   const int error = errno;
   std::fclose(file);
-  if (failed) throw ConfigError(path + ": cannot read (" + std::strerror(error) + ")");
+  if (failed) throw config_error(path + ": cannot read (" + std::strerror(error) + ")");
+  if (text.size() > kMaxConfigBytes)
+    throw config_error(path + ": larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                       " MiB, not a config file");
   return text;
 }
 
@@ -367,7 +470,7 @@ Override parse_override(const std::string& text) {
   const std::string path = text.substr(0, equals);
   if (equals == std::string::npos || path.empty() || path.front() == '.' || path.back() == '.' ||
       path.find("..") != std::string::npos) {
-    throw ConfigError(label + ": expected key.path=value, e.g. train.steps=100");
+    throw config_error(label + ": expected key.path=value, e.g. train.steps=100");
   }
   Override parsed{text, "", {}};
   size_t start = 0;
@@ -378,7 +481,7 @@ Override parse_override(const std::string& text) {
     start = dot + 1;
   }
   static const std::set<std::string> settable = settable_pointers();
-  if (!settable.count(parsed.pointer)) throw ConfigError(label + ": " + parsed.pointer + ": unknown key");
+  if (!settable.count(parsed.pointer)) throw config_error(label + ": " + parsed.pointer + ": unknown key");
   const std::string value = text.substr(equals + 1);
   parsed.value = json::parse(value, nullptr, /*allow_exceptions=*/false);
   if (parsed.value.is_discarded()) parsed.value = value;  // not JSON: a plain string such as copy or runs/x
@@ -401,7 +504,7 @@ void apply_override(json& document, const Override& override, const std::string&
     pointer = child(pointer, key);
     node = &(*node)[key];
     if (!node->is_null() && !node->is_object()) {
-      throw ConfigError(path + ": " + pointer + ": expected an object, got " + describe(*node));
+      throw config_error(path + ": " + pointer + ": expected an object, got " + describe(*node));
     }
     if (node->is_null()) *node = json::object();
     start = slash + 1;
@@ -417,11 +520,62 @@ bool is_within(const std::string& pointer, const std::string& prefix) {
 
 }  // namespace
 
+double parameter_count(const ModelConfig& m) {
+  const double D = m.d_model, F = m.d_ff, V = m.vocab;
+  const double attention = 2 * D + 4 * (D * D + D);                         // ln1, wq wk wv wo with biases
+  const double mlp = m.attention_only ? 0 : 2 * D + D * F + F + F * D + D;  // ln2, fc1, fc2
+  return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + 2 * D + D * V + V;
+}
+
+double estimate_memory_bytes(const Config& config, int seq_len) {
+  const ModelConfig& m = config.model;
+  const double D = m.d_model, F = m.attention_only ? 0 : m.d_ff, V = m.vocab, H = m.n_heads, T = seq_len;
+  // Weights, gradients and AdamW's m and v, all float.
+  const double parameters = 16 * parameter_count(m);
+  // Per token and layer, the values autograd keeps (LayerNorm outputs, q k v, context, projections,
+  // residual sums, the MLP's two hidden layers, H rows of scores and weights), each with its gradient;
+  // then the logits and their softmax.
+  const double per_token = m.n_layers * (11 * D + 2 * F + 2 * H * T) + 2 * V + 3 * D;
+  const double activations = 8.0 * config.train.batch_size * T * per_token;
+  const double held_out = 8.0 * config.train.eval_size * (T + 1);
+  return parameters + activations + held_out;
+}
+
+int max_threads() {
+  return 4 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+const std::vector<std::string>& resume_settable_fields() {
+  static const std::vector<std::string> fields = {
+      "train.steps",     "train.threads",          "train.memory_limit_gb",  "train.eval_every",
+      "train.log_every", "output.attention_every", "output.checkpoint_every"};
+  return fields;
+}
+
+void check_resume_overrides(const std::vector<std::string>& overrides) {
+  for (const std::string& text : overrides) {
+    const Override parsed = parse_override(text);
+    bool allowed = false;
+    for (const std::string& field : resume_settable_fields()) {
+      std::string pointer = "/" + field;
+      std::replace(pointer.begin(), pointer.end(), '.', '/');
+      allowed = allowed || parsed.pointer == pointer;
+    }
+    if (!allowed) {
+      std::string list;
+      for (const std::string& field : resume_settable_fields()) list += (list.empty() ? "" : ", ") + field;
+      throw config_error("--set " + text + ": " + parsed.pointer +
+                         ": cannot change when resuming (the checkpoint was trained with it); only " + list +
+                         " can");
+    }
+  }
+}
+
 Config from_json(const nlohmann::json& document, const std::string& source) {
   try {
-    return validate(document);
+    return validate(document, false);
   } catch (const Problem& problem) {
-    throw ConfigError(source + ": " + shown(problem.pointer) + ": " + problem.message);
+    throw config_error(source + ": " + shown(problem.pointer) + ": " + problem.message);
   }
 }
 
@@ -431,12 +585,22 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   try {
     document = parse_rejecting_duplicates(text);
   } catch (const json::parse_error& error) {
-    throw ConfigError(path + ": " + line_and_column(text, error.byte) + ": malformed JSON (" +
-                      parse_error_detail(error) + ")");
+    throw config_error(path + ": " + line_and_column(text, error.byte) + ": malformed JSON (" +
+                       parse_error_detail(error) + ")");
+  } catch (const json::out_of_range& error) {
+    // A number beyond double's range ("number overflow parsing '1e400'"): nlohmann gives no position,
+    // so point at the first occurrence of the number's text.
+    const std::string what = error.what();
+    const size_t quote = what.find('\'');
+    const std::string number =
+        quote == std::string::npos ? "" : what.substr(quote + 1, what.size() - quote - 2);
+    const size_t at = number.empty() ? std::string::npos : text.find(number);
+    throw config_error(path + ": " + (at == std::string::npos ? "" : line_and_column(text, at + 1) + ": ") +
+                       "number " + number + " is out of range");
   } catch (const Problem& problem) {
-    throw ConfigError(path + ": " + shown(problem.pointer) + ": " + problem.message);
+    throw config_error(path + ": " + shown(problem.pointer) + ": " + problem.message);
   }
-  if (!document.is_object()) throw ConfigError(path + ": /: expected an object, got " + describe(document));
+  if (!document.is_object()) throw config_error(path + ": /: expected an object, got " + describe(document));
   return from_json(document, path, overrides);
 }
 
@@ -449,15 +613,15 @@ Config from_json(nlohmann::json document, const std::string& source,
   }
 
   try {
-    return validate(document);
+    return validate(document, true);
   } catch (const Problem& problem) {
     // The last override that wrote this field (or a section holding it) is where the bad value came from.
     for (auto it = parsed.rbegin(); it != parsed.rend(); ++it) {
       if (is_within(problem.pointer, it->pointer)) {
-        throw ConfigError("--set " + it->text + ": " + shown(problem.pointer) + ": " + problem.message);
+        throw config_error("--set " + it->text + ": " + shown(problem.pointer) + ": " + problem.message);
       }
     }
-    throw ConfigError(source + ": " + shown(problem.pointer) + ": " + problem.message);
+    throw config_error(source + ": " + shown(problem.pointer) + ": " + problem.message);
   }
 }
 
@@ -489,7 +653,8 @@ nlohmann::json to_json(const Config& config) {
         {"threads", r.threads},
         {"eval_every", r.eval_every},
         {"log_every", r.log_every},
-        {"eval_size", r.eval_size}}},
+        {"eval_size", r.eval_size},
+        {"memory_limit_gb", r.memory_limit_gb}}},
       {"output",
        {{"dir", o.dir},
         {"attention_every", o.attention_every},
@@ -511,7 +676,7 @@ bool operator==(const TrainConfig& a, const TrainConfig& b) {
   return a.steps == b.steps && a.batch_size == b.batch_size && a.lr == b.lr && a.warmup == b.warmup &&
          a.schedule == b.schedule && a.weight_decay == b.weight_decay && a.grad_clip == b.grad_clip &&
          a.threads == b.threads && a.eval_every == b.eval_every && a.log_every == b.log_every &&
-         a.eval_size == b.eval_size;
+         a.eval_size == b.eval_size && a.memory_limit_gb == b.memory_limit_gb;
 }
 
 bool operator==(const OutputConfig& a, const OutputConfig& b) {

@@ -48,6 +48,9 @@ struct TrainConfig {
   int eval_every = 250;
   int log_every = 50;
   int eval_size = 512;  // held-out sequences per evaluation
+  // The memory estimate_memory_bytes may reach before the config is refused; 0 = this machine's physical
+  // memory.
+  double memory_limit_gb = 0;
 };
 
 struct OutputConfig {
@@ -72,16 +75,37 @@ struct Config {
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Validates a config document (missing fields take their defaults) and resolves it as load_config does;
-// errors name `source` as the file. Used for configs that are not files, e.g. a checkpoint's metadata.
+// errors name `source` as the file. Used for configs that are not files, e.g. a checkpoint's metadata, so
+// it skips the limits of this machine (train.threads), which a run trained elsewhere may exceed.
 Config from_json(const nlohmann::json& document, const std::string& source = "<config>");
 
-// A config document with --set overrides applied, validated and resolved as load_config does; errors name
-// `source` or the override that wrote the bad field. Used to resume a run from its stored config.
+// A config document with --set overrides applied, validated and resolved as load_config does (this
+// machine's limits included); errors name `source` or the override that wrote the bad field. Used to resume
+// a run from its stored config.
 Config from_json(nlohmann::json document, const std::string& source,
                  const std::vector<std::string>& overrides);
 
 // The resolved config with every field present; from_json(to_json(c)) == c.
 nlohmann::json to_json(const Config& config);
+
+// The number of parameters the config's model has (as a double: a hostile config may exceed int64).
+double parameter_count(const ModelConfig& model);
+
+// About how many bytes training with this config needs at its peak: weights, gradients and AdamW's two
+// moments, the activations (and their gradients) of one batch, and the held-out set. `seq_len` is the
+// task's input length T. An estimate, for refusing configs that cannot fit before anything is allocated.
+double estimate_memory_bytes(const Config& config, int seq_len);
+
+// The most threads train.threads may ask for: 4 x this machine's cores.
+int max_threads();
+
+// The fields `attograd train --resume RUN --set ...` may change: those that change neither the model, the
+// data nor the meaning of the logged numbers (train.steps, train.threads, train.memory_limit_gb,
+// train.eval_every, train.log_every, output.attention_every, output.checkpoint_every).
+const std::vector<std::string>& resume_settable_fields();
+// Throws ConfigError "--set task.kind=copy: /task/kind: cannot change when resuming ..." for the first
+// override that names another field (or is malformed).
+void check_resume_overrides(const std::vector<std::string>& overrides);
 
 bool operator==(const TaskConfig& a, const TaskConfig& b);
 bool operator==(const ModelConfig& a, const ModelConfig& b);

@@ -1,8 +1,10 @@
 #include "train/run_folder.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
+#include "io/printable.h"
 #include "train/checkpoint.h"
 #include "train/model_factory.h"
 

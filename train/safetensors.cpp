@@ -21,6 +21,7 @@
 
 #include "autograd/tensor.h"
 #include "io/atomic_file.h"
+#include "io/printable.h"
 
 // Tensor bytes are copied straight between memory and the file, and safetensors is little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -32,27 +33,16 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// The reference implementation's limit; a larger header is corruption, not a model.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// A header is about 100 bytes per tensor plus the metadata (a config of about 1 KB): 8 MB is over 50,000
+// tensors, far beyond any model here. The reference implementation allows 100 MB, whose JSON costs GBs to
+// parse.
+constexpr uint64_t kMaxHeaderBytes = 8'000'000;
 constexpr uint64_t kF32Bytes = 4;
 
-// Control characters in names or parser messages would break the one-line error rule.
-std::string one_line(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
+// Control characters or bytes that are not UTF-8, in names or parser messages, would break the one-line
+// error rule: printable escapes them.
 [[noreturn]] void fail(const std::string& path, const std::string& what, const std::string& field) {
-  throw std::runtime_error(one_line(path + ": " + what + " (" + field + ")"));
+  throw std::runtime_error(io::printable(path + ": " + what + " (" + field + ")"));
 }
 
 std::string tensor_field(const std::string& name, const char* field) {
@@ -195,7 +185,7 @@ std::vector<Entry> parse_header(const std::string& path, const std::string& text
   json header;
   try {
     header = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
     fail(path, std::string("header is not valid JSON: ") + e.what(), "header");
   }
   if (!header.is_object()) fail(path, "header must be a JSON object", "header");
@@ -259,7 +249,9 @@ void write_safetensors(const std::string& path, const std::vector<NamedArray>& t
   file.commit();
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+namespace {
+
+SafetensorsFile read_file(const std::string& path, bool with_data) {
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) fail(path, "no such file", "file");
@@ -297,12 +289,24 @@ SafetensorsFile read_safetensors(const std::string& path) {
   file.tensors.reserve(entries.size());
   for (Entry& e : entries) {
     NamedArray t{std::move(e.name), std::move(e.shape), {}};
-    t.data.resize((e.end - e.begin) / kF32Bytes);
-    if (!in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(e.end - e.begin)))
-      fail(path, "file ended early", tensor_field(t.name, "data"));
+    if (with_data) {
+      t.data.resize((e.end - e.begin) / kF32Bytes);
+      if (!in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(e.end - e.begin)))
+        fail(path, "file ended early", tensor_field(t.name, "data"));
+    }
     file.tensors.push_back(std::move(t));
   }
   return file;
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  return read_file(path, true);
+}
+
+SafetensorsFile read_safetensors_header(const std::string& path) {
+  return read_file(path, false);
 }
 
 void expect_tensors(const SafetensorsFile& file,

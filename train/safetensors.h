@@ -42,6 +42,8 @@ void write_safetensors(const std::string& path, const std::vector<NamedArray>& t
 // that tile the data section exactly) before any tensor memory is allocated, so a corrupt or hostile file
 // costs at most its header and never crashes.
 SafetensorsFile read_safetensors(const std::string& path);
+// The same checks, reading only the header: the tensors have their names and shapes but no data.
+SafetensorsFile read_safetensors_header(const std::string& path);
 
 // Checks that `file` holds exactly the `expected` tensors (any order) with these shapes; throws on the first
 // missing tensor, shape mismatch (naming both shapes) or unexpected tensor. `path` is named in the error.

@@ -1,7 +1,10 @@
 #include "train/token_input.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
+
+#include "io/printable.h"
 
 namespace train {
 
@@ -22,7 +25,8 @@ std::vector<int32_t> parse_token_names(const Task& task, const std::string& text
     if (!id) {
       std::string known;
       for (int i = 0; i < task.vocab_size() && i < 12; ++i) known += (i ? " " : "") + task.token_name(i);
-      throw std::invalid_argument(argument + ": unknown token '" + w + "' (the task's tokens: " + known +
+      throw std::invalid_argument(argument + ": unknown token '" + io::printable(w) +
+                                  "' (the task's tokens: " + known +
                                   (task.vocab_size() > 12 ? " ...)" : ")"));
     }
     ids.push_back(*id);
@@ -34,15 +38,13 @@ std::vector<int32_t> parse_token_names(const Task& task, const std::string& text
 std::vector<int32_t> parse_token_ids(int vocab, const std::string& text, const std::string& argument) {
   std::vector<int32_t> ids;
   for (const std::string& w : words(text)) {
-    size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(w, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != w.size() || v < 0 || v >= vocab)
-      throw std::invalid_argument(argument + ": '" + w + "' is not a token id in 0.." +
+    // Plain decimal, as --tokens and the printed ids write them: no sign, no leading zero.
+    int64_t v = -1;
+    const bool plain = !w.empty() && w.size() <= 10 && (w == "0" || w[0] != '0') &&
+                       std::all_of(w.begin(), w.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (plain) v = std::stoll(w);
+    if (v < 0 || v >= vocab)
+      throw std::invalid_argument(argument + ": '" + io::printable(w) + "' is not a token id in 0.." +
                                   std::to_string(vocab - 1));
     ids.push_back(static_cast<int32_t>(v));
   }

@@ -16,6 +16,7 @@
 #include "io/atomic_file.h"
 #include "study/view/chart_scale.h"
 #include "study/view/report_assets.h"
+#include "study/view/report_circuits.h"
 #include "study/view/svg_heatmap.h"
 
 namespace study {
@@ -329,6 +330,8 @@ std::string report_html(const ReportInputs& in) {
       "scale; bold at 0.5 or more. A map can mislead: read a score together with the ablation columns "
       "(accuracy with the head zeroed or mean-ablated; the lowest is marked).</p>\n";
   out += scores_table(in.scores.heads) + "\n";
+
+  out += report_circuits_section(in.circuits) + report_patching_section(in.patchings, in.patching_names);
 
   out += "<h2>Attention over training</h2>\n";
   out +=

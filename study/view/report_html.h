@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "study/view/attention_maps.h"
+#include "study/view/circuits_view.h"
 #include "study/view/head_scores.h"
+#include "study/view/patching_view.h"
 
 namespace study {
 
@@ -33,6 +35,9 @@ struct ReportInputs {
   // them from the dumps alone: previous-token, first-token, and induction over each probe's own repeated
   // tokens (no task score, since the ideal keys belong to the task); the page says which it shows.
   std::vector<HeadScoresFile> score_history;
+  std::optional<CircuitsResult> circuits;   // RUN/circuits.json, when written
+  std::vector<PatchingResult> patchings;    // RUN/patching/*.json, by name
+  std::vector<std::string> patching_names;  // the files' stems, one per patching
 };
 
 std::string report_html(const ReportInputs& inputs);

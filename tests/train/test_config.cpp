@@ -82,6 +82,7 @@ BOOST_AUTO_TEST_CASE(empty_object_gives_design_defaults) {
   BOOST_TEST(config.train.eval_every == 250);
   BOOST_TEST(config.train.log_every == 50);
   BOOST_TEST(config.train.eval_size == 512);
+  BOOST_TEST(config.train.memory_limit_gb == 0.0);  // 0 = this machine's memory
   BOOST_TEST(config.output.dir == "runs/reverse");
   BOOST_TEST(config.output.attention_every == 500);
   BOOST_TEST(config.output.probes == 4);
@@ -292,7 +293,7 @@ BOOST_AUTO_TEST_CASE(resolved_config_round_trips) {
       // Every field is written, the resolved sizes included.
       BOOST_TEST(resolved["model"]["max_len"].get<int>() == config.model.max_len);
       BOOST_TEST(resolved["model"]["vocab"].get<int>() == config.model.vocab);
-      BOOST_TEST(resolved["train"].size() == 11u);
+      BOOST_TEST(resolved["train"].size() == 12u);
       BOOST_TEST(train::from_json(resolved) == config);
       // Through text, as RUN/config.json is written and read back.
       const std::string path = write_config("resolved.json", resolved.dump(2));

@@ -315,7 +315,7 @@ BOOST_AUTO_TEST_CASE(huge_declared_header_size_is_rejected_before_allocating) {
   const std::string path = tmp.file("huge.safetensors");
   spit(path, u64_le(std::numeric_limits<uint64_t>::max()) + "{}");
   expect_read_error(path, "header size 18446744073709551615 is beyond the file");
-  // A file big enough to hold the header must still respect the 100 MB limit. Sparse, so it costs no disk.
+  // A file big enough to hold the header must still respect the 8 MB limit. Sparse, so it costs no disk.
   spit(path, u64_le(200'000'000) + "{}");
   fs::resize_file(path, 300'000'000);
   expect_read_error(path, "over the limit");

@@ -1,0 +1,57 @@
+// attograd circuits RUN_DIR [--json] [--no-composition]: the circuit read from the weights. Per head the
+// copying score of its full OV circuit, layer 0's positional QK maps and their previous-token mass, and the
+// direct logit attribution on the held-out set; between heads of different layers the Q/K/V-composition
+// scores beside a random baseline. Writes RUN/circuits.json, RUN/circuits/*.svg and rebuilds report.html.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/study_input.h"
+#include "study/circuits.h"
+#include "study/run_study.h"
+
+namespace cli {
+
+namespace {
+
+struct Args {
+  std::string run;
+  bool json = false, no_composition = false;
+};
+
+int run_circuits(const Args& a) {
+  train::LoadedRun run = load_for_study(a.run, std::nullopt, std::nullopt);
+  const int L = static_cast<int>(run.model->blocks.size());
+  if (!a.no_composition && L < 2)
+    throw UsageError(a.run + ": composition needs a model with at least 2 layers, this one has " +
+                     std::to_string(L) + " (--no-composition gives the per-head numbers)");
+  const study::CircuitsResult r =
+      study::write_circuits_files(*run.model, *run.task, run.config, a.run, run.step, !a.no_composition);
+  if (a.json) {
+    std::printf("%s\n", study::circuits_to_json(r, false).dump().c_str());
+    return 0;
+  }
+  std::printf("%s (step %lld): circuits from the weights, DLA on %d held-out sequences\n\n", a.run.c_str(),
+              static_cast<long long>(run.step), run.config.train.eval_size);
+  std::printf("%s", study::circuits_table(r).c_str());
+  std::printf("\nwrote %s/circuits.json, %s/circuits/*.svg and %s/report.html\n", a.run.c_str(),
+              a.run.c_str(), a.run.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_circuits(CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "circuits",
+      "read the circuit from the weights: composition, copying, positional QK, direct logit attribution");
+  sub->footer(
+      "docs/circuits.md gives each formula. The composition baseline is the mean score of random Gaussian\n"
+      "matrices of the same shapes and rank (100 pairs, fixed seed): read a score against it.");
+  sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
+  sub->add_flag("--json", a->json, "print one JSON object instead of the tables");
+  sub->add_flag("--no-composition", a->no_composition, "skip composition (needed for one-layer models)");
+  return [a] { return run_circuits(*a); };
+}
+
+}  // namespace cli

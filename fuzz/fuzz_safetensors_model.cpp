@@ -1,0 +1,26 @@
+// The model checkpoint reader as `attograd eval/forward/attend` use it: the input is
+// RUN/checkpoint/model.safetensors, and load_run reads its header, the config in its metadata, checks
+// the tensor table and builds the model. Any outcome but a model or a one-line error is a finding.
+#include <filesystem>
+
+#include "fuzz/fuzz_common.h"
+#include "train/run_folder.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string run = [] {
+    const std::string dir = fuzz::scratch_dir() + "/run";
+    std::filesystem::create_directories(dir + "/checkpoint");
+    return dir;
+  }();
+  fuzz::write_file(run + "/checkpoint/model.safetensors", data, size);
+  try {
+    const train::LoadedRun loaded = train::load_run(run);
+    if (loaded.model->parameter_count() * 4 > static_cast<int64_t>(size)) {
+      std::fprintf(stderr, "a model larger than its file was built\n");
+      std::abort();
+    }
+  } catch (const std::exception& e) {
+    fuzz::check_one_line(e);
+  }
+  return 0;
+}

@@ -1,0 +1,247 @@
+// Weight-based circuit analysis and direct logit attribution (see circuits.h).
+#include "study/circuits.h"
+
+#include <Eigen/Eigenvalues>
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/random.h"
+
+namespace study {
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+// A 2-D float tensor (rows, cols) as a double matrix.
+MatrixXd to_matrix(const ag::Tensor<float>& t) {
+  const int64_t rows = t.size(0), cols = t.size(1);
+  MatrixXd m(rows, cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) m(i, j) = t.data()[i * cols + j];
+  return m;
+}
+
+VectorXd to_vector(const ag::Tensor<float>& t) {
+  VectorXd v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) v(i) = t.data()[i];
+  return v;
+}
+
+// W_U (D x V): lm_head.weight^T with ln_f.weight folded in row-wise.
+MatrixXd unembedding(const nn::CausalLM<float>& model) {
+  return to_vector(model.ln_f.weight).asDiagonal() * to_matrix(model.lm_head.weight).transpose();
+}
+
+MatrixXd gaussian(int64_t rows, int64_t cols, ag::Rng& rng) {
+  MatrixXd m(rows, cols);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) m(i, j) = rng.normal();
+  return m;
+}
+
+void check_head(const nn::CausalLM<float>& model, int layer, int head) {
+  if (layer < 0 || layer >= static_cast<int>(model.blocks.size()) || head < 0 || head >= model.shape.n_heads)
+    throw std::invalid_argument("circuits: no layer " + std::to_string(layer) + " head " +
+                                std::to_string(head) + " in this model");
+}
+
+}  // namespace
+
+HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head) {
+  check_head(model, layer, head);
+  const auto& block = *model.blocks[layer];
+  const int64_t dk = block.attn.dk;
+  const VectorXd ln1 = to_vector(block.ln1.weight);
+  HeadWeights w;
+  w.WQ = ln1.asDiagonal() * to_matrix(block.attn.wq.weight).middleRows(head * dk, dk).transpose();
+  w.WK = ln1.asDiagonal() * to_matrix(block.attn.wk.weight).middleRows(head * dk, dk).transpose();
+  w.WV = ln1.asDiagonal() * to_matrix(block.attn.wv.weight).middleRows(head * dk, dk).transpose();
+  w.WO = to_matrix(block.attn.wo.weight).middleCols(head * dk, dk).transpose();
+  return w;
+}
+
+double composition_score(const MatrixXd& M, const MatrixXd& X, const MatrixXd& Y) {
+  return M.norm() / (X.norm() * Y.norm());
+}
+
+std::vector<CompositionScore> composition_scores(const nn::CausalLM<float>& model) {
+  const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
+  std::vector<HeadWeights> w;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) w.push_back(head_weights(model, l, h));
+  std::vector<CompositionScore> out;
+  for (int la = 0; la < L; ++la)
+    for (int ha = 0; ha < H; ++ha) {
+      const MatrixXd ov_a = w[la * H + ha].OV();
+      for (int lb = la + 1; lb < L; ++lb)
+        for (int hb = 0; hb < H; ++hb) {
+          const MatrixXd qk_b = w[lb * H + hb].QK(), ov_b = w[lb * H + hb].OV();
+          CompositionScore c{la, ha, lb, hb, 0, 0, 0};
+          c.q = composition_score(ov_a * qk_b, ov_a, qk_b);
+          c.k = composition_score(ov_a * qk_b.transpose(), ov_a, qk_b);
+          c.v = composition_score(ov_a * ov_b, ov_a, ov_b);
+          out.push_back(c);
+        }
+    }
+  return out;
+}
+
+CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, int pairs, uint64_t seed) {
+  ag::Rng rng(seed);
+  CompositionBaseline b;
+  for (int kind = 0; kind < 3; ++kind) {
+    double sum = 0;
+    for (int n = 0; n < pairs; ++n) {
+      const MatrixXd X = gaussian(d_model, dk, rng) * gaussian(dk, d_model, rng);
+      const MatrixXd Y = gaussian(d_model, dk, rng) * gaussian(dk, d_model, rng);
+      sum += composition_score(kind == 1 ? MatrixXd(X * Y.transpose()) : MatrixXd(X * Y), X, Y);
+    }
+    (kind == 0 ? b.q : kind == 1 ? b.k : b.v) = sum / pairs;
+  }
+  return b;
+}
+
+double copying_score(const nn::CausalLM<float>& model, int layer, int head) {
+  const MatrixXd full =
+      to_matrix(model.tok_emb.weight) * head_weights(model, layer, head).OV() * unembedding(model);
+  const Eigen::VectorXcd eig = Eigen::EigenSolver<MatrixXd>(full, false).eigenvalues();
+  double re = 0, abs = 0;
+  for (Eigen::Index i = 0; i < eig.size(); ++i) re += eig(i).real(), abs += std::abs(eig(i));
+  return abs > 0 ? re / abs : 0.0;
+}
+
+std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model, int head, int positions) {
+  check_head(model, 0, head);
+  if (positions < 1 || positions > model.shape.max_len)
+    throw std::invalid_argument("positional_qk: " + std::to_string(positions) +
+                                " positions, the model has 1.." + std::to_string(model.shape.max_len));
+  const auto& block = *model.blocks[0];
+  const int64_t dk = block.attn.dk;
+  const MatrixXd P = to_matrix(model.pos_emb.weight).topRows(positions);
+  const VectorXd g = to_vector(block.ln1.weight), beta = to_vector(block.ln1.bias);
+  MatrixXd X(P.rows(), P.cols());
+  for (Eigen::Index i = 0; i < P.rows(); ++i) {
+    const double mean = P.row(i).mean();
+    const double var = (P.row(i).array() - mean).square().mean();
+    const VectorXd centred = P.row(i).transpose().array() - mean;
+    X.row(i) =
+        (centred.array() / std::sqrt(var + block.ln1.eps) * g.array() + beta.array()).matrix().transpose();
+  }
+  const MatrixXd Wq = to_matrix(block.attn.wq.weight).middleRows(head * dk, dk);
+  const MatrixXd Wk = to_matrix(block.attn.wk.weight).middleRows(head * dk, dk);
+  const VectorXd bq = to_vector(block.attn.wq.bias).segment(head * dk, dk);
+  const VectorXd bk = to_vector(block.attn.wk.bias).segment(head * dk, dk);
+  const MatrixXd q = (X * Wq.transpose()).rowwise() + bq.transpose();
+  const MatrixXd k = (X * Wk.transpose()).rowwise() + bk.transpose();
+  const MatrixXd scores = q * k.transpose() / std::sqrt(static_cast<double>(dk));
+  std::vector<std::vector<double>> w(positions, std::vector<double>(positions, 0.0));
+  for (int i = 0; i < positions; ++i) {
+    double top = scores(i, 0);
+    for (int j = 1; j <= i; ++j) top = std::max(top, scores(i, j));
+    double sum = 0;
+    for (int j = 0; j <= i; ++j) sum += w[i][j] = std::exp(scores(i, j) - top);
+    for (int j = 0; j <= i; ++j) w[i][j] /= sum;
+  }
+  return w;
+}
+
+double previous_token_mass(const std::vector<std::vector<double>>& w) {
+  if (w.size() < 2) return NAN;
+  double sum = 0;
+  for (size_t i = 1; i < w.size(); ++i) sum += w[i][i - 1];
+  return sum / static_cast<double>(w.size() - 1);
+}
+
+DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model, const train::Batch& batch,
+                                                int chunk) {
+  ag::NoGradScope no_grad;
+  const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
+  const int64_t D = model.shape.d_model, dk = D / H, T = batch.T;
+  const MatrixXd WU = unembedding(model);
+  const VectorXd mean_u = WU.rowwise().mean();
+  std::vector<MatrixXd> WO;  // per layer: wo.weight (D x D), so head h's output is z_h . wo[:, h*dk..]^T
+  for (int l = 0; l < L; ++l) WO.push_back(to_matrix(model.blocks[l]->attn.wo.weight));
+  const bool mlp = model.blocks.front()->mlp != nullptr;
+  nn::Hooks<float> hooks;
+  hooks.capture("blocks.0.resid_pre");
+  hooks.capture(nn::block_prefix(L - 1) + "resid_post");
+  for (int l = 0; l < L; ++l) {
+    hooks.capture(nn::block_prefix(l) + "attn.z");
+    if (mlp) hooks.capture(nn::block_prefix(l) + "mlp.out");
+  }
+  DirectLogitAttribution out;
+  out.heads.assign(static_cast<size_t>(L * H), 0.0);
+  if (mlp) out.mlps.assign(L, 0.0);
+  int64_t scored = 0;
+  const double eps = model.ln_f.eps;
+  auto row = [D](const ag::Tensor<float>& t, int64_t r) {
+    return Eigen::Map<const Eigen::VectorXf>(t.data() + r * D, D).cast<double>().eval();
+  };
+  for (int start = 0; start < batch.B; start += std::max(1, chunk)) {
+    const int b = std::min(std::max(1, chunk), batch.B - start);
+    const auto begin = batch.inputs.begin() + static_cast<int64_t>(start) * T;
+    model.forward(std::vector<int32_t>(begin, begin + static_cast<int64_t>(b) * T), b, T, {}, &hooks);
+    const ag::Tensor<float>& final_resid = hooks.captured(nn::block_prefix(L - 1) + "resid_post");
+    const ag::Tensor<float>& embed = hooks.captured("blocks.0.resid_pre");
+    for (int64_t r = 0; r < static_cast<int64_t>(b) * T; ++r) {
+      const int32_t target = batch.targets[static_cast<size_t>(start) * T + r];
+      if (target < 0) continue;
+      ++scored;
+      const VectorXd x = row(final_resid, r);
+      const double sigma = std::sqrt((x.array() - x.mean()).square().mean() + eps);
+      // Centring c before the dot equals dotting c with the centred direction.
+      VectorXd g = WU.col(target) - mean_u;
+      g = (g.array() - g.mean()).matrix() / sigma;
+      out.embed += row(embed, r).dot(g);
+      for (int l = 0; l < L; ++l) {
+        const ag::Tensor<float>& z = hooks.captured(nn::block_prefix(l) + "attn.z");  // (b, T, H, dk)
+        const VectorXd zr = row(z, r);                                                // (H * dk) = D
+        const VectorXd back = WO[l].transpose() * g;                                  // (D): per-head slices
+        for (int h = 0; h < H; ++h)
+          out.heads[l * H + h] += zr.segment(h * dk, dk).dot(back.segment(h * dk, dk));
+        if (mlp) out.mlps[l] += row(hooks.captured(nn::block_prefix(l) + "mlp.out"), r).dot(g);
+      }
+    }
+  }
+  if (scored == 0) throw std::invalid_argument("direct_logit_attribution: the batch has no scored positions");
+  for (double& v : out.heads) v /= static_cast<double>(scored);
+  for (double& v : out.mlps) v /= static_cast<double>(scored);
+  out.embed /= static_cast<double>(scored);
+  return out;
+}
+
+CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::Batch& held_out, int positions,
+                                bool with_composition) {
+  const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
+  if (with_composition && L < 2)
+    throw std::invalid_argument("composition needs a model with at least 2 layers; this one has " +
+                                std::to_string(L));
+  CircuitsResult r;
+  if (with_composition) {
+    r.composition = composition_scores(model);
+    r.baseline = composition_baseline(model.shape.d_model, model.shape.d_model / H);
+  }
+  const DirectLogitAttribution dla = direct_logit_attribution(model, held_out);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      HeadCircuit c;
+      c.layer = l;
+      c.head = h;
+      c.copying = copying_score(model, l, h);
+      if (l == 0) {
+        PositionalMap m{h, positional_qk(model, h, positions)};
+        c.prev_token_positional = previous_token_mass(m.weights);
+        r.positional.push_back(std::move(m));
+      }
+      c.dla = dla.heads[l * H + h];
+      r.heads.push_back(c);
+    }
+  r.components.push_back({"embed", dla.embed});
+  for (size_t l = 0; l < dla.mlps.size(); ++l)
+    r.components.push_back({nn::block_prefix(l) + "mlp", dla.mlps[l]});
+  return r;
+}
+
+}  // namespace study

@@ -1,0 +1,143 @@
+// Denoising activation patching through hooks (see patching.h).
+#include "study/patching.h"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace study {
+namespace {
+
+// logits (B, T, V): logit[answer] - logit[wrong] at the last position of entry b, in double.
+double logit_diff(const ag::Tensor<float>& logits, int64_t b, int answer, int wrong) {
+  const int64_t T = logits.size(1), V = logits.size(2);
+  const float* row = logits.data() + (b * T + T - 1) * V;
+  return static_cast<double>(row[answer]) - static_cast<double>(row[wrong]);
+}
+
+// `n` copies of ids, back to back.
+std::vector<int32_t> repeat(const std::vector<int32_t>& ids, int64_t n) {
+  std::vector<int32_t> out;
+  out.reserve(ids.size() * static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), ids.begin(), ids.end());
+  return out;
+}
+
+// Runs `n` copies of the corrupt input with `fn` at `point` and returns each entry's recovered fraction.
+// fn copies the clean values it needs into its own copy of the activation.
+std::vector<double> patched_runs(const nn::CausalLM<float>& model, const std::vector<int32_t>& corrupt,
+                                 int64_t n, const std::string& point, nn::Hooks<float>::Fn fn, int answer,
+                                 int wrong, double clean, double corrupt_diff) {
+  nn::Hooks<float> hooks;
+  hooks.add(point, std::move(fn));
+  const int64_t T = static_cast<int64_t>(corrupt.size());
+  const ag::Tensor<float> logits = model.forward(repeat(corrupt, n), n, T, {}, &hooks);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; ++b)
+    out[b] = (logit_diff(logits, b, answer, wrong) - corrupt_diff) / (clean - corrupt_diff);
+  return out;
+}
+
+}  // namespace
+
+int top_prediction(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids) {
+  ag::NoGradScope no_grad;
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const ag::Tensor<float> logits = model.forward(ids, 1, T);
+  const int64_t V = logits.size(2);
+  const float* row = logits.data() + (T - 1) * V;
+  return static_cast<int>(std::max_element(row, row + V) - row);
+}
+
+std::pair<int, int> default_answer_wrong(const nn::CausalLM<float>& model, const std::vector<int32_t>& clean,
+                                         const std::vector<int32_t>& corrupt) {
+  const int answer = top_prediction(model, clean), wrong = top_prediction(model, corrupt);
+  if (answer == wrong)
+    throw std::invalid_argument(
+        "the model's top prediction is token id " + std::to_string(answer) +
+        " on both --clean and --corrupt, so the default metric is 0; give --answer and "
+        "--wrong");
+  return {answer, wrong};
+}
+
+PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::vector<int32_t>& clean,
+                                   const std::vector<int32_t>& corrupt, int answer, int wrong) {
+  if (clean.empty() || corrupt.empty())
+    throw std::invalid_argument("patching: --clean and --corrupt need tokens");
+  if (clean.size() != corrupt.size())
+    throw std::invalid_argument("patching: --clean has " + std::to_string(clean.size()) +
+                                " tokens but --corrupt has " + std::to_string(corrupt.size()) +
+                                "; they must have the same length");
+  const int V = static_cast<int>(model.shape.vocab);
+  for (int id : {answer, wrong})
+    if (id < 0 || id >= V)
+      throw std::invalid_argument("patching: token id " + std::to_string(id) + " outside the vocabulary 0.." +
+                                  std::to_string(V - 1));
+  if (answer == wrong)
+    throw std::invalid_argument("patching: --answer and --wrong are the same token (id " +
+                                std::to_string(answer) + "); the metric would be 0");
+  ag::NoGradScope no_grad;
+  const int64_t T = static_cast<int64_t>(clean.size());
+  const int L = static_cast<int>(model.blocks.size());
+  const int H = static_cast<int>(model.shape.n_heads);
+  const int64_t D = model.shape.d_model, dk = D / H;
+
+  // The clean run's activations, and both unpatched metrics.
+  nn::Hooks<float> cache;
+  std::vector<std::string> resid_points;
+  for (int l = 0; l < L; ++l) resid_points.push_back(nn::block_prefix(l) + "resid_pre");
+  resid_points.push_back(nn::block_prefix(L - 1) + "resid_post");
+  for (const std::string& p : resid_points) cache.capture(p);
+  for (int l = 0; l < L; ++l) cache.capture(nn::block_prefix(l) + "attn.z");
+  PatchingResult r;
+  r.answer = answer;
+  r.wrong = wrong;
+  r.clean = logit_diff(model.forward(clean, 1, T, {}, &cache), 0, answer, wrong);
+  r.corrupt = logit_diff(model.forward(corrupt, 1, T), 0, answer, wrong);
+  if (r.clean == r.corrupt)
+    throw std::invalid_argument("patching: the clean and corrupt runs give the same logit difference (" +
+                                std::to_string(r.clean) + "); there is nothing to recover");
+
+  // Residual stream: entry t of the batch gets the clean vector at position t.
+  for (int l = 0; l <= L; ++l) {
+    const ag::Tensor<float> source = cache.captured(resid_points[l]);  // (1, T, D)
+    auto fn = [source, T, D](const ag::Tensor<float>& value) {
+      ag::Tensor<float> out = ag::Tensor<float>::from(
+          value.shape(), std::vector<float>(value.data(), value.data() + value.numel()));
+      for (int64_t t = 0; t < T; ++t)
+        std::copy(source.data() + t * D, source.data() + (t + 1) * D, out.data() + (t * T + t) * D);
+      return out;
+    };
+    const std::vector<double> rec =
+        patched_runs(model, corrupt, T, resid_points[l], fn, answer, wrong, r.clean, r.corrupt);
+    for (int64_t t = 0; t < T; ++t) r.resid_pre.push_back({l, static_cast<int>(t), rec[t]});
+  }
+  // Heads: entry t gets head h's clean z at position t; entry T gets it at every position.
+  for (int l = 0; l < L; ++l) {
+    const std::string point = nn::block_prefix(l) + "attn.z";
+    const ag::Tensor<float> source = cache.captured(point);  // (1, T, H, dk)
+    for (int h = 0; h < H; ++h) {
+      auto fn = [source, T, H, dk, h](const ag::Tensor<float>& value) {
+        ag::Tensor<float> out = ag::Tensor<float>::from(
+            value.shape(), std::vector<float>(value.data(), value.data() + value.numel()));
+        auto put = [&](int64_t b, int64_t t) {
+          const float* from = source.data() + (t * H + h) * dk;
+          std::copy(from, from + dk, out.data() + ((b * T + t) * H + h) * dk);
+        };
+        for (int64_t t = 0; t < T; ++t) put(t, t), put(T, t);
+        return out;
+      };
+      const std::vector<double> rec =
+          patched_runs(model, corrupt, T + 1, point, fn, answer, wrong, r.clean, r.corrupt);
+      for (int64_t t = 0; t < T; ++t) r.head_z.push_back({l, h, static_cast<int>(t), rec[t]});
+      r.head_all.push_back({l, h, rec[T]});
+    }
+  }
+  std::sort(r.head_z.begin(), r.head_z.end(), [](const HeadPositionPatch& a, const HeadPositionPatch& b) {
+    return std::tie(a.layer, a.head, a.position) < std::tie(b.layer, b.head, b.position);
+  });
+  return r;
+}
+
+}  // namespace study

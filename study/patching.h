@@ -1,0 +1,34 @@
+// Denoising activation patching (causal tracing): run the model on a corrupt input with one activation
+// taken from the clean input's run, and measure how much of the clean answer comes back. The metric is the
+// logit difference logit[answer] - logit[wrong] at the last position; recovered = (patched - corrupt) /
+// (clean - corrupt), so 1 means the patched activation alone carries the difference and 0 that it carries
+// none of it. Patched, each on its own (through activation hooks, nn/hooks.h; the model is never changed):
+//   resid_pre of every layer at every position, and the last layer's resid_post (as layer n_layers);
+//   every head's z (its output before Wo) at every position, and at all positions at once.
+// The patches of one activation run as one batch (entry b patched at position b), so a whole study is
+// n_layers + 1 + n_layers * n_heads forward passes.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "nn/transformer.h"
+#include "study/view/patching_view.h"
+
+namespace study {
+
+// The token with the largest logit at the last position of `ids` (ties: the lowest id).
+int top_prediction(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids);
+
+// The metric's token ids when the user gives none: answer = top prediction on clean, wrong = on corrupt.
+// Throws std::invalid_argument when they are equal (the metric would be 0 on both runs).
+std::pair<int, int> default_answer_wrong(const nn::CausalLM<float>& model, const std::vector<int32_t>& clean,
+                                         const std::vector<int32_t>& corrupt);
+
+// Every patch of the list above. Throws std::invalid_argument (one line) when the inputs differ in length or
+// are empty, when answer or wrong is outside the vocabulary or they are equal, and when the clean and
+// corrupt logit differences are equal (nothing to recover). Token labels are left empty for the caller.
+PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::vector<int32_t>& clean,
+                                   const std::vector<int32_t>& corrupt, int answer, int wrong);
+
+}  // namespace study

@@ -1,0 +1,133 @@
+// Circuit analysis (study/circuits.h) against an independent NumPy implementation (fixture
+// induction_small.json, from tests/fixtures/make_fixtures.py and the committed checkpoint), plus hand-checked
+// cases, errors and the JSON.
+#define BOOST_TEST_MODULE circuits
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "common/fixture.h"
+#include "study/circuits.h"
+#include "train/run_folder.h"
+
+namespace {
+
+// Element k of a fixture tensor (a temporary tensor's data cannot be read directly).
+double element(const testing::Fixture& f, const std::string& name, int64_t k) {
+  const ag::Tensor<double> t = f.tensor<double>(name);
+  return t.data()[k];
+}
+
+const std::string kRun = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small";
+
+train::Batch dla_batch(const testing::Fixture& f) {
+  train::Batch b;
+  b.B = f.meta().at("dla_batch");
+  b.T = f.meta().at("dla_seq_len");
+  b.inputs = f.meta().at("dla_tokens").get<std::vector<int32_t>>();
+  b.targets = f.meta().at("dla_targets").get<std::vector<int32_t>>();
+  return b;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(matches_numpy_to_1e_4) {
+  const testing::Fixture f("induction_small.json");
+  const train::LoadedRun run = train::load_run(kRun);
+  const int L = f.meta().at("n_layers"), H = f.meta().at("n_heads"), T = f.meta().at("positions");
+  const study::CircuitsResult r = study::analyse_circuits(*run.model, dla_batch(f), T, true);
+
+  double worst_comp = 0;
+  const ag::Tensor<double> comp = f.tensor<double>("composition");  // [3, earlier, later]
+  const int64_t n_from = comp.size(1), n_to = comp.size(2);
+  BOOST_TEST_REQUIRE(r.composition.size() == static_cast<size_t>(H * H));  // two layers
+  for (const study::CompositionScore& c : r.composition) {
+    const int64_t i = c.from_layer * H + c.from_head, j = (c.to_layer - 1) * H + c.to_head;
+    const double* base = comp.data() + i * n_to + j;
+    worst_comp = std::max({worst_comp, std::fabs(c.q - base[0]), std::fabs(c.k - base[n_from * n_to]),
+                           std::fabs(c.v - base[2 * n_from * n_to])});
+  }
+  double worst_head = 0, worst_pos = 0;
+  const ag::Tensor<double> copying = f.tensor<double>("copying"), dla = f.tensor<double>("dla_heads"),
+                           prev = f.tensor<double>("prev_token_positional"),
+                           maps = f.tensor<double>("positional");
+  BOOST_TEST_REQUIRE(r.heads.size() == static_cast<size_t>(L * H));
+  for (const study::HeadCircuit& h : r.heads) {
+    worst_head = std::max({worst_head, std::fabs(h.copying - copying.data()[h.layer * H + h.head]),
+                           std::fabs(h.dla - dla.data()[h.layer * H + h.head])});
+    BOOST_TEST(h.prev_token_positional.has_value() == (h.layer == 0));
+    if (h.prev_token_positional)
+      worst_pos = std::max(worst_pos, std::fabs(*h.prev_token_positional - prev.data()[h.head]));
+  }
+  for (const study::PositionalMap& m : r.positional)
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j)
+        worst_pos = std::max(worst_pos, std::fabs(m.weights[i][j] - maps.data()[(m.head * T + i) * T + j]));
+  BOOST_TEST_REQUIRE(r.components.size() == static_cast<size_t>(1 + L));  // embed and one MLP per layer
+  double worst_comp_dla = std::fabs(r.components[0].dla - element(f, "dla_embed", 0));
+  for (int l = 0; l < L; ++l)
+    worst_comp_dla = std::max(worst_comp_dla, std::fabs(r.components[1 + l].dla - element(f, "dla_mlp", l)));
+  BOOST_TEST_MESSAGE("circuits: max |ours - NumPy|: composition "
+                     << worst_comp << ", copying/DLA heads " << worst_head << ", positional " << worst_pos
+                     << ", DLA embed/MLP " << worst_comp_dla);
+  BOOST_TEST(worst_comp < 1e-4);
+  BOOST_TEST(worst_head < 1e-4);
+  BOOST_TEST(worst_pos < 1e-4);
+  BOOST_TEST(worst_comp_dla < 1e-4);
+  // The baseline is a 100-pair mean of random scores; NumPy's 4000-pair mean is its expectation.
+  const ag::Tensor<double> base = f.tensor<double>("baseline");
+  BOOST_TEST(std::fabs(r.baseline->q - base.data()[0]) < 0.015);
+  BOOST_TEST(std::fabs(r.baseline->k - base.data()[1]) < 0.015);
+  BOOST_TEST(std::fabs(r.baseline->v - base.data()[2]) < 0.015);
+}
+
+BOOST_AUTO_TEST_CASE(hand_checked_scores) {
+  // ||I I||_F / (||I||_F ||I||_F) = sqrt(D) / D.
+  const Eigen::MatrixXd I = Eigen::MatrixXd::Identity(16, 16);
+  BOOST_TEST(std::fabs(study::composition_score(I * I, I, I) - 0.25) < 1e-12);
+  // Orthogonal subspaces do not compose at all.
+  Eigen::MatrixXd X = Eigen::MatrixXd::Zero(4, 4), Y = Eigen::MatrixXd::Zero(4, 4);
+  X(0, 0) = 1, Y(1, 1) = 1;
+  BOOST_TEST(study::composition_score(X * Y, X, Y) == 0.0);
+  // The baseline is seeded: the same numbers every time; a different seed gives different draws.
+  const study::CompositionBaseline a = study::composition_baseline(16, 8),
+                                   b = study::composition_baseline(16, 8);
+  BOOST_TEST(a.k == b.k);
+  BOOST_TEST(study::composition_baseline(16, 8, 100, 7).k != a.k);
+  // Positional maps are causal softmax rows.
+  const train::LoadedRun run = train::load_run(kRun);
+  const auto w = study::positional_qk(*run.model, 0, 12);
+  for (int i = 0; i < 12; ++i) {
+    double sum = 0;
+    for (int j = 0; j < 12; ++j) sum += w[i][j];
+    BOOST_TEST(std::fabs(sum - 1) < 1e-12);
+    for (int j = i + 1; j < 12; ++j) BOOST_TEST(w[i][j] == 0.0);
+  }
+  BOOST_TEST(std::isnan(study::previous_token_mass({{1.0}})));
+}
+
+BOOST_AUTO_TEST_CASE(errors_and_json) {
+  const testing::Fixture f("induction_small.json");
+  const train::LoadedRun run = train::load_run(kRun);
+  train::Batch unscored = dla_batch(f);
+  std::fill(unscored.targets.begin(), unscored.targets.end(), -1);
+  BOOST_CHECK_THROW(study::direct_logit_attribution(*run.model, unscored), std::invalid_argument);
+  BOOST_CHECK_THROW(study::positional_qk(*run.model, 0, 99), std::invalid_argument);
+  BOOST_CHECK_THROW(study::copying_score(*run.model, 2, 0), std::invalid_argument);
+
+  study::CircuitsResult r = study::analyse_circuits(*run.model, dla_batch(f), 12, false);
+  BOOST_TEST(r.composition.empty());
+  BOOST_TEST(!r.baseline.has_value());
+  r.baseline = study::CompositionBaseline{0.1, 0.2, 0.3};
+  r.composition = {{0, 1, 1, 0, 0.4, 0.5, 0.6}};
+  const nlohmann::json j = study::circuits_to_json(r, false);
+  BOOST_TEST(j["composition"][0]["from"] == nlohmann::json::array({0, 1}));
+  BOOST_TEST(j["heads"][0].contains("prev_token_positional"));
+  BOOST_TEST(j["heads"][2]["prev_token_positional"].is_null());
+  const study::CircuitsResult back = study::circuits_from_json(study::circuits_to_json(r, true), "c.json");
+  BOOST_TEST(back.composition[0].k == 0.5);
+  BOOST_TEST(back.baseline->v == 0.3);
+  BOOST_TEST(back.positional.size() == r.positional.size());
+  BOOST_TEST(back.heads[1].copying == r.heads[1].copying);
+  BOOST_TEST(!study::svg_composition(r, "t").empty());
+  BOOST_TEST(!study::svg_positional(r, "t").empty());
+}
