@@ -28,5 +28,6 @@ Command add_circuits(CLI::App& app);
 Command add_gradcheck(CLI::App& app);
 Command add_demo(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_sweep(CLI::App& app);
 
 }  // namespace cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(cli::add_gradcheck);
   add(cli::add_demo);
   add(cli::add_bench);
+  add(cli::add_sweep);
 
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 #include "study/capture.h"
 #include "study/circuits.h"
 #include "study/view/patching_view.h"
+#include "study/view/phase_change.h"
 #include "study/view/report_html.h"
 #include "study/view/svg_heatmap.h"
 #include "train/metrics_log.h"
@@ -16,6 +17,10 @@ namespace study {
 namespace {
 bool every(int64_t step, int period) {
   return period > 0 && step % period == 0;
+}
+
+std::string history_path(const std::string& run_dir, int64_t step) {
+  return run_dir + "/scores/" + attention_step_name(step) + ".json";
 }
 }  // namespace
 
@@ -45,8 +50,19 @@ HeadScoresFile Study::head_scores(const nn::CausalLM<float>& model, int64_t step
   return HeadScoresFile{step, compute_head_scores(probes, ideal, capture_attention(model, task_, repeated_))};
 }
 
-std::string Study::finish(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const {
-  const HeadScoresFile scores = head_scores(model, step);
+void Study::record_scores(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step,
+                          double wall_seconds) const {
+  HeadScoresFile scores = head_scores(model, step);
+  scores.wall_seconds = wall_seconds;
+  write_head_scores(history_path(run_dir, step), scores);
+}
+
+std::string Study::finish(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step,
+                          double wall_seconds) const {
+  HeadScoresFile scores = head_scores(model, step);
+  scores.wall_seconds = wall_seconds;
+  write_head_scores(history_path(run_dir, step), scores);  // the last step belongs to the history too
+  scores.phase_change = run_phase_change(run_dir);
   write_head_scores(run_dir + "/scores.json", scores);
   write_run_report(run_dir, config_.name);
   return "head scores at step " + std::to_string(step) + " (RUN/scores.json):\n" +
@@ -60,15 +76,35 @@ RunStudy::RunStudy(const train::Config& config, const std::string& run_dir)
       eval_set_(task_->eval_set(config.seed, config.train.eval_size)),
       study_(*task_, config_, eval_set_) {}
 
+double RunStudy::wall_seconds(int64_t step) {
+  if (!earlier_seconds_) {
+    earlier_seconds_ = 0.0;
+    if (step == 0) {
+      // A fresh run: scores recorded by an earlier run in this folder are not this run's history.
+      std::error_code ignored;
+      std::filesystem::remove_all(run_dir_ + "/scores", ignored);
+    } else {
+      // A resumed run: the time recorded at the last dump before the checkpoint it resumed from.
+      for (const HeadScoresFile& f : read_score_history(run_dir_))
+        if (f.step < step && f.wall_seconds) earlier_seconds_ = *f.wall_seconds;
+    }
+  }
+  return *earlier_seconds_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
 void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool finished) {
+  const double wall = wall_seconds(step);
   const bool dumped_now = every(step, config_.output.attention_every);
   if (!finished) {
-    if (dumped_now) study_.dump_attention(model, run_dir_, step);
+    if (dumped_now) {
+      study_.dump_attention(model, run_dir_, step);
+      study_.record_scores(model, run_dir_, step, wall);
+    }
     return;
   }
   // The last step is dumped even off the period, so the report always shows the final maps.
   if (!dumped_now) study_.dump_attention(model, run_dir_, step);
-  score_table_ = study_.finish(model, run_dir_, step);
+  score_table_ = study_.finish(model, run_dir_, step, wall);
   const CircuitsResult circuits =
       write_circuits_files(model, *task_, config_, run_dir_, step, model.blocks.size() >= 2);
   score_table_ +=
@@ -94,6 +130,31 @@ CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const trai
   return r;
 }
 
+std::vector<HeadScoresFile> read_score_history(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::vector<HeadScoresFile> history;
+  std::error_code ec;
+  const std::string dir = run_dir + "/scores";
+  if (!fs::is_directory(dir, ec)) return history;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && entry.path().extension() == ".json")
+      history.push_back(read_head_scores(entry.path().string()));
+  }
+  std::sort(history.begin(), history.end(),
+            [](const HeadScoresFile& a, const HeadScoresFile& b) { return a.step < b.step; });
+  return history;
+}
+
+PhaseChange run_phase_change(const std::string& run_dir) {
+  Curve eval_loss;
+  const std::string metrics = run_dir + "/metrics.jsonl";
+  if (std::filesystem::exists(metrics))
+    for (const train::MetricsRecord& r : train::read_metrics_jsonl(metrics))
+      if (r.eval_loss) eval_loss.push_back({double(r.step), *r.eval_loss});
+  return phase_change(read_score_history(run_dir), eval_loss);
+}
+
 void write_run_report(const std::string& run_dir, const std::string& title) {
   ReportInputs in;
   in.title = title;
@@ -104,6 +165,7 @@ void write_run_report(const std::string& run_dir, const std::string& title) {
   const std::string scores = run_dir + "/scores.json";
   if (std::filesystem::exists(scores)) in.scores = read_head_scores(scores);
   in.dumps = read_attention_dumps(run_dir + "/attention");
+  in.score_history = read_score_history(run_dir);
   if (std::filesystem::exists(run_dir + "/circuits.json"))
     in.circuits = read_circuits(run_dir + "/circuits.json");
   in.patchings = read_patchings(run_dir + "/patching", &in.patching_names);

@@ -1,10 +1,12 @@
 // What a run leaves for a person to study: the attention maps of fixed probe inputs at dumped steps
-// (RUN/attention/step-NNNNNN.json and .svg), the head scores (RUN/scores.json and a table), and the run
+// (RUN/attention/step-NNNNNN.json and .svg), the head scores at each of those steps (RUN/scores/
+// step-NNNNNN.json) and at the end with the phase-change steps (RUN/scores.json and a table), and the run
 // report (RUN/report.html). The probes are the first output.probes held-out sequences; the scores pool
 // more of them (up to 64) so that one odd sequence does not decide a head's score.
 // RunStudy watches a training run (a train::TrainObserver); Study serves the commands that open a run later.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "nn/transformer.h"
@@ -21,8 +23,13 @@ class Study {
   void dump_attention(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const;
   // Every head's task, previous-token, first-token and induction scores from the model's maps.
   HeadScoresFile head_scores(const nn::CausalLM<float>& model, int64_t step) const;
-  // The end of a run: scores.json and report.html; returns the score table for a person to read.
-  std::string finish(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const;
+  // The scores at a dumped step, written to RUN/scores/step-NNNNNN.json with the run's training time so far.
+  void record_scores(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step,
+                     double wall_seconds) const;
+  // The end of a run: scores.json (with the phase-change steps from the recorded scores) and report.html;
+  // returns the score table for a person to read.
+  std::string finish(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step,
+                     double wall_seconds) const;
 
  private:
   const train::Task& task_;
@@ -48,7 +55,17 @@ class RunStudy : public train::TrainObserver {
   train::Batch eval_set_;
   Study study_;
   std::string score_table_;
+  // Training time: what earlier processes of a resumed run recorded, plus this process's time since start.
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::optional<double> earlier_seconds_;
+  double wall_seconds(int64_t step);
 };
+
+// The scores recorded at each dumped step (RUN/scores/step-*.json), in step order; empty when none.
+std::vector<HeadScoresFile> read_score_history(const std::string& run_dir);
+
+// The phase-change steps of a run folder, from its recorded scores and metrics.jsonl.
+PhaseChange run_phase_change(const std::string& run_dir);
 
 // The circuit analysis of `model` (study/circuits.h; DLA on the run's held-out set, eval_set(seed,
 // train.eval_size)) written to RUN/circuits.json and RUN/circuits/{composition,positional_qk}.svg, then
@@ -57,8 +74,8 @@ CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const trai
                                     const train::Config& config, const std::string& run_dir, int64_t step,
                                     bool with_composition);
 
-// Rebuilds RUN/report.html from the run folder's files (metrics.jsonl, scores.json, attention/*.json,
-// circuits.json, patching/*.json).
+// Rebuilds RUN/report.html from the run folder's files (metrics.jsonl, scores.json, scores/*.json,
+// attention/*.json, circuits.json, patching/*.json).
 void write_run_report(const std::string& run_dir, const std::string& title);
 
 }  // namespace study

@@ -173,7 +173,16 @@ nlohmann::json head_scores_to_json(const HeadScoresFile& scores) {
     }
     heads.push_back(std::move(o));
   }
-  return {{"step", scores.step}, {"heads", std::move(heads)}};
+  json out = {{"step", scores.step}, {"heads", std::move(heads)}};
+  if (const auto& pc = scores.phase_change) {
+    const auto step = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    out["phase_change"] = {{"induction", step(pc->induction)},
+                           {"task", step(pc->task)},
+                           {"previous_token", step(pc->previous_token)},
+                           {"eval_loss_fastest_fall", step(pc->eval_loss_fall)}};
+  }
+  if (scores.wall_seconds) out["wall_seconds"] = *scores.wall_seconds;
+  return out;
 }
 
 HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string& source) {
@@ -210,6 +219,25 @@ HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string&
       h.ablation = a;
     }
     f.heads.push_back(h);
+  }
+  if (auto pc = j.find("phase_change"); pc != j.end() && !pc->is_null()) {
+    if (!pc->is_object())
+      json_error(source, "/phase_change", std::string("expected an object, got ") + pc->type_name());
+    const auto step = [&](const char* key) -> std::optional<double> {
+      auto it = pc->find(key);
+      if (it == pc->end() || it->is_null()) return std::nullopt;
+      if (!it->is_number())
+        json_error(source, std::string("/phase_change/") + key,
+                   std::string("expected a number or null, got ") + it->type_name());
+      return it->get<double>();
+    };
+    f.phase_change =
+        PhaseChange{step("induction"), step("task"), step("previous_token"), step("eval_loss_fastest_fall")};
+  }
+  if (auto w = j.find("wall_seconds"); w != j.end() && !w->is_null()) {
+    if (!w->is_number())
+      json_error(source, "/wall_seconds", std::string("expected a number, got ") + w->type_name());
+    f.wall_seconds = w->get<double>();
   }
   return f;
 }

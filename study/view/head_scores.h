@@ -54,9 +54,19 @@ struct HeadScores {
   std::optional<AblationResult> ablation;
 };
 
+// When the run's patterns formed (study/view/phase_change.h computes it): the step at which the best
+// head's score first reached 0.5, interpolated between attention dumps (nullopt: never, or no history),
+// and the step at which the held-out loss fell fastest.
+struct PhaseChange {
+  std::optional<double> induction, task, previous_token, eval_loss_fall;
+};
+
 struct HeadScoresFile {
   int64_t step = 0;
   std::vector<HeadScores> heads;  // sorted by (layer, head)
+  // Only in a finished run's scores.json: "phase_change" and "wall_seconds" (training time of the run).
+  std::optional<PhaseChange> phase_change = std::nullopt;
+  std::optional<double> wall_seconds = std::nullopt;
 };
 
 // Scores of every (layer, head) present in the probes, sorted by (layer, head).
@@ -73,7 +83,9 @@ std::vector<HeadScores> compute_head_scores(const std::vector<Probe>& probes,
 nlohmann::json head_scores_to_json(const HeadScoresFile& scores);
 // Validates: "step" integer >= 0, "heads" array of objects with integer "layer", "head" >= 0, and numbers
 // (or null for NaN) "task", "previous_token", "induction", "first_token"; optional "ablation" object with
-// numbers "zero_acc", "mean_acc" and optional "zero_loss", "mean_loss". Unknown keys are ignored.
+// numbers "zero_acc", "mean_acc" and optional "zero_loss", "mean_loss"; optional "phase_change" object of
+// numbers or nulls ("induction", "task", "previous_token", "eval_loss_fastest_fall") and optional number
+// "wall_seconds". Unknown keys are ignored.
 // Errors: std::runtime_error "SOURCE: /json/pointer: expected ..., got ...".
 HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string& source);
 HeadScoresFile read_head_scores(const std::string& path);

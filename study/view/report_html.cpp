@@ -14,6 +14,7 @@
 
 #include "io/append_format.h"
 #include "io/atomic_file.h"
+#include "study/view/chart_scale.h"
 #include "study/view/report_assets.h"
 #include "study/view/report_circuits.h"
 #include "study/view/svg_heatmap.h"
@@ -22,27 +23,6 @@ namespace study {
 namespace {
 
 using nlohmann::json;
-
-// Head colours for the score charts: a categorical palette, one colour per (layer, head) in order.
-const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
-// Round tick values (1, 2, 5 x 10^k) covering [lo, hi] with about n intervals.
-std::vector<double> nice_ticks(double lo, double hi, int n) {
-  if (!(hi > lo)) hi = lo + 1;
-  const double raw = (hi - lo) / n;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (m * mag >= raw) {
-      step = m * mag;
-      break;
-    }
-  std::vector<double> ticks;
-  for (double t = std::ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
-    ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
-  return ticks;
-}
 
 struct Series {
   std::string name, colour;
@@ -241,7 +221,7 @@ std::string report_html(const ReportInputs& in) {
     bool any = false;
     for (const auto& [key, idx] : head_index) {
       lines[idx].name = head_name(key.first, key.second);
-      lines[idx].colour = kPalette[idx % 10];
+      lines[idx].colour = category_colour(idx);
       lines[idx].markers = true;
     }
     for (const HeadScoresFile& f : history)
@@ -325,10 +305,21 @@ std::string report_html(const ReportInputs& in) {
             "scores, and the induction score over each probe's own repeated tokens. The task score needs the "
             "task's ideal keys and appears only in the final table.</p>\n"
           : "<p class=\"note\">Scores at each dumped step, as the trainer computed them.</p>\n";
+  if (const auto& pc = in.scores.phase_change) {
+    const auto step = [](const std::optional<double>& v) {
+      return v ? "step " + fixed(*v, 0) : std::string("never");
+    };
+    out +=
+        "<p class=\"note\" id=\"phase-change\">Phase change (best head's score first at 0.5, "
+        "interpolated between dumps): induction " +
+        step(pc->induction) + ", previous token " + step(pc->previous_token) + ", task " + step(pc->task) +
+        "; held-out loss fell fastest " +
+        (pc->eval_loss_fall ? "at " + step(pc->eval_loss_fall) : std::string("nowhere")) + ".</p>\n";
+  }
   out += "<div class=\"legend\">";
   for (const auto& [key, idx] : head_index)
     io::append_format(out, "<span><span class=\"sw\" style=\"background:%s\"></span>%s</span>",
-                      kPalette[idx % 10], head_name(key.first, key.second).c_str());
+                      category_colour(idx), head_name(key.first, key.second).c_str());
   out += "</div>\n<div class=\"row\">" +
          (score_charts.empty() ? std::string("<p class=\"muted\">No scores to chart.</p>") : score_charts) +
          "</div>\n";

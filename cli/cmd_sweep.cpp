@@ -1,0 +1,365 @@
+// attograd sweep SWEEP.json [-j N] [--print-commands] [--slurm FILE]
+// attograd sweep collect DIR
+// Runs every point of a sweep's grid as a child process of this program (`attograd train BASE --set ...
+// --out OUT/NAME`), N at a time, skipping finished runs and resuming interrupted ones; Ctrl-C stops every
+// child at a checkpoint. Or prints the commands for another scheduler, and collects the summary after.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "cli/commands.h"
+#include "io/atomic_file.h"
+#include "io/json_error.h"
+#include "study/sweep_collect.h"
+#include "train/checkpoint.h"
+#include "train/sweep.h"
+
+namespace cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+// Stop signals received (Ctrl-C, SIGTERM); each is passed on to the running children once.
+std::atomic<int> g_stop{0};
+extern "C" void on_stop_signal(int) {
+  g_stop.fetch_add(1);
+}
+
+struct SweepArgs {
+  std::string file;
+  int jobs = 0;  // 0: one run per two cores
+  bool print_commands = false;
+  std::string slurm;
+  std::string collect_dir;
+};
+
+// What a run's folder holds now.
+enum class RunState { fresh, resume, finished };
+
+RunState run_state(const train::SweepRun& run) {
+  const std::string dir = run.config.output.dir;
+  if (!fs::exists(dir + "/config.json")) return RunState::fresh;
+  const std::string path = dir + "/config.json";
+  const train::Config held = train::from_json(io::parse_json(io::read_text_file(path), path), path);
+  if (!train::same_run_config(held, run.config))
+    throw UsageError(dir + ": holds a run with a different config (" + path +
+                     "); remove it, or give the sweep another \"out\"");
+  if (!fs::exists(train::model_checkpoint_path(dir))) return RunState::fresh;
+  if (fs::exists(dir + "/scores.json")) {
+    const std::string scores = dir + "/scores.json";
+    const nlohmann::json j = io::parse_json(io::read_text_file(scores), scores);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() == run.config.train.steps)
+      return RunState::finished;
+  }
+  return RunState::resume;
+}
+
+// The program's own path, for the children and the printed commands.
+std::string self_path() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("attograd") : p.string();
+}
+
+std::vector<std::string> train_args(const train::SweepRun& run, const train::Sweep& sweep, RunState state,
+                                    int threads) {
+  std::vector<std::string> args = {"train"};
+  if (state == RunState::resume) {
+    args.insert(args.end(), {"--resume", run.config.output.dir});
+  } else {
+    args.push_back(sweep.base);
+    for (const std::string& o : run.overrides) args.insert(args.end(), {"--set", o});
+    args.insert(args.end(), {"--out", run.config.output.dir});
+  }
+  args.insert(args.end(), {"--set", "train.threads=" + std::to_string(threads)});
+  return args;
+}
+
+std::string shell_quote(const std::string& s) {
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                       "0123456789_./=,:+-@%") == std::string::npos;
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string command_line(const std::string& program, const std::vector<std::string>& args) {
+  std::string line = shell_quote(program);
+  for (const std::string& a : args) line += " " + shell_quote(a);
+  return line;
+}
+
+std::string duration(double seconds) {
+  char buf[32];
+  const long s = std::lround(std::max(0.0, seconds));
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+
+// The last non-empty line of a child's log, for a failure message.
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \r\t") != std::string::npos) last = line;
+  // A progress line redrawn with '\r' keeps only its final state.
+  const size_t cr = last.find_last_of('\r', last.size() > 1 ? last.size() - 2 : 0);
+  return cr == std::string::npos ? last : last.substr(cr + 1);
+}
+
+struct Child {
+  size_t run;
+  clock_type::time_point start;
+};
+
+pid_t launch(const std::string& program, const std::vector<std::string>& args, const std::string& log) {
+  fs::create_directories(fs::path(log).parent_path());
+  const pid_t pid = fork();
+  if (pid < 0)
+    throw std::runtime_error(std::string("cannot start a run: fork failed (") + std::strerror(errno) + ")");
+  if (pid == 0) {
+    // Its own process group: a Ctrl-C reaches the sweep only, which passes it on once to every child.
+    setpgid(0, 0);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(program.c_str(), argv.data());
+    std::fprintf(stderr, "attograd sweep: cannot run %s: %s\n", program.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+int collect(const std::string& dir) {
+  const study::SweepSummary summary = study::collect_sweep(dir);
+  study::write_sweep_summary(dir, summary);
+  size_t finished = 0;
+  for (const auto& r : summary.runs) finished += r.status == "finished";
+  std::printf("%zu runs (%zu finished): %s/summary.json, %s/summary.csv, %s/index.html\n",
+              summary.runs.size(), finished, dir.c_str(), dir.c_str(), dir.c_str());
+  return 0;
+}
+
+std::string slurm_script(const train::Sweep& sweep, const std::vector<std::string>& commands, int threads) {
+  std::string s =
+      "#!/bin/bash\n# A Slurm job array for the sweep " + sweep.source +
+      ": one array task per run that is not finished yet.\n# Submit with: sbatch THIS_FILE; then: "
+      "attograd sweep collect " +
+      sweep.out + "\n";
+  s += "#SBATCH --job-name=attograd-sweep\n#SBATCH --array=0-" + std::to_string(commands.size() - 1) + "\n";
+  s += "#SBATCH --cpus-per-task=" + std::to_string(threads) + "\n";
+  s += "#SBATCH --output=" + sweep.out + "/slurm-%A_%a.log\n";
+  s += "set -euo pipefail\ncd " + shell_quote(fs::current_path().string()) +
+       "\ncase \"$SLURM_ARRAY_TASK_ID\" in\n";
+  for (size_t i = 0; i < commands.size(); ++i)
+    s += "  " + std::to_string(i) + ") exec " + commands[i] + " ;;\n";
+  s += "  *) echo \"no run for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 2 ;;\nesac\n";
+  return s;
+}
+
+int run_sweep(const SweepArgs& a) {
+  if (!a.collect_dir.empty()) return collect(a.collect_dir);
+  if (a.file.empty()) throw UsageError("sweep: SWEEP.json is required (or: sweep collect DIR)");
+  const train::Sweep sweep = train::load_sweep(a.file);
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const int jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / 2);
+  const int threads = std::max(1, cores / jobs);
+
+  // Every run's folder is checked before anything is written or started.
+  std::vector<RunState> states;
+  for (const train::SweepRun& run : sweep.runs) states.push_back(run_state(run));
+  const std::string program = self_path();
+
+  fs::create_directories(sweep.out);
+  io::write_text_file_atomically(sweep.out + "/sweep.json", train::sweep_manifest(sweep).dump(2) + "\n");
+
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < sweep.runs.size(); ++i)
+    if (states[i] != RunState::finished) todo.push_back(i);
+
+  if (a.print_commands || !a.slurm.empty()) {
+    std::vector<std::string> commands;
+    for (size_t i : todo)
+      commands.push_back(command_line(program, train_args(sweep.runs[i], sweep, states[i], threads)));
+    if (a.print_commands)
+      for (const std::string& c : commands) std::printf("%s\n", c.c_str());
+    if (!a.slurm.empty()) {
+      if (commands.empty()) throw UsageError("--slurm " + a.slurm + ": every run of the sweep is finished");
+      io::write_text_file_atomically(a.slurm, slurm_script(sweep, commands, threads));
+      std::fprintf(stderr, "wrote %s: sbatch %s, then attograd sweep collect %s\n", a.slurm.c_str(),
+                   a.slurm.c_str(), sweep.out.c_str());
+    }
+    return 0;
+  }
+
+  const size_t total = sweep.runs.size(), skipped = total - todo.size();
+  std::printf("sweep %s: %zu runs (%zu finished already), %d at a time with %d threads each, into %s\n",
+              a.file.c_str(), total, skipped, jobs, threads, sweep.out.c_str());
+  std::fflush(stdout);
+
+  g_stop.store(0);
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &action, &old_int);
+  sigaction(SIGTERM, &action, &old_term);
+
+  const bool tty = isatty(STDOUT_FILENO);
+  std::map<pid_t, Child> running;
+  size_t next = 0, done = skipped, failed = 0, interrupted = 0;
+  double finished_seconds = 0;
+  size_t finished_here = 0;
+  int forwarded = 0;
+  std::string last_drawn;
+  auto last_draw = clock_type::now() - std::chrono::seconds(10);
+  const auto draw = [&](bool force) {
+    const size_t left = todo.size() - next;
+    std::string eta = "ETA -";
+    if (finished_here > 0) {
+      const double per_run = finished_seconds / finished_here;
+      double remaining = per_run * left;
+      for (const auto& [pid, c] : running)
+        remaining +=
+            std::max(0.0, per_run - std::chrono::duration<double>(clock_type::now() - c.start).count());
+      eta = "ETA " + duration(remaining / jobs);
+    }
+    char line[256];
+    std::snprintf(line, sizeof line, "sweep: %zu/%zu done, %zu running, %zu left%s%s, %s", done, total,
+                  running.size(), left, failed ? (", " + std::to_string(failed) + " failed").c_str() : "",
+                  interrupted ? (", " + std::to_string(interrupted) + " interrupted").c_str() : "",
+                  eta.c_str());
+    const auto now = clock_type::now();
+    if (tty) {
+      if (!force && now - last_draw < std::chrono::seconds(1)) return;
+      std::printf("\r\033[K%s", line);
+    } else {
+      // Without a terminal, a line per change of the counts (not of the ETA).
+      const std::string counts(line, std::strstr(line, ", ETA") ? std::strstr(line, ", ETA") - line : 0);
+      if (counts == last_drawn) return;
+      last_drawn = counts;
+      std::printf("%s\n", line);
+    }
+    last_draw = now;
+    std::fflush(stdout);
+  };
+
+  while (next < todo.size() || !running.empty()) {
+    // The first signal asks every run to stop at a checkpoint; a second one (as for `train`) ends them
+    // at once, keeping their last checkpoint.
+    if (const int signals = g_stop.load(); signals > forwarded) {
+      for (const auto& [pid, c] : running) kill(pid, SIGINT);
+      if (tty) std::printf("\n");
+      std::printf(
+          forwarded == 0
+              ? "stopping: each running run saves a checkpoint; run the same command again to resume\n"
+              : "stopping now: the runs keep their last checkpoints\n");
+      forwarded = signals;
+    }
+    while (g_stop.load() == 0 && running.size() < static_cast<size_t>(jobs) && next < todo.size()) {
+      const size_t i = todo[next++];
+      const train::SweepRun& run = sweep.runs[i];
+      running[launch(program, train_args(run, sweep, states[i], threads),
+                     run.config.output.dir + "/train.log")] = Child{i, clock_type::now()};
+      draw(true);
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0 && running.count(pid)) {
+      const Child c = running[pid];
+      running.erase(pid);
+      const train::SweepRun& run = sweep.runs[c.run];
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      const bool stopped = code == 130 || (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
+      if (code == 0) {
+        ++done;
+        ++finished_here;
+        finished_seconds += std::chrono::duration<double>(clock_type::now() - c.start).count();
+      } else if (stopped) {
+        ++interrupted;
+      } else {
+        ++failed;
+        if (tty) std::printf("\n");
+        std::printf("run %s failed (exit %d): %s (log: %s/train.log)\n", run.name.c_str(), code,
+                    last_line(run.config.output.dir + "/train.log").c_str(), run.config.output.dir.c_str());
+      }
+      draw(true);
+    } else if (pid < 0 && errno == ECHILD) {
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      draw(false);
+    }
+  }
+  if (tty) std::printf("\n");
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+
+  const study::SweepSummary summary = study::collect_sweep(sweep.out);
+  study::write_sweep_summary(sweep.out, summary);
+  std::printf("summary: %s/summary.csv, %s/index.html\n", sweep.out.c_str(), sweep.out.c_str());
+  if (g_stop.load() > 0) {
+    std::printf("interrupted: %zu of %zu runs finished; run the same command again to resume the rest\n",
+                done, total);
+    return 130;
+  }
+  if (failed) {
+    std::printf("%zu of %zu runs failed; the others are in the summary\n", failed, total);
+    return 1;
+  }
+  std::printf("done: %zu runs\n", total);
+  return 0;
+}
+
+}  // namespace
+
+Command add_sweep(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* sub = app.add_subcommand("sweep", "train every point of a grid of settings; summarise the runs");
+  sub->footer(
+      "SWEEP.json: {\"base\": \"configs/induction.json\", \"grid\": {\"seed\": [1, 2, 3]}, \"out\": "
+      "\"runs/s\"}.\n"
+      "Each grid value is checked like --set before anything starts. Each run is an ordinary run folder\n"
+      "OUT/NAME; finished runs are skipped and interrupted ones resumed when the same command runs again.\n"
+      "OUT/summary.json, summary.csv and index.html summarise the sweep (docs/sweeps.md).");
+  sub->add_option("SWEEP", args->file, "sweep file, e.g. sweeps/induction-seeds.json");
+  sub->add_option("-j,--jobs", args->jobs, "runs at a time (default: one per two cores)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--print-commands", args->print_commands,
+                "print one `attograd train` command per unfinished run (for xargs, GNU parallel) and exit");
+  sub->add_option("--slurm", args->slurm, "write a Slurm job-array script for the unfinished runs to FILE");
+  CLI::App* collect = sub->add_subcommand(
+      "collect", "build OUT/summary.json, summary.csv and index.html from the run folders");
+  collect->add_option("DIR", args->collect_dir, "the sweep's out folder")->required();
+  return [args] { return run_sweep(*args); };
+}
+
+}  // namespace cli
