@@ -46,15 +46,19 @@ AtomicFile::~AtomicFile() {
   }
 }
 
-void AtomicFile::write(const void* bytes, size_t n) {
+void write_all(int fd, const void* bytes, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(bytes);
   while (n > 0) {
-    const ssize_t w = ::write(fd_, p, n);
+    const ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) fail(path_, w < 0 ? std::strerror(errno) : "no progress");
+    if (w <= 0) fail(path, w < 0 ? std::strerror(errno) : "no progress");
     p += w;
     n -= static_cast<size_t>(w);
   }
+}
+
+void AtomicFile::write(const void* bytes, size_t n) {
+  write_all(fd_, bytes, n, path_);
 }
 
 void AtomicFile::commit() {

@@ -41,6 +41,10 @@ std::string read_text_file(const std::string& path);
 // AtomicFile in one call.
 void write_text_file_atomically(const std::string& path, const std::string& text);
 
+// Writes all n bytes to the open file `fd` (retrying short writes and EINTR); a failure throws
+// WriteError("PATH: cannot write: WHY"). AtomicFile and the metrics.jsonl appender both write through it.
+void write_all(int fd, const void* bytes, size_t n, const std::string& path);
+
 // fsyncs PATH's folder, so a rename or a new file in it survives a power cut. Throws WriteError.
 void sync_parent_directory(const std::string& path);
 

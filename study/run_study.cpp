@@ -15,10 +15,6 @@
 namespace study {
 
 namespace {
-bool every(int64_t step, int period) {
-  return period > 0 && step % period == 0;
-}
-
 std::string history_path(const std::string& run_dir, int64_t step) {
   return run_dir + "/scores/" + attention_step_name(step) + ".json";
 }
@@ -94,7 +90,7 @@ double RunStudy::wall_seconds(int64_t step) {
 
 void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool finished) {
   const double wall = wall_seconds(step);
-  const bool dumped_now = every(step, config_.output.attention_every);
+  const bool dumped_now = train::every(step, config_.output.attention_every);
   if (!finished) {
     if (dumped_now) {
       study_.dump_attention(model, run_dir_, step);

@@ -74,16 +74,7 @@ MetricsAppender::~MetricsAppender() {
 
 void MetricsAppender::append(const MetricsRecord& r) {
   const std::string line = metrics_to_json(r).dump() + "\n";
-  const char* p = line.data();
-  size_t n = line.size();
-  while (n > 0) {
-    const ssize_t w = ::write(fd_, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      throw io::WriteError(path_ + ": cannot write: " + (w < 0 ? std::strerror(errno) : "no progress"));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+  io::write_all(fd_, line.data(), line.size(), path_);
 }
 
 void truncate_metrics_jsonl(const std::string& path, int64_t step) {

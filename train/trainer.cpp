@@ -22,10 +22,6 @@ void remove_stale_temp_files(const std::string& run_dir) {
     if (it->path().filename().string().find(".tmp.") != std::string::npos) fs::remove(it->path(), ec);
 }
 
-bool every(int64_t step, int period) {
-  return period > 0 && step % period == 0;
-}
-
 // Calls `fn` on every observer, in order.
 template <typename Fn>
 void notify(const TrainOptions& options, Fn fn) {

@@ -18,6 +18,12 @@
 
 namespace train {
 
+// True when `step` falls on a period of `period` steps (never for period 0, which switches it off): when the
+// run logs, evaluates, checkpoints and dumps attention maps.
+inline bool every(int64_t step, int period) {
+  return period > 0 && step % period == 0;
+}
+
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
