@@ -199,7 +199,8 @@ BOOST_AUTO_TEST_CASE(printed_commands_through_xargs_then_collect_match_the_sweep
   const auto collected = run_attograd("sweep collect '" + remote + "'");
   BOOST_REQUIRE_MESSAGE(collected.exit_code == 0, collected.err);
   BOOST_TEST(comparable_summary(remote) == comparable_summary(local));
-  for (const json& run : json::parse(testing::read_all(remote + "/summary.json"))["runs"]) {
+  const json summary = json::parse(testing::read_all(remote + "/summary.json"));
+  for (const json& run : summary["runs"]) {
     BOOST_TEST(run["status"] == "finished");
     BOOST_TEST(run["phase_change"].contains("eval_loss_fastest_fall"));
     BOOST_TEST(!run["curves"]["previous_token"].empty());
