@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace io {
 
@@ -89,13 +88,18 @@ void sync_parent_directory(const std::string& path) {
   if (rc != 0 && err != EINVAL) fail(path, std::string("cannot sync its folder: ") + std::strerror(err));
 }
 
-std::string read_text_file(const std::string& path) {
+std::string read_text_file(const std::string& path, size_t max_bytes, const char* what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot read: " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  std::string text;
+  char buffer[1 << 16];
+  while (text.size() <= max_bytes && in.read(buffer, sizeof buffer).gcount() > 0)
+    text.append(buffer, static_cast<size_t>(in.gcount()));
   if (in.bad()) throw std::runtime_error(path + ": cannot read: I/O error");
-  return buffer.str();
+  if (text.size() > max_bytes)
+    throw std::runtime_error(path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB, not a " +
+                             what);
+  return text;
 }
 
 void write_text_file_atomically(const std::string& path, const std::string& text) {

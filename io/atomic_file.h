@@ -35,8 +35,14 @@ class AtomicFile {
   int fd_ = -1;
 };
 
-// The whole file as bytes; throws std::runtime_error("PATH: cannot read: REASON") on failure.
-std::string read_text_file(const std::string& path);
+// The most any text file the program reads may hold unless its reader says otherwise: far above a real
+// run's files (a metrics.jsonl of a million steps is ~150 MB), and a bound on /dev/zero or a wrong path.
+constexpr size_t kMaxTextFileBytes = size_t{1} << 30;
+
+// The whole file as bytes; throws std::runtime_error("PATH: cannot read: REASON") on failure, and
+// "PATH: larger than N MiB, not a WHAT" when it holds more than max_bytes (read stops there).
+std::string read_text_file(const std::string& path, size_t max_bytes = kMaxTextFileBytes,
+                           const char* what = "text file");
 
 // AtomicFile in one call.
 void write_text_file_atomically(const std::string& path, const std::string& text);

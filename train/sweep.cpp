@@ -66,7 +66,7 @@ Sweep load_sweep(const std::string& path) {
     throw ConfigError(path + ": is a folder, expected a sweep file");
   std::string text;
   try {
-    text = io::read_text_file(path);
+    text = io::read_text_file(path, kMaxSweepFileBytes, "sweep file");
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());
   }

@@ -7,6 +7,7 @@
 // finished run folders back is the study's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,6 +19,8 @@ namespace train {
 
 // The most runs one sweep may hold: a grid beyond this is almost certainly a mistake in the file.
 constexpr int64_t kMaxSweepRuns = 10000;
+// A sweep file is a few lines; a larger one is not a sweep file (and /dev/zero never ends).
+constexpr size_t kMaxSweepFileBytes = size_t{1} << 20;
 
 struct SweepRun {
   std::string name;                    // folder name under out/, made of the settings: "d_model-32_seed-1"

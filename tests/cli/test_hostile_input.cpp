@@ -83,6 +83,11 @@ BOOST_AUTO_TEST_CASE(config_errors_are_one_printable_line) {
   std::ofstream(dir.file("key.json")) << R"({"train": {"st\neps": 1}})";
   expect_refused("train '" + dir.file("key.json") + "'", "/train/st\\x0aeps: unknown key");
   expect_refused("train /dev/zero", "/dev/zero: larger than 1 MiB, not a config file");
+  const auto sweep = run_attograd("sweep /dev/zero");  // the sweep file's reader is bounded too
+  BOOST_TEST(sweep.exit_code == 2, sweep.err);
+  BOOST_TEST(one_printable_line(sweep.err), sweep.err);
+  BOOST_TEST(sweep.err.find("/dev/zero: larger than 1 MiB, not a sweep file") != std::string::npos,
+             sweep.err);
 }
 
 BOOST_AUTO_TEST_CASE(resume_refuses_overrides_that_change_the_run) {
