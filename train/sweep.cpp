@@ -2,11 +2,13 @@
 // the same path as `attograd train BASE --set ...` (from_json with overrides).
 #include "train/sweep.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "io/atomic_file.h"
 #include "io/json_error.h"
+#include "io/printable.h"
 
 namespace train {
 namespace {
@@ -37,6 +39,12 @@ std::string name_part(const ordered_json& value) {
   }
   if (out.empty() || out == "." || out == "..") out = "-";
   return out;
+}
+
+bool is_key_path(const std::string& key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+  });
 }
 
 // The short name of each grid key: its last segment ("model.d_model" -> "d_model"), or the whole key when
@@ -79,13 +87,14 @@ Sweep load_sweep(const std::string& path) {
   if (!doc.is_object()) fail(path, "", "expected an object, got " + kind_of(doc));
   for (const auto& item : doc.items())
     if (item.key() != "base" && item.key() != "grid" && item.key() != "out")
-      fail(path, "/" + item.key(), "unknown key (expected base, grid, out)");
+      fail(path, "/" + io::printable(item.key()), "unknown key (expected base, grid, out)");
 
   Sweep sweep;
   sweep.source = path;
   if (!doc.contains("base") || !doc["base"].is_string() || doc["base"].get<std::string>().empty())
     fail(path, "/base", "expected the base config file as a non-empty string");
   sweep.base = doc["base"].get<std::string>();
+  if (!io::is_printable_utf8(sweep.base)) fail(path, "/base", "expected UTF-8 text without control bytes");
   if (doc.contains("out")) {
     if (!doc["out"].is_string() || doc["out"].get<std::string>().empty())
       fail(path, "/out", "expected a folder as a non-empty string");
@@ -93,6 +102,9 @@ Sweep load_sweep(const std::string& path) {
   } else {
     sweep.out = "runs/" + std::filesystem::path(path).stem().string();
   }
+  // The folder goes into every run's output.dir, which holds printable UTF-8 only.
+  if (!io::is_printable_utf8(sweep.out))
+    fail(path, "/out", "expected UTF-8 text without control bytes, got " + io::printable(sweep.out));
   if (std::filesystem::exists(sweep.out, ec) && !std::filesystem::is_directory(sweep.out, ec))
     fail(path, "/out", sweep.out + " is a file, expected a folder (or a path that does not exist yet)");
 
@@ -103,7 +115,11 @@ Sweep load_sweep(const std::string& path) {
   std::vector<std::string> keys;
   int64_t count = 1;
   for (const auto& item : sweep.grid.items()) {
-    const std::string pointer = "/grid/" + item.key();
+    const std::string pointer = "/grid/" + io::printable(item.key());
+    // A key names a config field (checked with each run's --set below); it also becomes part of the run
+    // folders' names and of error lines, so anything but a plain key path is refused here.
+    if (!is_key_path(item.key()))
+      fail(path, pointer, "expected a config key path such as model.d_model (letters, digits, _ and .)");
     if (item.key() == "output.dir" || item.key() == "output")
       fail(path, pointer, "the sweep sets each run's output.dir (out/NAME); use \"out\" for the folder");
     if (!item.value().is_array())

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "common/temp_dir.h"
+#include "io/printable.h"
 #include "train/sweep.h"
 
 namespace fs = std::filesystem;
@@ -66,4 +67,32 @@ BOOST_AUTO_TEST_CASE(committed_sweeps_load) {
     BOOST_CHECK_NO_THROW(train::load_sweep(entry.path().string()));
     fs::current_path(cwd);
   }
+}
+
+// Found by fuzz_sweep: a grid key with a control byte (JSON "\b") reached the run's name and the error
+// line raw. Keys must be plain key paths, and base/out printable text; every message stays printable.
+BOOST_AUTO_TEST_CASE(keys_and_paths_with_control_bytes_are_refused_printably) {
+  testing::TempDir dir;
+  const std::string base = write(dir, "base.json", R"({"task": {"kind": "copy", "vocab": 6, "length": 4}})");
+  const auto error_of = [&](const std::string& text) -> std::string {
+    try {
+      train::load_sweep(write(dir, "s.json", text));
+    } catch (const train::ConfigError& e) {
+      return e.what();
+    }
+    return "(loaded)";
+  };
+  const std::string key = error_of(R"({"base": ")" + base + R"(", "grid": {"task.vo\bcab": [5]}})");
+  BOOST_TEST(key.find(R"(/grid/task.vo\x08cab: expected a config key path)") != std::string::npos, key);
+  const std::string slash = error_of(R"({"base": ")" + base + R"(", "grid": {"/task.vocab": [5]}})");
+  BOOST_TEST(slash.find("/grid//task.vocab: expected a config key path") != std::string::npos, slash);
+  const std::string top = error_of(R"({"base": ")" + base + R"(", "gr\nid": {}})");
+  BOOST_TEST(top.find(R"(/gr\x0aid: unknown key)") != std::string::npos, top);
+  const std::string b = error_of(R"({"base": "a\u001bb", "grid": {"seed": [1]}})");
+  BOOST_TEST(b.find("/base: expected UTF-8 text without control bytes") != std::string::npos, b);
+  const std::string out =
+      error_of(R"({"base": ")" + base + R"(", "grid": {"seed": [1]}, "out": "x\u0007y"})");
+  BOOST_TEST(out.find(R"(/out: expected UTF-8 text without control bytes, got x\x07y)") != std::string::npos,
+             out);
+  for (const std::string& e : {key, slash, top, b, out}) BOOST_TEST(io::is_printable_utf8(e), e);
 }
