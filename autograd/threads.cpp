@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/cpu_contention.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define AG_PAUSE() _mm_pause()
@@ -32,12 +34,22 @@ namespace {
 // here made the tiny bench 5% slower than 200 us), short enough not to matter when the machine is shared.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
+// While other processes use the cores (cpu_contention.h), a worker that spins between jobs uses up its
+// share of a core shared with one of them and is then descheduled for a whole time slice, often holding
+// a chunk the other threads wait for: with one core busy, the 2-thread tiny step took 14.5 ms against
+// 9.3 ms with 1 thread. So while the cores are contended, idle workers sleep at once (and are woken
+// per job), and jobs smaller than this much work, which a woken worker would reach too late to help
+// with, run on the calling thread alone. Either way every kernel computes the same bits (threads.h).
+constexpr int64_t kContendedMinWork = int64_t(1) << 24;
+
 thread_local bool t_in_region = false;
 
 std::atomic<detail::WorkerStartHook> g_worker_start_hook{nullptr};
 
+// Polls ready() for up to kSpin (at all only if `spin`); returns its last answer.
 template <typename Ready>
-bool spin_until(Ready ready) {
+bool spin_until(Ready ready, bool spin = true) {
+  if (!spin) return ready();
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
@@ -69,7 +81,8 @@ class Pool {
   ~Pool() { stop(); }
   int size() const { return threads_; }
 
-  void run(int64_t n, detail::ChunkFn fn, void* ctx) {
+  void run(int64_t n, detail::ChunkFn fn, void* ctx, bool contended) {
+    workers_spin_.store(!contended, std::memory_order_relaxed);
     // The claim word moves to the new generation first: a worker still leaving the previous job can then
     // no longer claim a chunk of it against this job's chunk count and function (jobs of different
     // sizes in a row made that race real).
@@ -132,7 +145,8 @@ class Pool {
   void work() {
     uint64_t seen = 0;
     for (;;) {
-      if (!spin_until([&] { return generation_.load() != seen; })) {
+      if (!spin_until([&] { return generation_.load() != seen; },
+                      workers_spin_.load(std::memory_order_relaxed))) {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return generation_.load() != seen; });
       }
@@ -150,6 +164,7 @@ class Pool {
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> completed_{0};
   bool stop_ = false;
+  std::atomic<bool> workers_spin_{true};
   detail::ChunkFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t n_ = 0;
@@ -159,6 +174,8 @@ class Pool {
 std::atomic<int> g_threads{1};
 std::unique_ptr<Pool> g_pool;
 std::mutex g_pool_mutex;
+detail::CpuContention g_contention;  // guarded by g_pool_mutex
+std::atomic<detail::Contention> g_contention_mode{detail::Contention::kMeasured};
 
 // Makes sure the pool matches num_threads(); the caller holds g_pool_mutex. The old pool is replaced only
 // once the new one has started, so a failure leaves it as it was.
@@ -195,11 +212,25 @@ void set_worker_start_hook(WorkerStartHook hook) {
   g_worker_start_hook.store(hook);
 }
 
-void run_parallel(int64_t n, ChunkFn fn, void* ctx) {
-  // Held for the whole job: two threads calling into the engine at once take turns on the pool.
-  std::lock_guard<std::mutex> lock(g_pool_mutex);
-  ensure_pool();
-  g_pool->run(n, fn, ctx);
+void set_contention(Contention mode) {
+  g_contention_mode.store(mode);
+}
+
+void run_parallel(int64_t n, int64_t work, ChunkFn fn, void* ctx) {
+  {
+    // Held for the whole job: two threads calling into the engine at once take turns on the pool.
+    std::lock_guard<std::mutex> lock(g_pool_mutex);
+    const Contention mode = g_contention_mode.load();
+    const bool contended = mode == Contention::kMeasured
+                               ? g_contention.contended(std::chrono::steady_clock::now())
+                               : mode == Contention::kBusy;
+    if (!contended || work >= kContendedMinWork) {
+      ensure_pool();
+      g_pool->run(n, fn, ctx, contended);
+      return;
+    }
+  }
+  fn(ctx, 0, n);  // outside the lock: the job's own parallel_for calls may use the pool
 }
 
 }  // namespace detail

@@ -7,8 +7,9 @@
 // the same data in the same order, whichever thread happens to run its chunk.
 // Row-wise kernels (one row per task) and the GEMMs (gemm.h) give the same bits for every thread count.
 //
-// Idle workers spin for up to 200 microseconds, then sleep on a condition variable: on a machine busy
-// with other work they give their core back instead of burning it (the failure of spin-waiting pools).
+// Idle workers spin for up to 200 microseconds, then sleep on a condition variable; while other processes
+// keep the cores busy they do not spin at all, and small jobs run on the calling thread alone (see
+// threads.cpp): a pool of spinning threads on a shared machine is slower than one thread.
 #pragma once
 
 #include <algorithm>
@@ -29,12 +30,16 @@ constexpr int64_t kParallelMinWork = int64_t(1) << 16;
 
 namespace detail {
 using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
-void run_parallel(int64_t n, ChunkFn fn, void* ctx);
+void run_parallel(int64_t n, int64_t work, ChunkFn fn, void* ctx);
 bool in_parallel_region();
 // For tests: called with the worker's index (1 .. threads - 1) before each worker thread is started; a
 // hook that throws stands in for a thread the system refuses to create. nullptr removes it.
 using WorkerStartHook = void (*)(int index);
 void set_worker_start_hook(WorkerStartHook hook);
+// For tests: whether the pool treats the cores as used by other processes (kMeasured: as measured, see
+// cpu_contention.h), so both ways of running a job can be tested on any machine.
+enum class Contention { kMeasured, kQuiet, kBusy };
+void set_contention(Contention mode);
 }  // namespace detail
 
 // Calls f(begin, end) on disjoint contiguous chunks covering [0, n), spread over the threads, when `work`
@@ -49,7 +54,7 @@ void parallel_for(int64_t n, int64_t work, F&& f) {
   }
   using Fn = typename std::remove_reference<F>::type;
   detail::run_parallel(
-      n, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      n, work, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
       const_cast<void*>(static_cast<const void*>(&f)));
 }
 
