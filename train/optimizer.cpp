@@ -59,7 +59,7 @@ AdamW::AdamW(std::vector<OptimParam> params, double weight_decay, double beta1, 
   }
 }
 
-void AdamW::step(double lr) {
+void AdamW::step(double lr, float grad_scale) {
   ++t_;
   const double bc1 = 1 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1 - std::pow(beta2_, static_cast<double>(t_));
@@ -78,7 +78,7 @@ void AdamW::step(double lr) {
       const float decay = params_[sp.param].decay ? static_cast<float>(1 - lr * weight_decay_) : 1.0f;
       FloatArray w(p.data() + sp.begin, sp.length), m(m_[sp.param].data() + sp.begin, sp.length),
           v(v_[sp.param].data() + sp.begin, sp.length);
-      const Eigen::Map<const Eigen::ArrayXf> g(p.grad() + sp.begin, sp.length);
+      const auto g = Eigen::Map<const Eigen::ArrayXf>(p.grad() + sp.begin, sp.length) * grad_scale;
       m = b1 * m + (1 - b1) * g;
       v = b2 * v + (1 - b2) * g.square();
       w = w * decay - step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
@@ -86,13 +86,12 @@ void AdamW::step(double lr) {
   });
 }
 
-double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm) {
+double grad_norm(const std::vector<OptimParam>& params) {
   const std::vector<Span> spans = spans_of(params);
-  const int64_t n = static_cast<int64_t>(spans.size());
   // Each span's sum of squares on its own, then the spans added in order: the same bits for any thread
   // count.
   std::vector<double> partial(spans.size());
-  ag::parallel_for(n, 4 * total_length(spans), [&](int64_t s0, int64_t s1) {
+  ag::parallel_for(static_cast<int64_t>(spans.size()), 4 * total_length(spans), [&](int64_t s0, int64_t s1) {
     for (int64_t k = s0; k < s1; ++k) {
       const Span& sp = spans[k];
       partial[k] = ag::ConstVecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length)
@@ -103,16 +102,24 @@ double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm) {
   });
   double sq = 0;
   for (double x : partial) sq += x;
-  const double norm = std::sqrt(sq);
-  if (max_norm > 0 && norm > max_norm) {
-    const float factor = static_cast<float>(max_norm / (norm + 1e-6));
-    ag::parallel_for(n, total_length(spans), [&](int64_t s0, int64_t s1) {
-      for (int64_t k = s0; k < s1; ++k) {
-        const Span& sp = spans[k];
-        ag::VecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length) *= factor;
-      }
-    });
-  }
+  return std::sqrt(sq);
+}
+
+float clip_factor(double norm, double max_norm) {
+  return max_norm > 0 && norm > max_norm ? static_cast<float>(max_norm / (norm + 1e-6)) : 1.0f;
+}
+
+double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm) {
+  const double norm = grad_norm(params);
+  const float factor = clip_factor(norm, max_norm);
+  if (factor == 1.0f) return norm;
+  const std::vector<Span> spans = spans_of(params);
+  ag::parallel_for(static_cast<int64_t>(spans.size()), total_length(spans), [&](int64_t s0, int64_t s1) {
+    for (int64_t k = s0; k < s1; ++k) {
+      const Span& sp = spans[k];
+      ag::VecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length) *= factor;
+    }
+  });
   return norm;
 }
 

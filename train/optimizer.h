@@ -24,9 +24,11 @@ class AdamW {
   AdamW(std::vector<OptimParam> params, double weight_decay, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8);
 
-  // One update with the parameters' current gradients (a parameter without a gradient is left as it is),
-  // in PyTorch's order: p *= 1 - lr*wd; m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
-  void step(double lr);
+  // One update with the parameters' current gradients times grad_scale (a parameter without a gradient is
+  // left as it is), in PyTorch's order: p *= 1 - lr*wd; m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2)
+  // + eps). grad_scale is clipping's factor (clip_factor): folded into this pass, the clip costs no pass
+  // of its own over the gradients, with the same bits as scaling them first.
+  void step(double lr, float grad_scale = 1.0f);
 
   const std::vector<OptimParam>& params() const { return params_; }
   int64_t steps_taken() const { return t_; }
@@ -42,8 +44,13 @@ class AdamW {
   std::vector<std::vector<float>> m_, v_;
 };
 
-// The global L2 norm of all gradients, computed in double; if max_norm > 0 and the norm exceeds it, every
-// gradient is scaled by max_norm / norm. Returns the norm before clipping.
+// The global L2 norm of all gradients, computed in double, the same bits for any thread count.
+double grad_norm(const std::vector<OptimParam>& params);
+// What clipping to max_norm multiplies every gradient by: max_norm / norm if max_norm > 0 and the norm
+// exceeds it, else 1.
+float clip_factor(double norm, double max_norm);
+// grad_norm, then every gradient scaled in place by clip_factor. Returns the norm before clipping.
+// (The trainer instead passes clip_factor to AdamW::step, which saves a pass over the gradients.)
 double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm);
 
 // Linear warmup over `warmup` steps to train.lr, then constant, or cosine down to 10% of train.lr at the

@@ -46,8 +46,8 @@ TrainingStep::Result TrainingStep::run(const Batch& batch, int64_t step) {
     throw TrainingDiverged("loss became " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") + " at step " +
                            std::to_string(step + 1));
   loss.backward();
-  r.grad_norm = clip_grad_norm(params_, config_.train.grad_clip);
-  optimizer_->step(r.lr);
+  r.grad_norm = grad_norm(params_);
+  optimizer_->step(r.lr, clip_factor(r.grad_norm, config_.train.grad_clip));
   return r;
 }
 
