@@ -53,21 +53,29 @@ struct Tile {
   typedef T Vec __attribute__((vector_size(kVectorBytes)));
   static constexpr int kLanes = kVectorBytes / sizeof(T);
   static constexpr int kNR = 2 * kLanes;
+  // Half a vector, for a C exactly that narrow: attention's per-head products at head size 8 on AVX-512
+  // (P V, and dq, dk, dv in backward) would otherwise run full 16-lane tiles on 8 useful columns and pack
+  // their B. Only where a half vector is still a whole SIMD register (AVX and wider).
+  typedef T HalfVec __attribute__((vector_size(kVectorBytes / 2)));
+  static constexpr bool kHasHalf = kVectorBytes >= 32;
+  static constexpr int kHalfLanes = kLanes / 2;
 
   // c (kMR x kVectors*kLanes) = or += a (kMR x kc) . b (kc x kVectors*kLanes, rows ldb apart: a packed
   // sliver with ldb = kNR, or a small row-major B read in place).
   // A is read in place: element (i, p) at a[i * lda + p] when kRowMajorA, else a[i + p * lda] (a
   // transposed operand, or a packed sliver with lda = kMR). Each kMR-row sliver is reused across every
   // column sliver from L1, so packing it would only add a transposing copy (a third of a small product).
-  template <bool kRowMajorA, int kVectors>
+  // V is the vector type: Vec, or HalfVec for a tile half a vector wide.
+  template <bool kRowMajorA, int kVectors, typename V = Vec>
   static void kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
                      bool accumulate) {
-    Vec acc[kMR][kVectors];
+    constexpr int lanes = sizeof(V) / sizeof(T);
+    V acc[kMR][kVectors];
     for (int i = 0; i < kMR; ++i)
-      for (int j = 0; j < kVectors; ++j) acc[i][j] = Vec{};
+      for (int j = 0; j < kVectors; ++j) acc[i][j] = V{};
     for (int64_t p = 0; p < kc; ++p, b += ldb) {
-      Vec bv[kVectors];
-      for (int j = 0; j < kVectors; ++j) std::memcpy(&bv[j], b + j * kLanes, sizeof(Vec));
+      V bv[kVectors];
+      for (int j = 0; j < kVectors; ++j) std::memcpy(&bv[j], b + j * lanes, sizeof(V));
 #pragma GCC unroll 16
       for (int i = 0; i < kMR; ++i) {
         const T ai = kRowMajorA ? a[i * lda + p] : a[i + p * lda];
@@ -76,28 +84,32 @@ struct Tile {
     }
     for (int i = 0; i < kMR; ++i)
       for (int j = 0; j < kVectors; ++j) {
-        T* cp = c + i * ldc + j * kLanes;
-        Vec v = acc[i][j];
+        T* cp = c + i * ldc + j * lanes;
+        V v = acc[i][j];
         if (accumulate) {
-          Vec old;
-          std::memcpy(&old, cp, sizeof(Vec));
+          V old;
+          std::memcpy(&old, cp, sizeof(V));
           v = old + v;
         }
-        std::memcpy(cp, &v, sizeof(Vec));
+        std::memcpy(cp, &v, sizeof(V));
       }
   }
 
-  // One tile of C: the kernel straight into C when the tile is whole (or exactly one vector wide), else,
-  // where it is cut by C's edge, the kernel into a scratch tile (half width when the cut leaves at most
-  // one vector of columns) and then its rows x cols corner into C. The same arithmetic either way, so
-  // every element gets the same bits.
+  // One tile of C: the kernel straight into C when the tile is whole (or exactly one or half a vector
+  // wide), else, where it is cut by C's edge, the kernel into a scratch tile (as narrow as the cut allows)
+  // and then its rows x cols corner into C. The same arithmetic either way, so every element gets the
+  // same bits. A kernel never reads more columns of B than the tile is wide.
   template <bool kRowMajorA>
   static void run(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
                   bool accumulate, int64_t rows, int64_t cols) {
     if (rows == kMR && cols == kNR) return kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, c, ldc, accumulate);
     if (rows == kMR && cols == kLanes) return kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, c, ldc, accumulate);
+    if (kHasHalf && rows == kMR && cols == kHalfLanes)
+      return kernel<kRowMajorA, 1, HalfVec>(kc, a, lda, b, ldb, c, ldc, accumulate);
     alignas(64) T tile[kMR * kNR];
-    if (cols <= kLanes)
+    if (kHasHalf && cols <= kHalfLanes)
+      kernel<kRowMajorA, 1, HalfVec>(kc, a, lda, b, ldb, tile, kNR, false);
+    else if (cols <= kLanes)
       kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, tile, kNR, false);
     else
       kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, tile, kNR, false);
@@ -189,12 +201,14 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
   }
 }
 
-// A B small enough to stay in L1/L2 whole, row-major and a whole number of vectors wide, is read in
-// place: packing it would cost as much as the product when A has few rows (attention's per-head
-// products: P V, dP K, ...).
+// A B small enough to stay in L1/L2 whole, row-major and a whole number of vectors wide (or exactly half
+// a vector), is read in place: packing it would cost as much as the product when A has few rows
+// (attention's per-head products: P V, dP K, ...).
 template <typename T>
 bool read_b_in_place(int64_t cols, int64_t inner, MatView<T> b) {
-  return b.col_stride == 1 && cols % Tile<T>::kLanes == 0 && inner <= kKC &&
+  const bool whole_vectors =
+      cols % Tile<T>::kLanes == 0 || (Tile<T>::kHasHalf && cols == Tile<T>::kHalfLanes);
+  return b.col_stride == 1 && whole_vectors && inner <= kKC &&
          inner * cols * static_cast<int64_t>(sizeof(T)) <= kInPlaceBBytes;
 }
 

@@ -76,7 +76,7 @@ void check_case(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int
 template <typename T>
 void check_shapes() {
   const int64_t rows_list[] = {1, 5, 12, 13, 49};
-  const int64_t cols_list[] = {1, 7, 16, 33, 65};
+  const int64_t cols_list[] = {1, 4, 7, 8, 16, 33, 65};  // 4 and 8: half a vector (AVX, AVX-512)
   const int64_t inner_list[] = {0, 1, 17, 515};
   for (int64_t rows : rows_list)
     for (int64_t cols : cols_list)
