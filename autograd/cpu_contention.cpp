@@ -7,7 +7,7 @@
 #include <unistd.h>
 #endif
 
-namespace ag::detail {
+namespace ag {
 
 namespace {
 
@@ -45,14 +45,21 @@ double own_seconds() {
 
 }  // namespace
 
+bool cpu_seconds(double& all_processes, double& this_process) {
+  if (!read_busy_seconds(all_processes)) return false;
+  this_process = own_seconds();
+  return true;
+}
+
+namespace detail {
+
 bool CpuContention::contended(std::chrono::steady_clock::time_point now) {
   if (unavailable_ || (have_sample_ && now - last_ < kInterval)) return contended_;
-  double busy = 0;
-  if (!read_busy_seconds(busy)) {
+  double busy = 0, own = 0;
+  if (!cpu_seconds(busy, own)) {
     unavailable_ = true;
     return contended_ = false;
   }
-  const double own = own_seconds();
   // After a long gap (the pool was idle) the average over it says little about now: restart from here.
   if (have_sample_ && now - last_ <= 10 * kInterval) {
     const double elapsed_s = std::chrono::duration<double>(now - last_).count();
@@ -65,4 +72,5 @@ bool CpuContention::contended(std::chrono::steady_clock::time_point now) {
   return contended_;
 }
 
-}  // namespace ag::detail
+}  // namespace detail
+}  // namespace ag

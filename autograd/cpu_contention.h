@@ -6,7 +6,14 @@
 #include <chrono>
 #include <cstdint>
 
-namespace ag::detail {
+namespace ag {
+
+// CPU time used so far, in seconds: by all processes on all cores (Linux /proc/stat, less idle, iowait
+// and steal) and by this process. False where the system does not say (no /proc/stat). `attograd bench`
+// reports the difference over its timed steps, so that a figure taken on a busy machine says so.
+bool cpu_seconds(double& all_processes, double& this_process);
+
+namespace detail {
 
 class CpuContention {
  public:
@@ -29,4 +36,5 @@ class CpuContention {
   bool contended_ = false;
 };
 
-}  // namespace ag::detail
+}  // namespace detail
+}  // namespace ag

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/cpu_contention.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 #include "cli/commands.h"
@@ -202,9 +203,16 @@ int run(const Args& a) {
       non_embedding += p.tensor->numel();
   const int B = config.train.batch_size, T = trainer.task().seq_len();
   std::vector<double> step_seconds;
+  // Other processes' CPU use over the timed steps, so that a result taken on a busy machine says so.
+  double all_cpu_start = 0, own_cpu_start = 0;
+  Clock::time_point timed_start;
   for (int step = 0; step < a.warmup + a.steps; ++step) {
     const train::Batch batch = trainer.next_batch();
     const auto start = Clock::now();
+    if (step == a.warmup) {
+      timed_start = start;
+      ag::cpu_seconds(all_cpu_start, own_cpu_start);
+    }
     try {
       if (a.forward) {
         const ag::Tensor<float> logits = trainer.forward(batch);
@@ -222,6 +230,10 @@ int run(const Args& a) {
       std::fprintf(stderr, "\r\033[Kbench %s: step %d/%d%s, %.1f ms", config.name.c_str(), step + 1,
                    a.warmup + a.steps, step < a.warmup ? " (warm-up)" : "", elapsed * 1e3);
   }
+  double all_cpu_end = 0, own_cpu_end = 0;
+  const bool cpu_known = ag::cpu_seconds(all_cpu_end, own_cpu_end);
+  const double other_cores = ((all_cpu_end - all_cpu_start) - (own_cpu_end - own_cpu_start)) /
+                             std::max(1e-9, seconds_since(timed_start));
   const double med = median(step_seconds);
   const double tokens = double(B) * T;
   // A training step: 6 flops per non-embedding parameter per token (2 forward, 4 backward) and the
@@ -250,7 +262,10 @@ int run(const Args& a) {
                            {"mfu", gflops / peak},
                            {"eigen_gemm_gflops", eigen_gemm},
                            {"mfu_vs_eigen_gemm", gflops / eigen_gemm},
-                           {"engine_gemm_gflops", engine_gemm}};
+                           {"engine_gemm_gflops", engine_gemm},
+                           // null where the system does not say (no /proc/stat)
+                           {"other_processes_cores", cpu_known ? nlohmann::json(std::max(0.0, other_cores))
+                                                               : nlohmann::json(nullptr)}};
   if (tty) std::fprintf(stderr, "\r\033[K");
   std::printf("%s\n", out.dump().c_str());
   return 0;

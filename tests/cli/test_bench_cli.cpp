@@ -30,6 +30,10 @@ void check_common(const nlohmann::json& j) {
   BOOST_TEST(j.at("mfu_vs_eigen_gemm").get<double>() == gflops / j.at("eigen_gemm_gflops").get<double>(),
              boost::test_tools::tolerance(1e-12));
   BOOST_TEST(j.at("tokens_per_s").get<double>() > 0);
+  // Other processes' CPU over the timed steps, in cores (clock ticks over a few milliseconds here, so only
+  // its presence is checked): Linux has /proc/stat, so a number, not null.
+  BOOST_TEST(j.at("other_processes_cores").is_number());
+  BOOST_TEST(j.at("other_processes_cores").get<double>() >= 0);
 }
 
 }  // namespace
