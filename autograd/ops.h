@@ -67,7 +67,7 @@ Tensor<T> relu(const Tensor<T>& a);
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& a);
 
-// ---- Matrix products (ops_matmul.cpp) ----
+// ---- Matrix products (ops_matmul.cpp; the fused gelu_linear in ops_linear_fused.cpp) ----
 // a (..., M, K) x b (..., K, N) -> (..., M, N). b may be 2-d (K, N): then a's leading dims are flattened
 // into one GEMM (the Linear case). Otherwise both have the same leading dims and each is one GEMM.
 template <typename T>
@@ -76,6 +76,11 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b);
 // materialising the transpose.
 template <typename T>
 Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias);
+// linear(gelu(h), weight, bias), the second half of a transformer's MLP, without storing gelu(h): forward
+// computes it a block of rows at a time, backward recomputes it (ops_linear_fused.cpp). The graph keeps h,
+// the weight and the bias. Same numbers as the composed ops.
+template <typename T>
+Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<T>& bias);
 
 // ---- Shape ops (ops_shape.cpp) ----
 // Swaps the last two dims (a copy: every tensor stays contiguous).

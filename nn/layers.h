@@ -42,12 +42,15 @@ class LayerNorm : public Module<T> {
   T eps;
 };
 
-// fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model.
+// fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model. GELU and fc2 are one op (ag::gelu_linear), so the
+// graph never holds GELU's output.
 template <typename T>
 class MLP : public Module<T> {
  public:
   MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng);
-  ag::Tensor<T> forward(const ag::Tensor<T>& x) const { return fc2.forward(ag::gelu(fc1.forward(x))); }
+  ag::Tensor<T> forward(const ag::Tensor<T>& x) const {
+    return ag::gelu_linear(fc1.forward(x), fc2.weight, fc2.bias);
+  }
   Linear<T> fc1, fc2;
 };
 

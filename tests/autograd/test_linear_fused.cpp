@@ -1,0 +1,160 @@
+#define BOOST_TEST_MODULE linear_fused
+#include <boost/test/unit_test.hpp>
+
+// gelu_linear: float64 gradient checks, the same values and gradients as the composed linear(gelu(h)) (to
+// 1e-12 in float64, 1e-6 in float32), the same bits for 1 and 2 threads, and a graph that holds no
+// GELU output.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "autograd/threads.h"
+#include "common/op_test_helpers.h"
+
+using ag::Tensor;
+using testing::check_gradients;
+using testing::random_tensor;
+using Inputs = std::vector<Tensor<double>>;
+
+namespace {
+
+// Values and every input's gradient (under a fixed random seed gradient) of f at fresh copies of inputs.
+template <typename T>
+std::vector<std::vector<T>> run(const std::function<Tensor<T>(const std::vector<Tensor<T>>&)>& f,
+                                const std::vector<Tensor<T>>& inputs) {
+  std::vector<Tensor<T>> in;
+  for (const Tensor<T>& t : inputs)
+    in.push_back(Tensor<T>::from(t.shape(), t.to_vector(), true).set_requires_grad(t.requires_grad()));
+  Tensor<T> y = f(in);
+  const Tensor<double> seed = random_tensor(y.shape(), 99, 1.0, 0.0, false);
+  y.backward(std::vector<T>(seed.values().begin(), seed.values().end()));
+  std::vector<std::vector<T>> out{y.to_vector()};
+  for (const Tensor<T>& t : in)
+    out.push_back(t.requires_grad() ? t.grad_tensor().to_vector() : std::vector<T>{});
+  return out;
+}
+
+template <typename T>
+Tensor<T> composed(const std::vector<Tensor<T>>& x) {
+  return ag::linear(ag::gelu(x[0]), x[1], x.size() > 2 ? x[2] : Tensor<T>());
+}
+template <typename T>
+Tensor<T> fused(const std::vector<Tensor<T>>& x) {
+  return ag::gelu_linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor<T>());
+}
+
+void check_same(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want,
+                double tol, const std::string& what) {
+  BOOST_REQUIRE_EQUAL(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k)
+    testing::check_close(got[k], want[k], tol,
+                         what + (k == 0 ? " value" : " grad of input " + std::to_string(k - 1)));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(gradcheck_with_and_without_bias) {
+  check_gradients("gelu_linear", fused<double>,
+                  {random_tensor({2, 3, 4}, 1, 1.5), random_tensor({5, 4}, 2), random_tensor({5}, 3)}, 1e-7);
+  check_gradients("gelu_linear without bias", fused<double>,
+                  {random_tensor({3, 4}, 4, 1.5), random_tensor({2, 4}, 5)}, 1e-7);
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_across_row_blocks) {
+  // 520 rows: a whole block of 512 and a part one, so dW adds the blocks' shares. With this many outputs
+  // the finite differences' round-off is about 5e-7 (the composed ops measure the same), hence 1e-6.
+  check_gradients("gelu_linear, 520 rows", fused<double>,
+                  {random_tensor({520, 2}, 6, 0.5), random_tensor({1, 2}, 7), random_tensor({1}, 8)}, 1e-6);
+}
+
+// h also feeds another op, whose gradient reaches h first: dh is added, not assigned.
+template <typename T>
+Tensor<T> fused_plus_h_squared(const std::vector<Tensor<T>>& x) {
+  return ag::add(ag::sum(fused<T>(x)), ag::sum(ag::mul(x[0], x[0])));
+}
+template <typename T>
+Tensor<T> composed_plus_h_squared(const std::vector<Tensor<T>>& x) {
+  return ag::add(ag::sum(composed<T>(x)), ag::sum(ag::mul(x[0], x[0])));
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_when_h_already_has_a_gradient) {
+  check_gradients("gelu_linear + h^2", fused_plus_h_squared<double>,
+                  {random_tensor({30, 3}, 9, 1.5), random_tensor({2, 3}, 10), random_tensor({2}, 11)}, 1e-7);
+}
+
+BOOST_AUTO_TEST_CASE(equals_the_composed_ops_in_float64) {
+  for (int64_t rows : {1, 37, 512, 1100}) {
+    const Inputs in = {random_tensor({rows, 24}, 20, 1.5), random_tensor({16, 24}, 21),
+                       random_tensor({16}, 22)};
+    check_same(run<double>(fused<double>, in), run<double>(composed<double>, in), 1e-12,
+               "rows " + std::to_string(rows));
+    const Inputs no_bias = {in[0], in[1]};
+    check_same(run<double>(fused<double>, no_bias), run<double>(composed<double>, no_bias), 1e-12,
+               "no bias, rows " + std::to_string(rows));
+  }
+  const Inputs twice = {random_tensor({1100, 24}, 29, 1.5), random_tensor({16, 24}, 21),
+                        random_tensor({16}, 22)};
+  check_same(run<double>(fused_plus_h_squared<double>, twice),
+             run<double>(composed_plus_h_squared<double>, twice), 1e-12, "h used twice");
+  // Only some inputs need a gradient.
+  Inputs frozen = {random_tensor({40, 8}, 23, 1.5), random_tensor({6, 8}, 24, 1.0, 0.0, false),
+                   random_tensor({6}, 25)};
+  check_same(run<double>(fused<double>, frozen), run<double>(composed<double>, frozen), 1e-12, "frozen W");
+  frozen = {random_tensor({40, 8}, 26, 1.5, 0.0, false), random_tensor({6, 8}, 27), random_tensor({6}, 28)};
+  check_same(run<double>(fused<double>, frozen), run<double>(composed<double>, frozen), 1e-12, "frozen h");
+}
+
+BOOST_AUTO_TEST_CASE(equals_the_composed_ops_in_float32) {
+  const Inputs in = {random_tensor({2, 300, 64}, 30, 1.5), random_tensor({32, 64}, 31),
+                     random_tensor({32}, 32)};
+  std::vector<Tensor<float>> f;
+  for (const Tensor<double>& t : in) f.push_back(testing::to_float(t));
+  const auto got = run<float>(fused<float>, f), want = run<float>(composed<float>, f);
+  for (size_t k = 0; k < got.size(); ++k)
+    testing::check_close(got[k], std::vector<double>(want[k].begin(), want[k].end()), 1e-6,
+                         "float32 " + std::to_string(k));
+}
+
+BOOST_AUTO_TEST_CASE(same_bits_for_one_and_two_threads) {
+  const Inputs in = {random_tensor({1100, 256}, 40, 1.5), random_tensor({64, 256}, 41),
+                     random_tensor({64}, 42)};
+  std::vector<Tensor<float>> f;
+  for (const Tensor<double>& t : in) f.push_back(testing::to_float(t));
+  ag::set_num_threads(1);
+  const auto one = run<float>(fused<float>, f);
+  ag::set_num_threads(2);
+  const auto two = run<float>(fused<float>, f);
+  ag::set_num_threads(1);
+  BOOST_TEST((one == two));
+}
+
+BOOST_AUTO_TEST_CASE(the_graph_holds_no_gelu_output) {
+  const int64_t rows = 600, d_ff = 64, d = 16;
+  Tensor<float> h = testing::to_float(random_tensor({rows, d_ff}, 50));
+  Tensor<float> w = testing::to_float(random_tensor({d, d_ff}, 51)),
+                b = testing::to_float(random_tensor({d}, 52));
+  const int64_t out_bytes = rows * d * int64_t(sizeof(float)),
+                gelu_bytes = rows * d_ff * int64_t(sizeof(float));
+  int64_t before = ag::detail::storage_live_bytes();
+  {
+    const Tensor<float> y = ag::linear(ag::gelu(h), w, b);
+    BOOST_TEST(ag::detail::storage_live_bytes() - before == out_bytes + gelu_bytes);  // the composed path
+  }
+  before = ag::detail::storage_live_bytes();
+  Tensor<float> y = ag::gelu_linear(h, w, b);
+  BOOST_TEST(ag::detail::storage_live_bytes() - before == out_bytes);  // the output only: its scratch is gone
+  ag::sum(y).backward();
+  BOOST_TEST(h.has_grad());
+}
+
+BOOST_AUTO_TEST_CASE(bad_shapes_are_errors_naming_the_op) {
+  const Tensor<double> h = random_tensor({3, 4}, 60), w = random_tensor({5, 4}, 61);
+  BOOST_TEST(testing::contains(testing::error_of([&] {
+                                 ag::gelu_linear(h, random_tensor({5, 3}, 62), Tensor<double>());
+                               }),
+                               "gelu_linear: shapes [3, 4] and [5, 3]"));
+  BOOST_TEST(testing::contains(testing::error_of([&] { ag::gelu_linear(h, w, random_tensor({4}, 63)); }),
+                               "gelu_linear: shapes [5, 4] and [4]: bias must be (out)"));
+}
