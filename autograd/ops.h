@@ -73,14 +73,19 @@ Tensor<T> gelu(const Tensor<T>& a);
 template <typename T>
 Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b);
 // x (..., in) times weight (out, in) transposed, plus bias (out) if defined: PyTorch's F.linear, without
-// materialising the transpose.
+// materialising the transpose. With `residual` (the output's shape) defined, returns residual + linear(x,
+// weight, bias) in one op: the output starts as residual + bias and the product adds to it, so the
+// projection's output is never a tensor of its own (a transformer's residual stream), and the residual's
+// gradient is the output's.
 template <typename T>
-Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias);
-// linear(gelu(h), weight, bias), the second half of a transformer's MLP, without storing gelu(h): forward
-// computes it a block of rows at a time, backward recomputes it (ops_linear_fused.cpp). The graph keeps h,
-// the weight and the bias. Same numbers as the composed ops.
+Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
+                 const Tensor<T>& residual = Tensor<T>());
+// linear(gelu(h), weight, bias, residual), the second half of a transformer's MLP, without storing
+// gelu(h): forward computes it a block of rows at a time, backward recomputes it (ops_linear_fused.cpp).
+// The graph keeps h, the weight, the bias and the residual. Same numbers as the composed ops.
 template <typename T>
-Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<T>& bias);
+Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<T>& bias,
+                      const Tensor<T>& residual = Tensor<T>());
 
 // ---- Shape ops (ops_shape.cpp) ----
 // Swaps the last two dims (a copy: every tensor stays contiguous).

@@ -21,10 +21,17 @@ TransformerBlock<T>::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t 
 template <typename T>
 ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, Hooks<T>* hooks,
                                            const std::string& prefix) const {
+  // The residual adds happen inside Wo's and fc2's products, so their outputs are never tensors of their
+  // own (less memory, one pass fewer), except where a hook at attn.out or mlp.out must see them alone.
   const ag::Tensor<T> resid_pre = run_hook(hooks, prefix, "resid_pre", x);
   ag::Tensor<T> h = run_hook(hooks, prefix, "resid_mid",
-                             ag::add(resid_pre, attn.forward(ln1.forward(resid_pre), mask, hooks, prefix)));
-  if (mlp) h = ag::add(h, run_hook(hooks, prefix, "mlp.out", mlp->forward(ln2->forward(h))));
+                             attn.forward(ln1.forward(resid_pre), mask, hooks, prefix, resid_pre));
+  if (mlp) {
+    if (!hooks || !hooks->has(prefix + "mlp.out"))
+      h = mlp->forward(ln2->forward(h), h);
+    else
+      h = ag::add(h, hooks->run(prefix + "mlp.out", mlp->forward(ln2->forward(h))));
+  }
   return run_hook(hooks, prefix, "resid_post", h);
 }
 

@@ -1,12 +1,14 @@
 #define BOOST_TEST_MODULE linear_fused
 #include <boost/test/unit_test.hpp>
 
-// gelu_linear: float64 gradient checks, the same values and gradients as the composed linear(gelu(h)) (to
-// 1e-12 in float64, 1e-6 in float32), the same bits for 1 and 2 threads, and a graph that holds no
-// GELU output.
+// gelu_linear, and linear and gelu_linear with a residual: float64 gradient checks, the same values and
+// gradients as the composed ops they replace (linear(gelu(h)), add(residual, ...); to 1e-12 in float64,
+// 1e-6 in float32), the same bits for 1 and 2 threads, and graphs that hold neither GELU's output nor the
+// projection's output apart from the sum.
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -43,6 +45,24 @@ Tensor<T> composed(const std::vector<Tensor<T>>& x) {
 template <typename T>
 Tensor<T> fused(const std::vector<Tensor<T>>& x) {
   return ag::gelu_linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor<T>());
+}
+
+// With a residual, as one op and as the add after it.
+template <typename T>
+Tensor<T> linear_residual(const std::vector<Tensor<T>>& x) {
+  return ag::linear(x[0], x[1], x.size() > 3 ? x[2] : Tensor<T>(), x.back());
+}
+template <typename T>
+Tensor<T> linear_then_add(const std::vector<Tensor<T>>& x) {
+  return ag::add(x.back(), ag::linear(x[0], x[1], x.size() > 3 ? x[2] : Tensor<T>()));
+}
+template <typename T>
+Tensor<T> gelu_linear_residual(const std::vector<Tensor<T>>& x) {
+  return ag::gelu_linear(x[0], x[1], x.size() > 3 ? x[2] : Tensor<T>(), x.back());
+}
+template <typename T>
+Tensor<T> gelu_linear_then_add(const std::vector<Tensor<T>>& x) {
+  return ag::add(x.back(), ag::linear(ag::gelu(x[0]), x[1], x.size() > 3 ? x[2] : Tensor<T>()));
 }
 
 void check_same(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want,
@@ -157,4 +177,99 @@ BOOST_AUTO_TEST_CASE(bad_shapes_are_errors_naming_the_op) {
                                "gelu_linear: shapes [3, 4] and [5, 3]"));
   BOOST_TEST(testing::contains(testing::error_of([&] { ag::gelu_linear(h, w, random_tensor({4}, 63)); }),
                                "gelu_linear: shapes [5, 4] and [4]: bias must be (out)"));
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_with_a_residual) {
+  check_gradients("linear + residual", linear_residual<double>,
+                  {random_tensor({2, 3, 4}, 70), random_tensor({5, 4}, 71), random_tensor({5}, 72),
+                   random_tensor({2, 3, 5}, 73)},
+                  1e-7);
+  check_gradients("linear + residual, no bias", linear_residual<double>,
+                  {random_tensor({3, 4}, 74), random_tensor({2, 4}, 75), random_tensor({3, 2}, 76)}, 1e-7);
+  check_gradients("gelu_linear + residual", gelu_linear_residual<double>,
+                  {random_tensor({2, 3, 4}, 77, 1.5), random_tensor({5, 4}, 78), random_tensor({5}, 79),
+                   random_tensor({2, 3, 5}, 80)},
+                  1e-7);
+  check_gradients("gelu_linear + residual, no bias", gelu_linear_residual<double>,
+                  {random_tensor({3, 4}, 81, 1.5), random_tensor({2, 4}, 82), random_tensor({3, 2}, 83)},
+                  1e-7);
+  // The residual is x itself (a square weight): x's gradient is dy W + dy.
+  check_gradients(
+      "linear + x", [](const Inputs& x) { return ag::linear(x[0], x[1], x[2], x[0]); },
+      {random_tensor({3, 4}, 84), random_tensor({4, 4}, 85), random_tensor({4}, 86)}, 1e-7);
+  check_gradients(
+      "gelu_linear + h", [](const Inputs& x) { return ag::gelu_linear(x[0], x[1], x[2], x[0]); },
+      {random_tensor({3, 4}, 87, 1.5), random_tensor({4, 4}, 88), random_tensor({4}, 89)}, 1e-7);
+}
+
+BOOST_AUTO_TEST_CASE(a_residual_equals_the_add_after_the_op) {
+  for (int64_t rows : {1, 37, 700}) {
+    const Inputs in = {random_tensor({rows, 24}, 90, 1.5), random_tensor({16, 24}, 91),
+                       random_tensor({16}, 92), random_tensor({rows, 16}, 93)};
+    const std::string r = ", rows " + std::to_string(rows);
+    check_same(run<double>(linear_residual<double>, in), run<double>(linear_then_add<double>, in), 1e-12,
+               "linear + residual" + r);
+    check_same(run<double>(gelu_linear_residual<double>, in), run<double>(gelu_linear_then_add<double>, in),
+               1e-12, "gelu_linear + residual" + r);
+    const Inputs no_bias = {in[0], in[1], in[3]};
+    check_same(run<double>(linear_residual<double>, no_bias), run<double>(linear_then_add<double>, no_bias),
+               1e-12, "linear + residual, no bias" + r);
+    check_same(run<double>(gelu_linear_residual<double>, no_bias),
+               run<double>(gelu_linear_then_add<double>, no_bias), 1e-12,
+               "gelu_linear + residual, no bias" + r);
+  }
+  // A residual that needs no gradient, with x and W that do.
+  const Inputs frozen = {random_tensor({9, 8}, 94), random_tensor({6, 8}, 95), random_tensor({6}, 96),
+                         random_tensor({9, 6}, 97, 1.0, 0.0, false)};
+  check_same(run<double>(linear_residual<double>, frozen), run<double>(linear_then_add<double>, frozen),
+             1e-12, "frozen residual");
+  // In float32, to the rounding of the add's different place.
+  std::vector<Tensor<float>> f;
+  for (const Tensor<double>& t : {random_tensor({2, 300, 64}, 98, 1.5), random_tensor({32, 64}, 99),
+                                  random_tensor({32}, 100), random_tensor({2, 300, 32}, 101)})
+    f.push_back(testing::to_float(t));
+  for (auto [a, b] : {std::pair{linear_residual<float>, linear_then_add<float>},
+                      std::pair{gelu_linear_residual<float>, gelu_linear_then_add<float>}}) {
+    const auto got = run<float>(a, f), want = run<float>(b, f);
+    for (size_t k = 0; k < got.size(); ++k)
+      testing::check_close(got[k], std::vector<double>(want[k].begin(), want[k].end()), 1e-6,
+                           "float32 " + std::to_string(k));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(with_a_residual_the_graph_holds_only_the_sum) {
+  const int64_t rows = 600, in = 64, d = 16, out_bytes = rows * d * int64_t(sizeof(float));
+  Tensor<float> x = testing::to_float(random_tensor({rows, in}, 110));
+  Tensor<float> w = testing::to_float(random_tensor({d, in}, 111)),
+                b = testing::to_float(random_tensor({d}, 112));
+  Tensor<float> r = testing::to_float(random_tensor({rows, d}, 113));
+  int64_t before = ag::detail::storage_live_bytes();
+  {
+    const Tensor<float> y = ag::add(r, ag::linear(x, w, b));
+    BOOST_TEST(ag::detail::storage_live_bytes() - before == 2 * out_bytes);  // the product and the sum
+  }
+  before = ag::detail::storage_live_bytes();
+  {
+    const Tensor<float> y = ag::linear(x, w, b, r);
+    BOOST_TEST(ag::detail::storage_live_bytes() - before == out_bytes);
+  }
+  before = ag::detail::storage_live_bytes();
+  const Tensor<float> y = ag::gelu_linear(x, w, b, r);
+  BOOST_TEST(ag::detail::storage_live_bytes() - before == out_bytes);
+}
+
+BOOST_AUTO_TEST_CASE(a_residual_of_the_wrong_shape_is_an_error) {
+  const Tensor<double> x = random_tensor({3, 4}, 120), w = random_tensor({5, 4}, 121);
+  for (const char* op : {"linear", "gelu_linear"}) {
+    const std::string e = testing::error_of([&] {
+      const Tensor<double> r = random_tensor({3, 4}, 122);
+      if (std::string(op) == "linear")
+        ag::linear(x, w, Tensor<double>(), r);
+      else
+        ag::gelu_linear(x, w, Tensor<double>(), r);
+    });
+    BOOST_TEST(testing::contains(
+                   e, std::string(op) + ": residual of shape [3, 4] does not match the output's [3, 5]"),
+               e);
+  }
 }
