@@ -67,8 +67,8 @@ Tensor<T> relu(const Tensor<T>& a);
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& a);
 
-// ---- Matrix products (ops_matmul.cpp; the fused gelu_linear in ops_linear_fused.cpp) ----
-// a (..., M, K) x b (..., K, N) -> (..., M, N). b may be 2-d (K, N): then a's leading dims are flattened
+// ---- Matrix products (ops_matmul.cpp; the fused gelu_linear and layer_norm_linear in ops_linear_fused.cpp)
+// ---- a (..., M, K) x b (..., K, N) -> (..., M, N). b may be 2-d (K, N): then a's leading dims are flattened
 // into one GEMM (the Linear case). Otherwise both have the same leading dims and each is one GEMM.
 template <typename T>
 Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b);
@@ -86,6 +86,12 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
 template <typename T>
 Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<T>& bias,
                       const Tensor<T>& residual = Tensor<T>());
+// linear(layer_norm(x, ln_weight, ln_bias, eps), weight, bias) without storing the LayerNorm's output:
+// computed a block of rows at a time in forward and recomputed in backward from each row's saved mean
+// and 1/std (ops_linear_fused.cpp). The graph keeps x and the parameters. Same numbers as the composed ops.
+template <typename T>
+Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, const Tensor<T>& ln_bias,
+                            const Tensor<T>& weight, const Tensor<T>& bias, T eps = T(1e-5));
 
 // ---- Shape ops (ops_shape.cpp) ----
 // Swaps the last two dims (a copy: every tensor stays contiguous).

@@ -1,12 +1,18 @@
+// Linear ops fused with the elementwise function before them, so that function's output is never stored.
+//
 // gelu_linear: linear(gelu(h), W, b) (+ a residual) as one op that never stores gelu(h). Forward computes
 // gelu(h) a block of rows at a time into a scratch buffer and multiplies each block by W^T; backward
 // recomputes it the same way for dW = dy^T gelu(h), and takes dh = (dy W) * gelu'(h) from the same tanh. So
 // the graph keeps only h (the input, alive anyway as fc1's output) where linear(gelu(h)) kept gelu(h) too: a
 // (rows, d_ff) tensor per MLP, the largest activation of a transformer block.
+//
+// layer_norm_linear: linear(layer_norm(x), W, b), keeping x and each row's mean and 1/std where the
+// composed ops kept LN(x) too; LN(x) is recomputed the same way.
 #include <algorithm>
 
 #include "autograd/gelu.h"
 #include "autograd/gemm.h"
+#include "autograd/layer_norm_rows.h"
 #include "autograd/linear_parts.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
@@ -15,7 +21,7 @@ namespace ag {
 
 namespace {
 
-// Rows of h per block: a multiple of the GEMM's slice depth, so dW summed block by block has the bits of
+// Rows per block: a multiple of the GEMM's slice depth, so dW summed block by block has the bits of
 // one product over all rows (gemm.h), and 512 x d_ff floats of scratch (4 MB at d_ff 2048) instead of the
 // whole (rows, d_ff) tensor.
 constexpr int64_t kBlockRows = kGemmSliceDepth;
@@ -93,9 +99,111 @@ Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<
   return out;
 }
 
+// y = LN(x) W^T + b with LN(x) = (x - mean) * rstd * ln_weight + ln_bias per row: as linear(layer_norm(x)),
+// with LN(x) computed a block of rows at a time in forward and again in backward from the saved mean and
+// rstd, so the graph keeps x (the residual stream, alive anyway) instead of LN(x).
+template <typename T>
+Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, const Tensor<T>& ln_bias,
+                            const Tensor<T>& weight, const Tensor<T>& bias, T eps) {
+  detail::check_layer_norm_args("layer_norm_linear", x, ln_weight, ln_bias, eps);
+  const Shape out_shape = detail::linear_output_shape("layer_norm_linear", x, weight, bias, Tensor<T>());
+  const int64_t in = weight.size(1), out_features = weight.size(0), R = x.numel() / in;
+  const bool has_bias = bias.defined();
+  Tensor<T> out = Tensor<T>::empty(out_shape);
+  const bool started =
+      detail::start_linear_output<T>(out.data(), R, out_features, has_bias ? bias.data() : nullptr, nullptr);
+  std::vector<T> mean(static_cast<size_t>(R)), rstd(static_cast<size_t>(R));
+  const T* xp = x.data();
+  ConstVecMap<T> lw = ln_weight.vec(), lb = ln_bias.vec();
+  Buffer<T> z(static_cast<size_t>(std::min(R, kBlockRows) * in));
+  for (int64_t r0 = 0; r0 < R; r0 += kBlockRows) {
+    const int64_t rows = std::min(kBlockRows, R - r0);
+    parallel_for(rows, 4 * rows * in, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t r = r0 + i;
+        const ConstVecMap<T> xr(xp + r * in, in);
+        detail::layer_norm_stats(xr, eps, mean[r], rstd[r]);
+        detail::layer_norm_row(xr, mean[r], rstd[r], lw, lb, VecMap<T>(z.data() + i * in, in));
+      }
+    });
+    gemm(rows, out_features, in, row_major(z.data(), in), row_major(weight.data(), in).transposed(),
+         out.data() + r0 * out_features, out_features, started);
+  }
+
+  if (!needs_grad<T>({&x, &ln_weight, &ln_bias}) && !detail::linear_needs_grad(x, weight, bias, Tensor<T>()))
+    return out;
+  std::vector<std::shared_ptr<Node<T>>> inputs{x.node_ptr(), ln_weight.node_ptr(), ln_bias.node_ptr(),
+                                               weight.node_ptr()};
+  if (has_bias) inputs.push_back(bias.node_ptr());
+  attach(out, "layer_norm_linear", std::move(inputs),
+         [R, in, out_features, mean = std::move(mean), rstd = std::move(rstd)](Node<T>& n) {
+           Node<T>& nx = *n.inputs[0];
+           Node<T>& nw = *n.inputs[3];
+           const T* dy = n.grad.data();
+           const T* xp = nx.value.data();
+           const T* wp = nw.value.data();
+           ConstVecMap<T> lw(n.inputs[1]->value.data(), in), lb(n.inputs[2]->value.data(), in);
+           // With z = LN(x): dz = dy W, dweight = dy^T z, dbias = sum of dy rows, and dx, dln_weight,
+           // dln_bias from dz as layer_norm's backward. Block by block: dz, then z recomputed for the block's
+           // share of dweight, then the block's rows of dx, then its rows of the LayerNorm's parameter
+           // gradients, summed row after row as layer_norm does. (x and W as one node would need dx whole
+           // before dweight adds to it: one block.)
+           const detail::Grad<T> dx(nx);
+           const detail::Grad<T> dln_weight(*n.inputs[1], detail::GradWrites::kSum);
+           const detail::Grad<T> dln_bias(*n.inputs[2], detail::GradWrites::kSum);
+           const detail::Grad<T> dweight(nw);
+           const bool need_dz = dx || dln_weight || dln_bias;
+           const int64_t block = &nx == &nw ? R : kBlockRows, block_rows = std::min(R, block);
+           Buffer<T> z(dweight ? static_cast<size_t>(block_rows * in) : 0);
+           Buffer<T> dz(need_dz ? static_cast<size_t>(block_rows * in) : 0);
+           for (int64_t r0 = 0; r0 < R && (need_dz || dweight); r0 += block) {
+             const int64_t rows = std::min(block, R - r0);
+             const T* dyb = dy + r0 * out_features;
+             if (need_dz)
+               gemm(rows, in, out_features, row_major(dyb, out_features), row_major(wp, in), dz.data(), in,
+                    false);
+             if (dweight) {
+               parallel_for(rows, 4 * rows * in, [&](int64_t i0, int64_t i1) {
+                 for (int64_t i = i0; i < i1; ++i)
+                   detail::layer_norm_row(ConstVecMap<T>(xp + (r0 + i) * in, in), mean[r0 + i], rstd[r0 + i],
+                                          lw, lb, VecMap<T>(z.data() + i * in, in));
+               });
+               gemm(out_features, in, rows, row_major(dyb, out_features).transposed(),
+                    row_major(z.data(), in), dweight.data(), in, dweight.adds() || r0 > 0);
+             }
+             if (dx)
+               parallel_for(rows, 4 * rows * in, [&](int64_t i0, int64_t i1) {
+                 for (int64_t i = i0; i < i1; ++i) {
+                   const int64_t r = r0 + i;
+                   detail::layer_norm_row_backward(ConstVecMap<T>(xp + r * in, in),
+                                                   ConstVecMap<T>(dz.data() + i * in, in), lw, mean[r],
+                                                   rstd[r], [&](const auto& e) { dx.put(r * in, in, e); });
+                 }
+               });
+             if (dln_weight || dln_bias)
+               for (int64_t i = 0; i < rows; ++i) {
+                 const int64_t r = r0 + i;
+                 ConstVecMap<T> dzr(dz.data() + i * in, in);
+                 if (dln_weight)
+                   dln_weight.put(0, in, dzr * (ConstVecMap<T>(xp + r * in, in) - mean[r]) * rstd[r]);
+                 if (dln_bias) dln_bias.put(0, in, dzr);
+               }
+           }
+           if (n.inputs.size() > 4) detail::put_bias_grad(*n.inputs[4], dy, R, out_features);
+         });
+  return out;
+}
+
 template Tensor<float> gelu_linear<float>(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&,
                                           const Tensor<float>&);
 template Tensor<double> gelu_linear<double>(const Tensor<double>&, const Tensor<double>&,
                                             const Tensor<double>&, const Tensor<double>&);
+
+template Tensor<float> layer_norm_linear<float>(const Tensor<float>&, const Tensor<float>&,
+                                                const Tensor<float>&, const Tensor<float>&,
+                                                const Tensor<float>&, float);
+template Tensor<double> layer_norm_linear<double>(const Tensor<double>&, const Tensor<double>&,
+                                                  const Tensor<double>&, const Tensor<double>&,
+                                                  const Tensor<double>&, double);
 
 }  // namespace ag

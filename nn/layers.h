@@ -12,6 +12,9 @@
 namespace nn {
 
 template <typename T>
+class LayerNorm;
+
+template <typename T>
 class Linear : public Module<T> {
  public:
   Linear(int64_t in, int64_t out, ag::Rng& rng, bool bias = true);
@@ -19,6 +22,9 @@ class Linear : public Module<T> {
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& residual = {}) const {
     return ag::linear(x, weight, bias, residual);
   }
+  // forward(norm.forward(x)), with the LayerNorm's output recomputed in backward instead of kept
+  // (ag::layer_norm_linear).
+  ag::Tensor<T> forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x) const;
 
   ag::Tensor<T>& weight;  // (out, in), as nn.Linear
   ag::Tensor<T> bias;     // (out), or undefined
@@ -45,6 +51,11 @@ class LayerNorm : public Module<T> {
   T eps;
 };
 
+template <typename T>
+ag::Tensor<T> Linear<T>::forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x) const {
+  return ag::layer_norm_linear(x, norm.weight, norm.bias, weight, bias, norm.eps);
+}
+
 // fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model. GELU and fc2 are one op (ag::gelu_linear), so the
 // graph never holds GELU's output; with `residual` defined, residual + the MLP's output, in the same op.
 template <typename T>
@@ -53,6 +64,12 @@ class MLP : public Module<T> {
   MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng);
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& residual = {}) const {
     return ag::gelu_linear(fc1.forward(x), fc2.weight, fc2.bias, residual);
+  }
+  // forward(norm.forward(x), residual), with the LayerNorm's output recomputed in fc1's backward instead
+  // of kept.
+  ag::Tensor<T> forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x,
+                               const ag::Tensor<T>& residual = {}) const {
+    return ag::gelu_linear(fc1.forward_normed(norm, x), fc2.weight, fc2.bias, residual);
   }
   Linear<T> fc1, fc2;
 };

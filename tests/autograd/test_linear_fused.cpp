@@ -1,10 +1,10 @@
 #define BOOST_TEST_MODULE linear_fused
 #include <boost/test/unit_test.hpp>
 
-// gelu_linear, and linear and gelu_linear with a residual: float64 gradient checks, the same values and
-// gradients as the composed ops they replace (linear(gelu(h)), add(residual, ...); to 1e-12 in float64,
-// 1e-6 in float32), the same bits for 1 and 2 threads, and graphs that hold neither GELU's output nor the
-// projection's output apart from the sum.
+// gelu_linear, layer_norm_linear, and linear and gelu_linear with a residual: float64 gradient checks, the
+// same values and gradients as the composed ops they replace (linear(gelu(h)), linear(layer_norm(x)),
+// add(residual, ...); to 1e-12 in float64, 1e-6 in float32), the same bits for 1 and 2 threads, and graphs
+// that hold neither GELU's nor the LayerNorm's output, nor the projection's output apart from the sum.
 #include <cmath>
 #include <functional>
 #include <string>
@@ -63,6 +63,23 @@ Tensor<T> gelu_linear_residual(const std::vector<Tensor<T>>& x) {
 template <typename T>
 Tensor<T> gelu_linear_then_add(const std::vector<Tensor<T>>& x) {
   return ag::add(x.back(), ag::linear(ag::gelu(x[0]), x[1], x.size() > 3 ? x[2] : Tensor<T>()));
+}
+
+// x, ln_weight, ln_bias, weight[, bias]
+template <typename T>
+Tensor<T> ln_linear(const std::vector<Tensor<T>>& x) {
+  return ag::layer_norm_linear(x[0], x[1], x[2], x[3], x.size() > 4 ? x[4] : Tensor<T>());
+}
+template <typename T>
+Tensor<T> ln_then_linear(const std::vector<Tensor<T>>& x) {
+  return ag::linear(ag::layer_norm(x[0], x[1], x[2]), x[3], x.size() > 4 ? x[4] : Tensor<T>());
+}
+// LayerNorm parameters near their initial values (ones, zeros), as a model has them.
+Inputs ln_inputs(int64_t rows, int64_t in, int64_t out, uint64_t seed, bool bias = true) {
+  Inputs x = {random_tensor({rows, in}, seed, 2.0, 0.5), random_tensor({in}, seed + 1, 0.3, 1.0),
+              random_tensor({in}, seed + 2, 0.3), random_tensor({out, in}, seed + 3)};
+  if (bias) x.push_back(random_tensor({out}, seed + 4));
+  return x;
 }
 
 void check_same(const std::vector<std::vector<double>>& got, const std::vector<std::vector<double>>& want,
@@ -272,4 +289,84 @@ BOOST_AUTO_TEST_CASE(a_residual_of_the_wrong_shape_is_an_error) {
                    e, std::string(op) + ": residual of shape [3, 4] does not match the output's [3, 5]"),
                e);
   }
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_layer_norm_linear) {
+  check_gradients("layer_norm_linear", ln_linear<double>, ln_inputs(6, 5, 3, 130), 1e-7);
+  check_gradients("layer_norm_linear without bias", ln_linear<double>, ln_inputs(4, 6, 2, 136, false), 1e-7);
+  // 520 rows: two blocks (see gradcheck_across_row_blocks for the bound).
+  check_gradients("layer_norm_linear, 520 rows", ln_linear<double>, ln_inputs(520, 3, 1, 142), 1e-6);
+  // x also feeds another op first: dx is added, not assigned.
+  check_gradients(
+      "layer_norm_linear + x^2",
+      [](const Inputs& x) { return ag::add(ag::sum(ln_linear<double>(x)), ag::sum(ag::mul(x[0], x[0]))); },
+      ln_inputs(7, 4, 3, 148), 1e-7);
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_linear_equals_the_composed_ops) {
+  for (int64_t rows : {1, 37, 700}) {
+    const std::string r = ", rows " + std::to_string(rows);
+    const Inputs in = ln_inputs(rows, 24, 16, 150);
+    check_same(run<double>(ln_linear<double>, in), run<double>(ln_then_linear<double>, in), 1e-12,
+               "float64" + r);
+    const Inputs no_bias(in.begin(), in.begin() + 4);
+    check_same(run<double>(ln_linear<double>, no_bias), run<double>(ln_then_linear<double>, no_bias), 1e-12,
+               "float64 without bias" + r);
+  }
+  Inputs frozen = ln_inputs(40, 8, 6, 160);  // only some inputs need a gradient
+  frozen[1].set_requires_grad(false);
+  frozen[3].set_requires_grad(false);
+  check_same(run<double>(ln_linear<double>, frozen), run<double>(ln_then_linear<double>, frozen), 1e-12,
+             "frozen");
+  frozen = ln_inputs(40, 8, 6, 166);
+  frozen[0].set_requires_grad(false);
+  check_same(run<double>(ln_linear<double>, frozen), run<double>(ln_then_linear<double>, frozen), 1e-12,
+             "frozen x");
+
+  std::vector<Tensor<float>> f;
+  for (const Tensor<double>& t : ln_inputs(600, 64, 32, 170)) f.push_back(testing::to_float(t));
+  const auto got = run<float>(ln_linear<float>, f), want = run<float>(ln_then_linear<float>, f);
+  for (size_t k = 0; k < got.size(); ++k)
+    testing::check_close(got[k], std::vector<double>(want[k].begin(), want[k].end()), 1e-6,
+                         "float32 " + std::to_string(k));
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_linear_same_bits_for_one_and_two_threads) {
+  std::vector<Tensor<float>> f;
+  for (const Tensor<double>& t : ln_inputs(1100, 128, 64, 180)) f.push_back(testing::to_float(t));
+  ag::set_num_threads(1);
+  const auto one = run<float>(ln_linear<float>, f);
+  ag::set_num_threads(2);
+  const auto two = run<float>(ln_linear<float>, f);
+  ag::set_num_threads(1);
+  BOOST_TEST((one == two));
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_linear_holds_no_layer_norm_output) {
+  std::vector<Tensor<float>> f;
+  for (const Tensor<double>& t : ln_inputs(600, 64, 16, 190)) f.push_back(testing::to_float(t));
+  const int64_t out_bytes = 600 * 16 * int64_t(sizeof(float)), ln_bytes = 600 * 64 * int64_t(sizeof(float));
+  int64_t before = ag::detail::storage_live_bytes();
+  {
+    const Tensor<float> y = ln_then_linear<float>(f);
+    BOOST_TEST(ag::detail::storage_live_bytes() - before == out_bytes + ln_bytes);
+  }
+  before = ag::detail::storage_live_bytes();
+  const Tensor<float> y = ln_linear<float>(f);
+  BOOST_TEST(ag::detail::storage_live_bytes() - before == out_bytes);
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_linear_bad_arguments_are_errors_naming_it) {
+  const Inputs in = ln_inputs(3, 4, 2, 200);
+  BOOST_TEST(testing::contains(
+      testing::error_of([&] { ag::layer_norm_linear(in[0], random_tensor({3}, 201), in[2], in[3], in[4]); }),
+      "layer_norm_linear: x of shape [3, 4] needs weight and bias of shape [4]"));
+  BOOST_TEST(
+      testing::contains(testing::error_of([&] {
+                          ag::layer_norm_linear(in[0], in[1], in[2], random_tensor({2, 3}, 202), in[4]);
+                        }),
+                        "layer_norm_linear: shapes [3, 4] and [2, 3]"));
+  BOOST_TEST(testing::contains(
+      testing::error_of([&] { ag::layer_norm_linear(in[0], in[1], in[2], in[3], in[4], 0.0); }),
+      "layer_norm_linear: eps must be positive"));
 }

@@ -1,9 +1,10 @@
 // Activation hooks on CausalLM: capturing every point gives tensors of the documented shapes; patching every
 // point with its own captured value changes no bit; a hook on the pattern (composed attention path) gives
-// the same logits as the fused path; without hooks at attn.out and mlp.out the residual adds fused into Wo
-// and fc2 give the hooked (unfused) path's logits and gradients, and the graph holds two (B, T, D) tensors
-// fewer per block; patching one head's z at one position changes the logits only at that
-// position and after it (causality); replacements carry gradients; a misspelt point is an error.
+// the same logits as the fused path; without hooks at attn.out, mlp.out and ln_f.out the residual adds
+// fused into Wo and fc2 and ln_f fused into lm_head give the hooked (unfused) path's logits and gradients,
+// and the graph holds two (B, T, D) tensors fewer per block and one fewer for ln_f; patching one head's z at
+// one position changes the logits only at that position and after it (causality); replacements carry
+// gradients; a misspelt point is an error.
 #define BOOST_TEST_MODULE hooks
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -114,16 +115,18 @@ BOOST_AUTO_TEST_CASE(the_composed_path_of_a_pattern_hook_gives_the_fused_paths_l
   BOOST_TEST(max_abs_diff(logits_of(model64, kA), logits_of(model64, kA, &hooks64)) <= 1e-12);
 }
 
-// Hooks at every attn.out and mlp.out: the path where Wo's and fc2's outputs are tensors of their own.
+// Hooks at every attn.out and mlp.out and at ln_f.out: the path where Wo's, fc2's and ln_f's outputs are
+// tensors of their own.
 template <typename T>
 void hook_projections(nn::Hooks<T>& hooks) {
   for (const std::string l : {"blocks.0.", "blocks.1."}) {
     hooks.capture(l + "attn.out");
     hooks.capture(l + "mlp.out");
   }
+  hooks.capture("ln_f.out");
 }
 
-BOOST_AUTO_TEST_CASE(the_fused_residual_adds_give_the_unfused_paths_logits_and_gradients) {
+BOOST_AUTO_TEST_CASE(the_fused_paths_give_the_unfused_paths_logits_and_gradients) {
   ag::Rng rng(8);
   const nn::CausalLM<float> model(shape(), rng);
   nn::Hooks<float> hooks;
@@ -153,7 +156,7 @@ BOOST_AUTO_TEST_CASE(the_fused_residual_adds_give_the_unfused_paths_logits_and_g
   BOOST_TEST(worst <= 1e-12);
 }
 
-BOOST_AUTO_TEST_CASE(a_training_forward_holds_no_projection_output_of_its_own) {
+BOOST_AUTO_TEST_CASE(a_training_forward_holds_no_projection_or_ln_f_output_of_its_own) {
   ag::Rng rng(9);
   const nn::CausalLM<float> model(shape(), rng);
   auto held_by_graph = [&](nn::Hooks<float>* h) {
@@ -165,7 +168,7 @@ BOOST_AUTO_TEST_CASE(a_training_forward_holds_no_projection_output_of_its_own) {
   hook_projections(hooks);
   const int64_t blocks = 2, D = 16;
   BOOST_TEST(held_by_graph(&hooks) - held_by_graph(nullptr) ==
-             2 * blocks * kBatch * kT * D * int64_t(sizeof(float)));
+             (2 * blocks + 1) * kBatch * kT * D * int64_t(sizeof(float)));
 }
 
 BOOST_AUTO_TEST_CASE(patching_one_heads_z_at_one_position_changes_that_position_and_later_only) {
