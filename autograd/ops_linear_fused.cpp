@@ -21,10 +21,17 @@ namespace ag {
 
 namespace {
 
-// Rows per block: a multiple of the GEMM's slice depth, so dW summed block by block has the bits of
-// one product over all rows (gemm.h), and 512 x d_ff floats of scratch (4 MB at d_ff 2048) instead of the
-// whole (rows, d_ff) tensor.
-constexpr int64_t kBlockRows = kGemmSliceDepth;
+// Rows per block: a multiple of the GEMM's slice depth, so dW summed block by block has the bits of one
+// product over all rows (gemm.h), and as many of them as fit in kBlockBytes of scratch (at least one), so
+// a small model runs its products whole (each block costs a wake-up of the threads) while medium's MLP
+// (d_ff 2048) takes 512 rows at a time: 4 MB of scratch instead of its whole (rows, d_ff) tensor.
+constexpr int64_t kBlockBytes = int64_t(4) << 20;
+template <typename T>
+int64_t block_rows(int64_t cols) {
+  const int64_t slice_bytes = kGemmSliceDepth * cols * static_cast<int64_t>(sizeof(T));
+  return kGemmSliceDepth * std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, slice_bytes));
+}
+
 // Elements per Eigen pass (its tanh scratch stays on the stack), and the rough cost of one element.
 constexpr int64_t kChunk = 2048;
 constexpr int64_t kWorkPerElement = 8;
@@ -46,9 +53,10 @@ Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<
   const T* hp = h.data();
   const T* wp = weight.data();
   T* yp = out.data();
-  Buffer<T> g(static_cast<size_t>(std::min(R, kBlockRows) * in));
-  for (int64_t r0 = 0; r0 < R; r0 += kBlockRows) {
-    const int64_t rows = std::min(kBlockRows, R - r0);
+  const int64_t block = block_rows<T>(in);
+  Buffer<T> g(static_cast<size_t>(std::min(R, block) * in));
+  for (int64_t r0 = 0; r0 < R; r0 += block) {
+    const int64_t rows = std::min(block, R - r0);
     const T* hb = hp + r0 * in;
     parallel_chunks(rows * in, kChunk, kWorkPerElement, [&](int64_t i, int64_t len) {
       ConstVecMap<T> x(hb + i, len);
@@ -73,9 +81,9 @@ Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<
            // block.)
            const detail::Grad<T> dh(nh);
            const detail::Grad<T> dweight(nw);
-           const int64_t block = &nh == &nw ? R : kBlockRows, block_rows = std::min(R, block);
-           Buffer<T> g(dweight ? static_cast<size_t>(block_rows * in) : 0);
-           Buffer<T> dg(dh && dh.adds() ? static_cast<size_t>(block_rows * in) : 0);
+           const int64_t block = &nh == &nw ? R : block_rows<T>(in), rows_max = std::min(R, block);
+           Buffer<T> g(dweight ? static_cast<size_t>(rows_max * in) : 0);
+           Buffer<T> dg(dh && dh.adds() ? static_cast<size_t>(rows_max * in) : 0);
            for (int64_t r0 = 0; r0 < R && (dh || dweight); r0 += block) {
              const int64_t rows = std::min(block, R - r0);
              const T* dyb = dy + r0 * out_features;
@@ -115,9 +123,10 @@ Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, cons
   std::vector<T> mean(static_cast<size_t>(R)), rstd(static_cast<size_t>(R));
   const T* xp = x.data();
   ConstVecMap<T> lw = ln_weight.vec(), lb = ln_bias.vec();
-  Buffer<T> z(static_cast<size_t>(std::min(R, kBlockRows) * in));
-  for (int64_t r0 = 0; r0 < R; r0 += kBlockRows) {
-    const int64_t rows = std::min(kBlockRows, R - r0);
+  const int64_t block = block_rows<T>(in);
+  Buffer<T> z(static_cast<size_t>(std::min(R, block) * in));
+  for (int64_t r0 = 0; r0 < R; r0 += block) {
+    const int64_t rows = std::min(block, R - r0);
     parallel_for(rows, 4 * rows * in, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t r = r0 + i;
@@ -153,9 +162,9 @@ Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, cons
            const detail::Grad<T> dln_bias(*n.inputs[2], detail::GradWrites::kSum);
            const detail::Grad<T> dweight(nw);
            const bool need_dz = dx || dln_weight || dln_bias;
-           const int64_t block = &nx == &nw ? R : kBlockRows, block_rows = std::min(R, block);
-           Buffer<T> z(dweight ? static_cast<size_t>(block_rows * in) : 0);
-           Buffer<T> dz(need_dz ? static_cast<size_t>(block_rows * in) : 0);
+           const int64_t block = &nx == &nw ? R : block_rows<T>(in), rows_max = std::min(R, block);
+           Buffer<T> z(dweight ? static_cast<size_t>(rows_max * in) : 0);
+           Buffer<T> dz(need_dz ? static_cast<size_t>(rows_max * in) : 0);
            for (int64_t r0 = 0; r0 < R && (need_dz || dweight); r0 += block) {
              const int64_t rows = std::min(block, R - r0);
              const T* dyb = dy + r0 * out_features;
