@@ -36,7 +36,7 @@ constexpr int kMR = 6;
 // Depth of a packed slice and rows of an A block: a kc x kNR sliver of B and a kMC x kc block of A stay
 // in L1/L2 while the micro-kernel runs over them (tuned on a Zen 4 core: 1 MB L2; kKC 128 to 768 and
 // kMC 48 to 144 were within 10% of each other).
-constexpr int64_t kKC = 512;
+constexpr int64_t kKC = kGemmSliceDepth;
 constexpr int64_t kMC = 48;
 constexpr int64_t kNC = 2048;  // columns of B packed at once, bounding the packed buffer (4 MB float32)
 

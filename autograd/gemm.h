@@ -31,6 +31,11 @@ MatView<T> row_major(const T* data, int64_t row_stride) {
   return {data, row_stride, 1};
 }
 
+// The inner dimension is summed in slices of this depth, each slice's sum added to C in turn. So a product
+// over inner = i0 + i1, with i0 a multiple of it, gives the same bits as one over the first i0 followed by
+// one over the last i1 that accumulates: a caller may feed a long inner dimension in such pieces.
+constexpr int64_t kGemmSliceDepth = 512;
+
 // c (rows x cols, rows `ldc` apart) = a (rows x inner) * b (inner x cols), or += when `accumulate`.
 // Large products are split by output rows over the thread pool; inside a parallel region it runs on the
 // calling thread. `c` must not overlap `a` or `b`.

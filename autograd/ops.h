@@ -67,15 +67,31 @@ Tensor<T> relu(const Tensor<T>& a);
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& a);
 
-// ---- Matrix products (ops_matmul.cpp) ----
-// a (..., M, K) x b (..., K, N) -> (..., M, N). b may be 2-d (K, N): then a's leading dims are flattened
+// ---- Matrix products (ops_matmul.cpp; the fused gelu_linear and layer_norm_linear in ops_linear_fused.cpp)
+// ---- a (..., M, K) x b (..., K, N) -> (..., M, N). b may be 2-d (K, N): then a's leading dims are flattened
 // into one GEMM (the Linear case). Otherwise both have the same leading dims and each is one GEMM.
 template <typename T>
 Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b);
 // x (..., in) times weight (out, in) transposed, plus bias (out) if defined: PyTorch's F.linear, without
-// materialising the transpose.
+// materialising the transpose. With `residual` (the output's shape) defined, returns residual + linear(x,
+// weight, bias) in one op: the output starts as residual + bias and the product adds to it, so the
+// projection's output is never a tensor of its own (a transformer's residual stream), and the residual's
+// gradient is the output's.
 template <typename T>
-Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias);
+Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
+                 const Tensor<T>& residual = Tensor<T>());
+// linear(gelu(h), weight, bias, residual), the second half of a transformer's MLP, without storing
+// gelu(h): forward computes it a block of rows at a time, backward recomputes it (ops_linear_fused.cpp).
+// The graph keeps h, the weight, the bias and the residual. Same numbers as the composed ops.
+template <typename T>
+Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<T>& bias,
+                      const Tensor<T>& residual = Tensor<T>());
+// linear(layer_norm(x, ln_weight, ln_bias, eps), weight, bias) without storing the LayerNorm's output:
+// computed a block of rows at a time in forward and recomputed in backward from each row's saved mean
+// and 1/std (ops_linear_fused.cpp). The graph keeps x and the parameters. Same numbers as the composed ops.
+template <typename T>
+Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, const Tensor<T>& ln_bias,
+                            const Tensor<T>& weight, const Tensor<T>& bias, T eps = T(1e-5));
 
 // ---- Shape ops (ops_shape.cpp) ----
 // Swaps the last two dims (a copy: every tensor stays contiguous).

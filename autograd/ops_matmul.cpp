@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "autograd/gemm.h"
+#include "autograd/linear_parts.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 
@@ -83,61 +84,44 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   return out;
 }
 
-// y = x W^T + b, x (..., in), W (out, in), b (out) or undefined.
+// y = residual + x W^T + b, x (..., in), W (out, in), b (out) or undefined, residual (..., out) or undefined.
 template <typename T>
-Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias) {
-  if (x.dim() < 1 || weight.dim() != 2 || x.size(-1) != weight.size(1))
-    throw std::invalid_argument(two_shapes("linear", x.shape(), weight.shape()) +
-                                ": expected x (..., in) and weight (out, in)");
+Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
+                 const Tensor<T>& residual) {
+  const Shape out_shape = detail::linear_output_shape("linear", x, weight, bias, residual);
   const int64_t in = weight.size(1), out_features = weight.size(0), R = x.numel() / in;
-  const bool has_bias = bias.defined();
-  if (has_bias && bias.shape() != Shape{out_features})
-    throw std::invalid_argument(two_shapes("linear", weight.shape(), bias.shape()) + ": bias must be (out)");
-  Shape out_shape = x.shape();
-  out_shape.back() = out_features;
+  const bool has_bias = bias.defined(), has_residual = residual.defined();
   Tensor<T> out = Tensor<T>::empty(out_shape);
-  if (has_bias) {  // every row starts as the bias; the GEMM adds x W^T to it
-    const T* pb = bias.data();
-    T* py = out.data();
-    parallel_for(R, R * out_features, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out_features, py + r * out_features);
-    });
-  }
+  // Every row starts as residual + bias; the GEMM adds x W^T to it.
+  const bool started =
+      detail::start_linear_output(out.data(), R, out_features, has_bias ? bias.data() : nullptr,
+                                  has_residual ? residual.data() : nullptr);
   gemm(R, out_features, in, row_major(x.data(), in), row_major(weight.data(), in).transposed(), out.data(),
-       out_features, has_bias);
+       out_features, started);
 
-  const bool record = has_bias ? needs_grad<T>({&x, &weight, &bias}) : needs_grad<T>({&x, &weight});
-  if (!record) return out;
-  std::vector<std::shared_ptr<Node<T>>> inputs{x.node_ptr(), weight.node_ptr()};
-  if (has_bias) inputs.push_back(bias.node_ptr());
-  attach(out, "linear", std::move(inputs), [R, in, out_features](Node<T>& n) {
-    Node<T>& nx = *n.inputs[0];
-    Node<T>& nw = *n.inputs[1];
-    const T* dy = n.grad.data();
-    // y = x W^T + b  =>  dx = dy W,  dweight = dy^T x,  dbias = sum over rows of dy
-    if (const detail::Grad<T> dx(nx); dx)
-      gemm(R, in, out_features, row_major(dy, out_features), row_major(nw.value.data(), in), dx.data(), in,
-           dx.adds());
-    if (const detail::Grad<T> dweight(nw); dweight)
-      gemm(out_features, in, R, row_major(dy, out_features).transposed(), row_major(nx.value.data(), in),
-           dweight.data(), in, dweight.adds());
-    if (n.inputs.size() < 3) return;
-    if (const detail::Grad<T> dbias(*n.inputs[2], detail::GradWrites::kSum); dbias) {
-      // Each thread sums whole columns, row by row, so the order (and the bits) never depend on the split.
-      constexpr int64_t kColumns = 16;
-      parallel_for((out_features + kColumns - 1) / kColumns, R * out_features, [&](int64_t b0, int64_t b1) {
-        const int64_t c0 = b0 * kColumns, c1 = std::min(out_features, b1 * kColumns);
-        for (int64_t r = 0; r < R; ++r)
-          dbias.put(c0, c1 - c0, ConstVecMap<T>(dy + r * out_features + c0, c1 - c0));
-      });
-    }
-  });
+  if (!detail::linear_needs_grad(x, weight, bias, residual)) return out;
+  attach(out, "linear", detail::linear_inputs(x, weight, bias, residual),
+         [R, in, out_features, has_bias, has_residual](Node<T>& n) {
+           Node<T>& nx = *n.inputs[0];
+           Node<T>& nw = *n.inputs[1];
+           const T* dy = n.grad.data();
+           // y = r + x W^T + b  =>  dx = dy W,  dweight = dy^T x,  dbias = sum over rows of dy,  dr = dy
+           if (const detail::Grad<T> dx(nx); dx)
+             gemm(R, in, out_features, row_major(dy, out_features), row_major(nw.value.data(), in), dx.data(),
+                  in, dx.adds());
+           if (const detail::Grad<T> dweight(nw); dweight)
+             gemm(out_features, in, R, row_major(dy, out_features).transposed(),
+                  row_major(nx.value.data(), in), dweight.data(), in, dweight.adds());
+           detail::put_bias_and_residual_grads(n, has_bias, has_residual, dy, R, out_features);
+         });
   return out;
 }
 
 template Tensor<float> matmul<float>(const Tensor<float>&, const Tensor<float>&);
 template Tensor<double> matmul<double>(const Tensor<double>&, const Tensor<double>&);
-template Tensor<float> linear<float>(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&);
-template Tensor<double> linear<double>(const Tensor<double>&, const Tensor<double>&, const Tensor<double>&);
+template Tensor<float> linear<float>(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&,
+                                     const Tensor<float>&);
+template Tensor<double> linear<double>(const Tensor<double>&, const Tensor<double>&, const Tensor<double>&,
+                                       const Tensor<double>&);
 
 }  // namespace ag

@@ -4,18 +4,13 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "autograd/gelu.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 
 namespace ag {
 
 namespace {
-
-// GELU's tanh-form constants, as torch's approximate="tanh".
-template <typename T>
-constexpr T kGeluC = T(0.7978845608028654);  // sqrt(2 / pi)
-template <typename T>
-constexpr T kGeluK = T(0.044715);
 
 // Backward runs over chunks of this many elements, so a backward that needs a scratch array (gelu) keeps
 // it on the stack and in L1 instead of allocating (and page-faulting) one as large as the tensor.
@@ -92,13 +87,12 @@ Tensor<T> relu(const Tensor<T>& a) {
 
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& a) {
-  const T c = kGeluC<T>, k = kGeluK<T>;
   // Backward recomputes tanh(u) from x rather than keeping it alive from forward to backward.
   return unary(
-      a, "gelu", [c, k](In<T> x, Out<T> y) { y = T(0.5) * x * (T(1) + (c * (x + k * x.cube())).tanh()); },
-      [c, k](In<T> x, In<T>, In<T> dy, auto&& put) {
-        const Scratch<T> t = (c * (x + k * x.cube())).tanh();
-        put(dy * T(0.5) * ((T(1) + t) + x * (T(1) - t.square()) * c * (T(1) + T(3) * k * x.square())));
+      a, "gelu", [](In<T> x, Out<T> y) { y = detail::gelu_value(x, detail::gelu_tanh(x)); },
+      [](In<T> x, In<T>, In<T> dy, auto&& put) {
+        const Scratch<T> t = detail::gelu_tanh(x);
+        put(detail::gelu_backward(dy, x, t));
       });
 }
 

@@ -1,6 +1,7 @@
 // Tensor storage, the backward pass (iterative topological sort), and the no-grad scope.
 #include "autograd/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -48,26 +49,37 @@ StorageCache& storage_cache() {
 
 constexpr size_t kStorageAlign = 64;
 
+std::atomic<int64_t> g_live_bytes{0};
+
 }  // namespace
 
 namespace detail {
 
 void* storage_allocate(size_t bytes) {
+  g_live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   if (void* p = storage_cache().take(bytes)) return p;
   // aligned_alloc wants a multiple of the alignment.
   void* p = std::aligned_alloc(kStorageAlign, (bytes + kStorageAlign - 1) / kStorageAlign * kStorageAlign);
-  if (!p) throw std::bad_alloc();
+  if (!p) {
+    g_live_bytes.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    throw std::bad_alloc();
+  }
   return p;
 }
 
 void storage_free(void* p, size_t bytes) noexcept {
   if (!p) return;
+  g_live_bytes.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   bool cached = false;
   try {
     cached = storage_cache().give(p, bytes);
   } catch (...) {
   }
   if (!cached) std::free(p);
+}
+
+int64_t storage_live_bytes() {
+  return g_live_bytes.load(std::memory_order_relaxed);
 }
 
 }  // namespace detail

@@ -23,6 +23,9 @@ namespace detail {
 // Tensor storage blocks: 64-byte aligned, recycled by exact size (see tensor.cpp).
 void* storage_allocate(size_t bytes);
 void storage_free(void* p, size_t bytes) noexcept;
+// Bytes of tensor storage in use now (allocated and not yet freed; blocks cached for reuse are not counted),
+// so a test can see what a graph keeps alive.
+int64_t storage_live_bytes();
 }  // namespace detail
 
 // The allocator of tensor storage. Aligned to the widest SIMD width Eigen uses (64 bytes with AVX-512):

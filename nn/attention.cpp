@@ -75,7 +75,8 @@ MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag
 
 template <typename T>
 ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask,
-                                             Hooks<T>* hooks, const std::string& prefix) const {
+                                             Hooks<T>* hooks, const std::string& prefix,
+                                             const ag::Tensor<T>& residual) const {
   if (x.dim() != 3 || x.size(2) != d_model)
     throw std::invalid_argument("MultiHeadAttention: expected x (B, T, " + std::to_string(d_model) +
                                 "), got " + ag::shape_str(x.shape()));
@@ -98,7 +99,10 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   }
   if (hooks && hooks->has(prefix + "attn.z"))
     z = ag::reshape(hooks->run(prefix + "attn.z", ag::reshape(z, {B, t, n_heads, dk})), {B, t, d_model});
-  return run_hook(hooks, prefix, "attn.out", wo.forward(z));  // Wo mixes the heads
+  // Wo mixes the heads.
+  if (!residual.defined()) return run_hook(hooks, prefix, "attn.out", wo.forward(z));
+  if (!hooks || !hooks->has(prefix + "attn.out")) return wo.forward(z, residual);
+  return ag::add(residual, hooks->run(prefix + "attn.out", wo.forward(z)));
 }
 
 #define ATTOGRAD_INSTANTIATE(T)                                                                            \

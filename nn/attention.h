@@ -46,9 +46,11 @@ class MultiHeadAttention : public Module<T> {
   MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng);
   // x (B, T, D) -> (B, T, D). With hooks, runs the points `prefix`attn.pattern, attn.z and attn.out
   // (nn/hooks.h); a hook on the pattern takes the composed path (softmax weights as a tensor), every other
-  // case the fused ag::attention op, which computes the same numbers.
+  // case the fused ag::attention op, which computes the same numbers. With `residual` (B, T, D) defined,
+  // returns residual + the output: added inside Wo's product (ag::linear) unless a hook is at attn.out,
+  // which then sees Wo's output on its own and the add follows it.
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask = {}, Hooks<T>* hooks = nullptr,
-                        const std::string& prefix = "") const;
+                        const std::string& prefix = "", const ag::Tensor<T>& residual = {}) const;
 
   int64_t n_heads, d_model, dk;
   Linear<T> wq, wk, wv, wo;

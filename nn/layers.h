@@ -12,10 +12,19 @@
 namespace nn {
 
 template <typename T>
+class LayerNorm;
+
+template <typename T>
 class Linear : public Module<T> {
  public:
   Linear(int64_t in, int64_t out, ag::Rng& rng, bool bias = true);
-  ag::Tensor<T> forward(const ag::Tensor<T>& x) const { return ag::linear(x, weight, bias); }
+  // With `residual` defined: residual + forward(x), the add fused into the product (ag::linear).
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& residual = {}) const {
+    return ag::linear(x, weight, bias, residual);
+  }
+  // forward(norm.forward(x)), with the LayerNorm's output recomputed in backward instead of kept
+  // (ag::layer_norm_linear).
+  ag::Tensor<T> forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x) const;
 
   ag::Tensor<T>& weight;  // (out, in), as nn.Linear
   ag::Tensor<T> bias;     // (out), or undefined
@@ -42,12 +51,26 @@ class LayerNorm : public Module<T> {
   T eps;
 };
 
-// fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model.
+template <typename T>
+ag::Tensor<T> Linear<T>::forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x) const {
+  return ag::layer_norm_linear(x, norm.weight, norm.bias, weight, bias, norm.eps);
+}
+
+// fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model. GELU and fc2 are one op (ag::gelu_linear), so the
+// graph never holds GELU's output; with `residual` defined, residual + the MLP's output, in the same op.
 template <typename T>
 class MLP : public Module<T> {
  public:
   MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng);
-  ag::Tensor<T> forward(const ag::Tensor<T>& x) const { return fc2.forward(ag::gelu(fc1.forward(x))); }
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& residual = {}) const {
+    return ag::gelu_linear(fc1.forward(x), fc2.weight, fc2.bias, residual);
+  }
+  // forward(norm.forward(x), residual), with the LayerNorm's output recomputed in fc1's backward instead
+  // of kept.
+  ag::Tensor<T> forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x,
+                               const ag::Tensor<T>& residual = {}) const {
+    return ag::gelu_linear(fc1.forward_normed(norm, x), fc2.weight, fc2.bias, residual);
+  }
   Linear<T> fc1, fc2;
 };
 

@@ -21,10 +21,18 @@ TransformerBlock<T>::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t 
 template <typename T>
 ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, Hooks<T>* hooks,
                                            const std::string& prefix) const {
+  // The residual adds happen inside Wo's and fc2's products, so their outputs are never tensors of their
+  // own (less memory, one pass fewer), except where a hook at attn.out or mlp.out must see them alone. ln2
+  // is recomputed in fc1's backward rather than kept.
   const ag::Tensor<T> resid_pre = run_hook(hooks, prefix, "resid_pre", x);
   ag::Tensor<T> h = run_hook(hooks, prefix, "resid_mid",
-                             ag::add(resid_pre, attn.forward(ln1.forward(resid_pre), mask, hooks, prefix)));
-  if (mlp) h = ag::add(h, run_hook(hooks, prefix, "mlp.out", mlp->forward(ln2->forward(h))));
+                             attn.forward(ln1.forward(resid_pre), mask, hooks, prefix, resid_pre));
+  if (mlp) {
+    if (!hooks || !hooks->has(prefix + "mlp.out"))
+      h = mlp->forward_normed(*ln2, h, h);
+    else
+      h = ag::add(h, hooks->run(prefix + "mlp.out", mlp->forward_normed(*ln2, h)));
+  }
   return run_hook(hooks, prefix, "resid_post", h);
 }
 
@@ -92,7 +100,11 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
   if (!is_padding.empty()) mask = ag::add(mask, padding_mask<T>(is_padding, batch, t));  // (B, 1, T, T)
   for (size_t l = 0; l < blocks.size(); ++l)
     x = blocks[l]->forward(x, mask, hooks, hooks ? block_prefix(l) : std::string());
-  return run_hook(hooks, "", "logits", lm_head.forward(run_hook(hooks, "", "ln_f.out", ln_f.forward(x))));
+  // ln_f's output is recomputed in lm_head's backward rather than kept, unless a hook must see it.
+  const ag::Tensor<T> logits = hooks && hooks->has("ln_f.out")
+                                   ? lm_head.forward(hooks->run("ln_f.out", ln_f.forward(x)))
+                                   : lm_head.forward_normed(ln_f, x);
+  return run_hook(hooks, "", "logits", logits);
 }
 
 template class TransformerBlock<float>;

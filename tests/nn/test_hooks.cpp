@@ -1,7 +1,10 @@
 // Activation hooks on CausalLM: capturing every point gives tensors of the documented shapes; patching every
 // point with its own captured value changes no bit; a hook on the pattern (composed attention path) gives
-// the same logits as the fused path; patching one head's z at one position changes the logits only at that
-// position and after it (causality); replacements carry gradients; a misspelt point is an error.
+// the same logits as the fused path; without hooks at attn.out, mlp.out and ln_f.out the residual adds
+// fused into Wo and fc2 and ln_f fused into lm_head give the hooked (unfused) path's logits and gradients,
+// and the graph holds two (B, T, D) tensors fewer per block and one fewer for ln_f; patching one head's z at
+// one position changes the logits only at that position and after it (causality); replacements carry
+// gradients; a misspelt point is an error.
 #define BOOST_TEST_MODULE hooks
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -110,6 +113,62 @@ BOOST_AUTO_TEST_CASE(the_composed_path_of_a_pattern_hook_gives_the_fused_paths_l
   nn::Hooks<double> hooks64;
   hooks64.capture("blocks.1.attn.pattern");
   BOOST_TEST(max_abs_diff(logits_of(model64, kA), logits_of(model64, kA, &hooks64)) <= 1e-12);
+}
+
+// Hooks at every attn.out and mlp.out and at ln_f.out: the path where Wo's, fc2's and ln_f's outputs are
+// tensors of their own.
+template <typename T>
+void hook_projections(nn::Hooks<T>& hooks) {
+  for (const std::string l : {"blocks.0.", "blocks.1."}) {
+    hooks.capture(l + "attn.out");
+    hooks.capture(l + "mlp.out");
+  }
+  hooks.capture("ln_f.out");
+}
+
+BOOST_AUTO_TEST_CASE(the_fused_paths_give_the_unfused_paths_logits_and_gradients) {
+  ag::Rng rng(8);
+  const nn::CausalLM<float> model(shape(), rng);
+  nn::Hooks<float> hooks;
+  hook_projections(hooks);
+  BOOST_TEST(max_abs_diff(logits_of(model, kA), logits_of(model, kA, &hooks)) <= 1e-6);
+
+  ag::Rng rng64(8);
+  nn::CausalLM<double> model64(shape(), rng64);
+  const std::vector<int32_t> targets(kB.begin(), kB.end());
+  auto gradients = [&](nn::Hooks<double>* h) {
+    model64.zero_grad();
+    ag::Tensor<double> logits = model64.forward(kA, kBatch, kT, {}, h);
+    ag::cross_entropy(logits, targets, -1).backward();
+    std::vector<double> all = logits.to_vector();
+    for (const auto& p : model64.named_parameters()) {
+      const std::vector<double> g = p.tensor->grad_tensor().to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    return all;
+  };
+  nn::Hooks<double> hooks64;
+  hook_projections(hooks64);
+  const std::vector<double> fused = gradients(nullptr), unfused = gradients(&hooks64);
+  BOOST_TEST_REQUIRE(fused.size() == unfused.size());
+  double worst = 0;
+  for (size_t i = 0; i < fused.size(); ++i) worst = std::max(worst, std::fabs(fused[i] - unfused[i]));
+  BOOST_TEST(worst <= 1e-12);
+}
+
+BOOST_AUTO_TEST_CASE(a_training_forward_holds_no_projection_or_ln_f_output_of_its_own) {
+  ag::Rng rng(9);
+  const nn::CausalLM<float> model(shape(), rng);
+  auto held_by_graph = [&](nn::Hooks<float>* h) {
+    const int64_t before = ag::detail::storage_live_bytes();
+    const ag::Tensor<float> logits = model.forward(kA, kBatch, kT, {}, h);
+    return ag::detail::storage_live_bytes() - before;
+  };
+  nn::Hooks<float> hooks;  // capturing keeps the tensors the graph holds anyway: no bytes of its own
+  hook_projections(hooks);
+  const int64_t blocks = 2, D = 16;
+  BOOST_TEST(held_by_graph(&hooks) - held_by_graph(nullptr) ==
+             (2 * blocks + 1) * kBatch * kT * D * int64_t(sizeof(float)));
 }
 
 BOOST_AUTO_TEST_CASE(patching_one_heads_z_at_one_position_changes_that_position_and_later_only) {
