@@ -140,7 +140,8 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
 // nonzero) v_h; the heads' outputs concatenated back to (B, T, D). mask: undefined, or broadcastable to
 // (B, H, T, S) (e.g. causal (T, S), padding (B, 1, 1, S)). A fully masked row gives zeros (and no
 // gradient), as softmax does. Same numbers as the composed path (split heads, matmul, scale, masked_fill,
-// softmax, matmul, merge heads), without its intermediates; the weights are kept for backward only.
+// softmax, matmul, merge heads), without its intermediates; the weights are kept for backward only, and
+// only up to 4 MB: larger ones are recomputed there from q and k.
 template <typename T>
 Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, int64_t n_heads,
                     const Tensor<T>& mask, T scale);

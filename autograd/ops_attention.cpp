@@ -5,7 +5,8 @@
 //
 // Dimension letters: B batch, H heads, T query positions, S key positions, hs head size, D = H * hs.
 // q (B, T, D), k and v (B, S, D): head h is columns [h*hs, (h+1)*hs), as Linear outputs lay them out.
-// The weights P (B, H, T, S) are kept for backward; nothing else is.
+// The weights P (B, H, T, S) are kept for backward when they are small; larger ones are recomputed there
+// from q and k (kRecomputeWeightsBytes). Nothing else is kept.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -31,6 +32,56 @@ struct MaskIndex {
 std::string shapes(const Shape& q, const Shape& k, const Shape& v) {
   return shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v);
 }
+
+// Above this many bytes of weights (B, H, T, S) a recorded forward does not keep them: backward
+// recomputes each (b, h) block from q and k. Up to it they are kept: recomputing adds Q K^T and the
+// softmax to attention's backward, a visible cost where attention is a large part of a step (a sixth at
+// the tiny bench config, whose weights take 0.5 MB per layer), for little memory.
+constexpr int64_t kRecomputeWeightsBytes = int64_t(4) << 20;
+
+// Everything the weights of one (b, h) pair are computed from.
+template <typename T>
+struct WeightsInputs {
+  const T* q;  // (B, T, D)
+  const T* k;  // (B, S, D)
+  const T* mask;
+  MaskIndex mi;
+  int64_t Tq, S, D, H, hs;
+  T scale;
+
+  // p (T, S) = softmax(q_h k_h^T * scale, -inf where masked) for pair i = b * H + h; x is S scratch.
+  void compute(int64_t i, T* p, Eigen::Array<T, Eigen::Dynamic, 1>& x) const {
+    const int64_t b = i / H, h = i % H;
+    const MatView<T> qh = row_major(q + b * Tq * D + h * hs, D);  // (T, hs)
+    const MatView<T> kh = row_major(k + b * S * D + h * hs, D);   // (S, hs)
+    // scores = q k^T * scale, as the composed path: the product first, then the scaling.
+    gemm(Tq, S, hs, qh, kh.transposed(), p, S, false);
+    const T sc = scale, ninf = -std::numeric_limits<T>::infinity();
+    for (int64_t t = 0; t < Tq; ++t) {
+      T* r = p + t * S;
+      VecMap<T> row(r, S);
+      const T* mr = mi.defined ? mask + mi.row(b, h, t) : nullptr;
+      if (mr && mi.stride[3] == 0) {  // one mask value for the whole row
+        if (*mr != T(0)) {            // nowhere to look: zero weights, zero output, zero gradient
+          row.setZero();
+          continue;
+        }
+        mr = nullptr;
+      }
+      // Branch-free loops over locals (not captures, which a store through r could alias), so the
+      // compiler vectorises them.
+      if (mr)
+        for (int64_t s = 0; s < S; ++s) {
+          const T scaled = r[s] * sc;
+          r[s] = mr[s] != T(0) ? ninf : scaled;
+        }
+      else
+        row *= sc;
+      x = row;  // the scores, so that the weights can be written in their place
+      softmax_row(x.data(), r, S);
+    }
+  }
+};
 
 }  // namespace
 
@@ -67,61 +118,34 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   }
 
   Tensor<T> out = Tensor<T>::empty({B, Tq, D});
-  // The weights are kept for backward when a graph is recorded; without one (evaluation, the study
-  // tools) each thread reuses one (T, S) scratch block instead.
+  // The weights are kept for backward when a graph is recorded and they are small (see
+  // kRecomputeWeightsBytes); otherwise each thread reuses one (T, S) scratch block.
   const bool record = needs_grad<T>({&q, &k, &v});
-  Buffer<T> weights(record ? static_cast<size_t>(B * H * Tq * S) : 0);
-  const T* pq = q.data();
-  const T* pk = k.data();
-  const T* pv = v.data();
+  const bool keep = record && B * H * Tq * S * static_cast<int64_t>(sizeof(T)) <= kRecomputeWeightsBytes;
+  Buffer<T> weights(keep ? static_cast<size_t>(B * H * Tq * S) : 0);
   const T* pm = mask.defined() ? mask.data() : nullptr;
+  const WeightsInputs<T> wi{q.data(), k.data(), pm, mi, Tq, S, D, H, hs, scale};
+  const T* pv = v.data();
   T* po = out.data();
   T* pw = weights.data();
-  const T neg_inf = -std::numeric_limits<T>::infinity();
   // One (b, h) pair per task: each pair's numbers are computed whole by one thread, so results do not
   // depend on the thread count.
   parallel_for(B * H, 4 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
     Eigen::Array<T, Eigen::Dynamic, 1> x(S);  // scratch, one per thread
-    Buffer<T> block(record ? 0 : static_cast<size_t>(Tq * S));
-    const T sc = scale, ninf = neg_inf;
+    Buffer<T> block(keep ? 0 : static_cast<size_t>(Tq * S));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
-      const MatView<T> qh = row_major(pq + b * Tq * D + h * hs, D);  // (T, hs)
-      const MatView<T> kh = row_major(pk + b * S * D + h * hs, D);   // (S, hs)
-      const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);   // (S, hs)
-      MatMap<T> p(record ? pw + i * Tq * S : block.data(), Tq, S);   // (T, S)
-      // scores = q k^T * scale, as the composed path: the product first, then the scaling.
-      gemm(Tq, S, hs, qh, kh.transposed(), p.data(), S, false);
-      for (int64_t t = 0; t < Tq; ++t) {
-        T* r = p.data() + t * S;
-        VecMap<T> row(r, S);
-        const T* mr = mi.defined ? pm + mi.row(b, h, t) : nullptr;
-        if (mr && mi.stride[3] == 0) {  // one mask value for the whole row
-          if (*mr != T(0)) {            // nowhere to look: zero weights, zero output, zero gradient
-            row.setZero();
-            continue;
-          }
-          mr = nullptr;
-        }
-        // Branch-free loops over locals (not the lambda's captures, which a store through r could alias),
-        // so the compiler vectorises them.
-        if (mr)
-          for (int64_t s = 0; s < S; ++s) {
-            const T scaled = r[s] * sc;
-            r[s] = mr[s] != T(0) ? ninf : scaled;
-          }
-        else
-          row *= sc;
-        x = row;  // the scores, so that the weights can be written in their place
-        softmax_row(x.data(), r, S);
-      }
-      gemm(Tq, hs, S, row_major(p.data(), S), vh, po + b * Tq * D + h * hs, D, false);
+      T* p = keep ? pw + i * Tq * S : block.data();  // (T, S)
+      wi.compute(i, p, x);
+      const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);  // (S, hs)
+      gemm(Tq, hs, S, row_major<T>(p, S), vh, po + b * Tq * D + h * hs, D, false);
     }
   });
 
   if (record)
+    // The mask is captured by value (it is no graph input) for recomputing the weights.
     attach(out, "attention", {q.node_ptr(), k.node_ptr(), v.node_ptr()},
-           [B, Tq, S, D, H, hs, scale, weights = std::move(weights)](Node<T>& n) {
+           [B, Tq, S, D, H, hs, scale, mi, mask, weights = std::move(weights)](Node<T>& n) {
              Node<T>& nq = *n.inputs[0];
              Node<T>& nk = *n.inputs[1];
              Node<T>& nv = *n.inputs[2];
@@ -132,16 +156,21 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
              const T* pk = nk.value.data();
              const T* pv = nv.value.data();
              const T* dout = n.grad.data();
-             const T* pw = weights.data();
+             const bool kept = !weights.empty();
+             const T* pm = mask.defined() ? mask.data() : nullptr;
+             const WeightsInputs<T> wi{pq, pk, pm, mi, Tq, S, D, H, hs, scale};
              parallel_for(B * H, 8 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
                Mat<T> dscores(Tq, S);  // scratch, one per thread: first dP, then dscores in place
+               Buffer<T> block(kept ? 0 : static_cast<size_t>(Tq * S));
+               Eigen::Array<T, Eigen::Dynamic, 1> x(kept ? 0 : S);
                for (int64_t i = i0; i < i1; ++i) {
                  const int64_t b = i / H, h = i % H;
                  const MatView<T> qh = row_major(pq + b * Tq * D + h * hs, D);
                  const MatView<T> kh = row_major(pk + b * S * D + h * hs, D);
                  const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);
                  const MatView<T> douth = row_major(dout + b * Tq * D + h * hs, D);
-                 ConstMatMap<T> p(pw + i * Tq * S, Tq, S);
+                 if (!kept) wi.compute(i, block.data(), x);  // the same numbers forward computed
+                 ConstMatMap<T> p(kept ? weights.data() + i * Tq * S : block.data(), Tq, S);
                  const MatView<T> pt = row_major(p.data(), S).transposed();
                  // out = P v  =>  dv = P^T dout,  dP = dout v^T
                  if (dv) gemm(S, hs, Tq, pt, douth, dv.data() + b * S * D + h * hs, D, dv.adds());

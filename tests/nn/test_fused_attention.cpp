@@ -4,7 +4,8 @@
 // The fused attention op (ag::attention) against the composed path it replaces (split heads, then
 // nn::scaled_dot_product_attention's matmul, scale, masked_fill, softmax, matmul, then merge heads):
 // values and gradients, with causal, padding (including a fully masked row) and no mask; its float64
-// gradient check; MultiHeadAttention's fused and hooked (composed) paths; and thread-count independence.
+// gradient check; weights recomputed in backward (large ones) against the composed path too, and what the
+// graph keeps; MultiHeadAttention's fused and hooked (composed) paths; and thread-count independence.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -51,8 +52,8 @@ Tensor<T> cast(const Tensor<double>& x, bool requires_grad) {
 
 // Forward values and the gradients of sum(w * out) for both paths; the largest absolute difference.
 template <typename T>
-double max_difference(const Tensor<double>& mask64, uint64_t seed) {
-  const int64_t B = 2, t = 5, D = 12, H = 3;
+double max_difference(const Tensor<double>& mask64, uint64_t seed, int64_t B = 2, int64_t t = 5,
+                      int64_t D = 12, int64_t H = 3) {
   const Tensor<double> q0 = testing::random_tensor({B, t, D}, seed),
                        k0 = testing::random_tensor({B, t, D}, seed + 1),
                        v0 = testing::random_tensor({B, t, D}, seed + 2),
@@ -83,6 +84,30 @@ BOOST_AUTO_TEST_CASE(fused_matches_composed_in_float64_and_float32) {
   for (const Tensor<double>& m : masks) {
     BOOST_TEST(max_difference<double>(m, 11) < 1e-12);
     BOOST_TEST(max_difference<float>(m, 21) < 1e-5);
+  }
+}
+
+// Weights over 4 MB are not kept but recomputed in backward: (2, 8, 384, 384) is 9.4 MB in float32.
+constexpr int64_t kBigB = 2, kBigT = 384, kBigD = 16, kBigH = 8;
+
+BOOST_AUTO_TEST_CASE(recomputed_weights_match_composed_in_float64_and_float32) {
+  const Tensor<double> masks[] = {Tensor<double>(), causal_padding_mask(kBigB, kBigT)};
+  for (const Tensor<double>& m : masks) {
+    BOOST_TEST(max_difference<double>(m, 31, kBigB, kBigT, kBigD, kBigH) < 1e-12);
+    BOOST_TEST(max_difference<float>(m, 41, kBigB, kBigT, kBigD, kBigH) < 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_graph_keeps_small_weights_and_recomputes_large_ones) {
+  for (const int64_t t : {int64_t(64), kBigT}) {
+    const Tensor<float> q = cast<float>(testing::random_tensor({kBigB, t, kBigD}, 51), true);
+    const int64_t out_bytes = kBigB * t * kBigD * int64_t(sizeof(float));
+    const int64_t weights_bytes = kBigB * kBigH * t * t * int64_t(sizeof(float));
+    const Tensor<float> mask = nn::causal_mask<float>(t);
+    const int64_t before = ag::detail::storage_live_bytes();
+    const Tensor<float> out = fused(q, q, q, kBigH, mask);
+    const int64_t held = ag::detail::storage_live_bytes() - before;
+    BOOST_TEST(held == (t == kBigT ? out_bytes : out_bytes + weights_bytes), "T " << t);
   }
 }
 
@@ -136,20 +161,22 @@ BOOST_AUTO_TEST_CASE(multi_head_attention_fused_and_hooked_paths_agree) {
 }
 
 BOOST_AUTO_TEST_CASE(same_bits_for_one_and_two_threads) {
-  // Large enough to cross the parallel threshold: each (batch, head) pair is computed whole by one thread.
-  const int64_t B = 4, t = 64, D = 64, H = 4;
-  auto run = [&](int threads) {
-    ag::set_num_threads(threads);
-    Tensor<float> q = cast<float>(testing::random_tensor({B, t, D}, 1), true),
-                  k = cast<float>(testing::random_tensor({B, t, D}, 2), true),
-                  v = cast<float>(testing::random_tensor({B, t, D}, 3), true);
-    Tensor<float> out = fused(q, k, v, H, nn::causal_mask<float>(t));
-    ag::sum(ag::mul(out, out)).backward();
-    std::vector<float> all = out.to_vector();
-    for (Tensor<float>* g : {&q, &k, &v}) all.insert(all.end(), g->grad(), g->grad() + g->numel());
-    return all;
-  };
-  const std::vector<float> one = run(1), two = run(2);
-  ag::set_num_threads(1);
-  BOOST_TEST(one == two);
+  // Each (batch, head) pair is computed whole by one thread: weights kept (T 64) or recomputed (T 384).
+  for (const int64_t t : {int64_t(64), kBigT}) {
+    const int64_t B = 2, D = 64, H = 8;
+    auto run = [&](int threads) {
+      ag::set_num_threads(threads);
+      Tensor<float> q = cast<float>(testing::random_tensor({B, t, D}, 1), true),
+                    k = cast<float>(testing::random_tensor({B, t, D}, 2), true),
+                    v = cast<float>(testing::random_tensor({B, t, D}, 3), true);
+      Tensor<float> out = fused(q, k, v, H, nn::causal_mask<float>(t));
+      ag::sum(ag::mul(out, out)).backward();
+      std::vector<float> all = out.to_vector();
+      for (Tensor<float>* g : {&q, &k, &v}) all.insert(all.end(), g->grad(), g->grad() + g->numel());
+      return all;
+    };
+    const std::vector<float> one = run(1), two = run(2);
+    ag::set_num_threads(1);
+    BOOST_TEST(one == two, "T " << t);
+  }
 }
