@@ -39,6 +39,24 @@ int64_t total_length(const std::vector<Span>& spans) {
 
 using FloatArray = Eigen::Map<Eigen::ArrayXf>;
 
+// The global L2 norm of the gradients over `spans`: each span's sum of squares on its own, then the spans
+// added in order, so the same bits for any thread count.
+double norm_of_spans(const std::vector<OptimParam>& params, const std::vector<Span>& spans) {
+  std::vector<double> partial(spans.size());
+  ag::parallel_for(static_cast<int64_t>(spans.size()), 4 * total_length(spans), [&](int64_t s0, int64_t s1) {
+    for (int64_t k = s0; k < s1; ++k) {
+      const Span& sp = spans[k];
+      partial[k] = ag::ConstVecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length)
+                       .cast<double>()
+                       .square()
+                       .sum();
+    }
+  });
+  double sq = 0;
+  for (double x : partial) sq += x;
+  return std::sqrt(sq);
+}
+
 }  // namespace
 
 bool uses_weight_decay(const std::string& name) {
@@ -87,22 +105,7 @@ void AdamW::step(double lr, float grad_scale) {
 }
 
 double grad_norm(const std::vector<OptimParam>& params) {
-  const std::vector<Span> spans = spans_of(params);
-  // Each span's sum of squares on its own, then the spans added in order: the same bits for any thread
-  // count.
-  std::vector<double> partial(spans.size());
-  ag::parallel_for(static_cast<int64_t>(spans.size()), 4 * total_length(spans), [&](int64_t s0, int64_t s1) {
-    for (int64_t k = s0; k < s1; ++k) {
-      const Span& sp = spans[k];
-      partial[k] = ag::ConstVecMap<float>(params[sp.param].tensor->grad() + sp.begin, sp.length)
-                       .cast<double>()
-                       .square()
-                       .sum();
-    }
-  });
-  double sq = 0;
-  for (double x : partial) sq += x;
-  return std::sqrt(sq);
+  return norm_of_spans(params, spans_of(params));
 }
 
 float clip_factor(double norm, double max_norm) {
@@ -110,10 +113,10 @@ float clip_factor(double norm, double max_norm) {
 }
 
 double clip_grad_norm(const std::vector<OptimParam>& params, double max_norm) {
-  const double norm = grad_norm(params);
+  const std::vector<Span> spans = spans_of(params);
+  const double norm = norm_of_spans(params, spans);
   const float factor = clip_factor(norm, max_norm);
   if (factor == 1.0f) return norm;
-  const std::vector<Span> spans = spans_of(params);
   ag::parallel_for(static_cast<int64_t>(spans.size()), total_length(spans), [&](int64_t s0, int64_t s1) {
     for (int64_t k = s0; k < s1; ++k) {
       const Span& sp = spans[k];

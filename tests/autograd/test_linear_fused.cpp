@@ -38,6 +38,19 @@ std::vector<std::vector<T>> run(const std::function<Tensor<T>(const std::vector<
   return out;
 }
 
+// f's values and gradients on 1 and on 2 threads are the same bits.
+void check_same_bits_for_one_and_two_threads(
+    const std::function<Tensor<float>(const std::vector<Tensor<float>>&)>& f, const Inputs& inputs) {
+  std::vector<Tensor<float>> in;
+  for (const Tensor<double>& t : inputs) in.push_back(testing::to_float(t));
+  ag::set_num_threads(1);
+  const auto one = run<float>(f, in);
+  ag::set_num_threads(2);
+  const auto two = run<float>(f, in);
+  ag::set_num_threads(1);
+  BOOST_TEST((one == two));
+}
+
 template <typename T>
 Tensor<T> composed(const std::vector<Tensor<T>>& x) {
   return ag::linear(ag::gelu(x[0]), x[1], x.size() > 2 ? x[2] : Tensor<T>());
@@ -149,16 +162,9 @@ BOOST_AUTO_TEST_CASE(equals_the_composed_ops_in_float32) {
 
 BOOST_AUTO_TEST_CASE(same_bits_for_one_and_two_threads) {
   // d_ff 2048: blocks of 512 rows (see blocks_of_rows_add_up_to_the_composed_ops).
-  const Inputs in = {random_tensor({1100, 2048}, 40, 1.5), random_tensor({64, 2048}, 41),
-                     random_tensor({64}, 42)};
-  std::vector<Tensor<float>> f;
-  for (const Tensor<double>& t : in) f.push_back(testing::to_float(t));
-  ag::set_num_threads(1);
-  const auto one = run<float>(fused<float>, f);
-  ag::set_num_threads(2);
-  const auto two = run<float>(fused<float>, f);
-  ag::set_num_threads(1);
-  BOOST_TEST((one == two));
+  check_same_bits_for_one_and_two_threads(
+      fused<float>,
+      {random_tensor({1100, 2048}, 40, 1.5), random_tensor({64, 2048}, 41), random_tensor({64}, 42)});
 }
 
 BOOST_AUTO_TEST_CASE(the_graph_holds_no_gelu_output) {
@@ -324,15 +330,8 @@ BOOST_AUTO_TEST_CASE(layer_norm_linear_equals_the_composed_ops) {
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_linear_same_bits_for_one_and_two_threads) {
-  std::vector<Tensor<float>> f;
   // 1024 wide: blocks of 1024 rows.
-  for (const Tensor<double>& t : ln_inputs(1100, 1024, 64, 180)) f.push_back(testing::to_float(t));
-  ag::set_num_threads(1);
-  const auto one = run<float>(ln_linear<float>, f);
-  ag::set_num_threads(2);
-  const auto two = run<float>(ln_linear<float>, f);
-  ag::set_num_threads(1);
-  BOOST_TEST((one == two));
+  check_same_bits_for_one_and_two_threads(ln_linear<float>, ln_inputs(1100, 1024, 64, 180));
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_linear_holds_no_layer_norm_output) {
