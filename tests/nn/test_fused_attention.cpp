@@ -3,10 +3,12 @@
 
 // The fused attention op (ag::attention) against the composed path it replaces (split heads, then
 // nn::scaled_dot_product_attention's matmul, scale, masked_fill, softmax, matmul, then merge heads):
-// values and gradients, with causal, padding (including a fully masked row) and no mask; its float64
+// values and gradients, with causal, padding (including a fully masked row), no mask and masks of every
+// shape of visible keys across the op's blocks of query rows; its float64
 // gradient check; weights recomputed in backward (large ones) against the composed path too, and what the
 // graph keeps; MultiHeadAttention's fused and hooked (composed) paths; and thread-count independence.
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -51,12 +53,14 @@ Tensor<T> cast(const Tensor<double>& x, bool requires_grad) {
 }
 
 // Forward values and the gradients of sum(w * out) for both paths; the largest absolute difference.
+// s keys (t when negative).
 template <typename T>
 double max_difference(const Tensor<double>& mask64, uint64_t seed, int64_t B = 2, int64_t t = 5,
-                      int64_t D = 12, int64_t H = 3) {
+                      int64_t D = 12, int64_t H = 3, int64_t s = -1) {
+  if (s < 0) s = t;
   const Tensor<double> q0 = testing::random_tensor({B, t, D}, seed),
-                       k0 = testing::random_tensor({B, t, D}, seed + 1),
-                       v0 = testing::random_tensor({B, t, D}, seed + 2),
+                       k0 = testing::random_tensor({B, s, D}, seed + 1),
+                       v0 = testing::random_tensor({B, s, D}, seed + 2),
                        w0 = testing::random_tensor({B, t, D}, seed + 3, 1.0, 0.0, false);
   const Tensor<T> mask = mask64.defined() ? cast<T>(mask64, false) : Tensor<T>();
   double worst = 0;
@@ -85,6 +89,54 @@ BOOST_AUTO_TEST_CASE(fused_matches_composed_in_float64_and_float32) {
     BOOST_TEST(max_difference<double>(m, 11) < 1e-12);
     BOOST_TEST(max_difference<float>(m, 21) < 1e-5);
   }
+}
+
+// A mask of shape `shape` (last two dims t and s) with entry (.., i, j) = masked(index of the slab, i, j).
+template <typename F>
+Tensor<double> mask_from(const ag::Shape& shape, F masked) {
+  const int64_t t = shape[shape.size() - 2], s = shape.back();
+  int64_t slabs = 1;
+  for (size_t d = 0; d + 2 < shape.size(); ++d) slabs *= shape[d];
+  std::vector<double> m;
+  for (int64_t n = 0; n < slabs; ++n)
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < s; ++j) m.push_back(masked(n, i, j) ? 1.0 : 0.0);
+  return Tensor<double>::from(shape, m);
+}
+
+BOOST_AUTO_TEST_CASE(row_blocks_skip_only_keys_no_query_of_the_block_sees) {
+  // The fused op takes query rows 16 at a time and multiplies only over the keys up to the last one a row
+  // of the block sees (and, for dk and dv, only over the query rows that see a key block). 37 queries make
+  // blocks of 16, 16 and 5; the masks below give each kind of visible set: prefixes that grow (causal),
+  // none (a fully masked row), a window, keys visible only after the query (growing starts, no end),
+  // per-head and per-batch masks whose rows end anywhere, and cross-attention with 23 and 50 keys.
+  const int64_t B = 2, t = 37, D = 8, H = 2;
+  const Tensor<double> masks[] = {
+      nn::causal_mask<double>(t),
+      causal_padding_mask(B, t),
+      mask_from({t, t}, [](int64_t, int64_t i, int64_t j) { return j > i || j + 5 <= i; }),
+      mask_from({t, t}, [](int64_t, int64_t i, int64_t j) { return j < i; }),
+      mask_from({B, H, t, t}, [](int64_t n, int64_t i, int64_t j) { return (i * 7 + j * 3 + n) % 5 == 0; }),
+      mask_from({B, H, t, t}, [](int64_t n, int64_t i, int64_t j) { return j > (i * 13 + n * 5) % t; }),
+      mask_from({B, 1, t, t}, [](int64_t n, int64_t i, int64_t j) { return n == 1 ? j > i : i % 3 == 0; }),
+  };
+  for (size_t i = 0; i < std::size(masks); ++i) {
+    BOOST_TEST(max_difference<double>(masks[i], 61, B, t, D, H) < 1e-12, "mask " << i);
+    BOOST_TEST(max_difference<float>(masks[i], 71, B, t, D, H) < 1e-5, "mask " << i);
+  }
+  for (const int64_t s : {int64_t(23), int64_t(50)}) {
+    const Tensor<double> m = mask_from({t, s}, [](int64_t, int64_t i, int64_t j) { return j > i; });
+    BOOST_TEST(max_difference<double>(m, 81, B, t, D, H, s) < 1e-12, "S " << s);
+    BOOST_TEST(max_difference<double>(Tensor<double>(), 91, B, t, D, H, s) < 1e-12, "S " << s);
+  }
+  // And the float64 gradient check over three blocks.
+  const int64_t tg = 35;
+  const Tensor<double> window =
+      mask_from({tg, tg}, [](int64_t, int64_t i, int64_t j) { return j > i || j + 9 <= i; });
+  testing::check_gradients(
+      [&](const std::vector<Tensor<double>>& in) { return fused(in[0], in[1], in[2], H, window); },
+      {testing::random_tensor({1, tg, 4}, 12), testing::random_tensor({1, tg, 4}, 13),
+       testing::random_tensor({1, tg, 4}, 14)});
 }
 
 // Weights over 4 MB are not kept but recomputed in backward: (2, 8, 384, 384) is 9.4 MB in float32.
