@@ -4,6 +4,8 @@
 // softmax, log_softmax, masked_fill and cross_entropy: known values, PyTorch references, masked rows
 // (zeros and zero gradient, never NaN), broadcast masks, ignored targets, float64 gradient checks, the
 // float32 path, and the error messages.
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -44,6 +46,36 @@ BOOST_AUTO_TEST_CASE(softmax_is_max_shifted) {
   // Without the shift exp(1000) overflows; 1 / (1 + e) = 0.2689414213699951.
   const auto y = ag::softmax(Tensor<float>::from({1, 2}, {1000.0f, 1001.0f})).values();
   check_close(y, {0.2689414213699951, 0.7310585786300049}, 1e-6, "softmax large");
+}
+
+// The row kernel works a SIMD packet at a time (4 to 16 lanes) and the last partial one on a padded
+// copy: every row length from 1 to 40, with -inf at scattered places (the first, the last, the whole row
+// for length 1), against exp written out in long double.
+template <typename T>
+void check_every_row_length(double tolerance) {
+  for (int64_t n = 1; n <= 40; ++n) {
+    std::vector<T> x(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j)
+      x[j] = (j % 7 == 0 || j == n - 1) && n > 1 && j != 1 ? -std::numeric_limits<T>::infinity()
+                                                           : T(0.37 * double((j * 5) % 11) - 1.3);
+    const std::vector<T> y = ag::softmax(Tensor<T>::from({n}, x)).to_vector();
+    long double m = -INFINITY, sum = 0;
+    for (T v : x) m = std::max<long double>(m, v);
+    for (T v : x) sum += std::isinf(v) ? 0.0L : std::exp(static_cast<long double>(v) - m);
+    for (int64_t j = 0; j < n; ++j) {
+      if (std::isinf(x[j])) {
+        BOOST_TEST(y[j] == T(0), "n " << n << " entry " << j);
+        continue;
+      }
+      const long double want = std::exp(static_cast<long double>(x[j]) - m) / sum;
+      BOOST_TEST(std::abs(static_cast<double>(y[j] - want)) < tolerance, "n " << n << " entry " << j);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(softmax_every_row_length_matches_exp) {
+  check_every_row_length<double>(1e-15);
+  check_every_row_length<float>(1e-7);
 }
 
 BOOST_AUTO_TEST_CASE(softmax_gradcheck) {
