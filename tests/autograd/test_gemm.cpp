@@ -109,9 +109,10 @@ BOOST_AUTO_TEST_CASE(large_products_split_over_both_threads) {
 }
 
 BOOST_AUTO_TEST_CASE(results_are_the_same_bits_for_any_thread_count) {
-  // A wide C (column split), one whose A exceeds 1 MB (column split into wide parts) and a narrow one
-  // (row split), all with edges in every direction.
-  const int64_t shapes[][3] = {{300, 260, 700}, {600, 300, 520}, {2005, 20, 90}};
+  // A wide C (column split), one whose A exceeds 1 MB (column split into wide parts), a tall one two
+  // slivers wide with a 16 KB B (row split, for more parts) and a narrow one (row split), all with edges
+  // in every direction.
+  const int64_t shapes[][3] = {{300, 260, 700}, {600, 300, 520}, {1001, 64, 63}, {2005, 20, 90}};
   for (const auto& shape : shapes) {
     const int64_t rows = shape[0], cols = shape[1], inner = shape[2];
     const Operand<float> a = make_operand<float>(rows, inner, false, 0, 1);
