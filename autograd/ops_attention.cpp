@@ -83,9 +83,8 @@ struct WeightsInputs {
   }
 
   // p (T, S) = softmax(q_h k_h^T * scale, -inf where masked) for pair i = b * H + h, with ends and
-  // widths from visible_ends; x is S scratch.
-  void compute(int64_t i, const int64_t* ends, const int64_t* widths, T* p,
-               Eigen::Array<T, Eigen::Dynamic, 1>& x) const {
+  // widths from visible_ends.
+  void compute(int64_t i, const int64_t* ends, const int64_t* widths, T* p) const {
     const int64_t b = i / H, h = i % H;
     const T* qh = q + b * Tq * D + h * hs;                       // (T, hs), rows D apart
     const MatView<T> kh = row_major(k + b * S * D + h * hs, D);  // (S, hs)
@@ -113,8 +112,7 @@ struct WeightsInputs {
         }
       else
         VecMap<T>(r, end) *= sc;
-      x.head(end) = ConstVecMap<T>(r, end);  // the scores, so that the weights can be written in their place
-      softmax_row(x.data(), r, end);
+      softmax_row(r, r, end);  // in place: the weights over the scores
     }
   }
 };
@@ -175,7 +173,6 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   // One (b, h) pair per task: each pair's numbers are computed whole by one thread, so results do not
   // depend on the thread count.
   parallel_for(B * H, 4 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
-    Eigen::Array<T, Eigen::Dynamic, 1> x(S);  // scratch, one per thread
     Buffer<T> block(keep ? 0 : static_cast<size_t>(Tq * S));
     std::vector<int64_t> ends(static_cast<size_t>(Tq)), widths(static_cast<size_t>(Tq));
     int64_t slab = -1;
@@ -183,7 +180,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
       const int64_t b = i / H, h = i % H;
       T* p = keep ? pw + i * Tq * S : block.data();  // (T, S)
       wi.visible_ends(i, ends.data(), widths.data(), slab);
-      wi.compute(i, ends.data(), widths.data(), p, x);
+      wi.compute(i, ends.data(), widths.data(), p);
       const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);  // (S, hs)
       for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock)
         gemm(std::min(kRowBlock, Tq - t0), hs, widths[t0], row_major<T>(p + t0 * S, S), vh,
@@ -212,7 +209,6 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
           parallel_for(B * H, 8 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
             Mat<T> dscores(Tq, S);  // scratch, one per thread: first dP, then dscores in place
             Buffer<T> block(kept ? 0 : static_cast<size_t>(Tq * S));
-            Eigen::Array<T, Eigen::Dynamic, 1> x(kept ? 0 : S);
             std::vector<int64_t> ends(static_cast<size_t>(Tq)), widths(static_cast<size_t>(Tq));
             int64_t slab = -1;
             for (int64_t i = i0; i < i1; ++i) {
@@ -222,7 +218,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
               const T* vh = pv + b * S * D + h * hs;
               const T* douth = dout + b * Tq * D + h * hs;
               wi.visible_ends(i, ends.data(), widths.data(), slab);
-              if (!kept) wi.compute(i, ends.data(), widths.data(), block.data(), x);  // as forward did
+              if (!kept) wi.compute(i, ends.data(), widths.data(), block.data());  // as forward did
               const T* p = kept ? weights.data() + i * Tq * S : block.data();
               // out = P v  =>  dv = P^T dout. Key rows s0.. of dv sum over the query rows that see them.
               if (dv)

@@ -10,7 +10,8 @@
 
 namespace ag {
 
-// y = softmax(x) over n values; x and y must not overlap. A row that is all -inf (a query that may attend
+// y = softmax(x) over n values; y may be x itself (each entry is read before it is written). A row that
+// is all -inf (a query that may attend
 // to nothing) gives zeros rather than the NaN of exp(-inf - -inf); an entry of -inf gives exactly 0.
 //
 // Written on Eigen's packet primitives (the SIMD layer under its expressions) as three passes: the
