@@ -51,8 +51,9 @@ constexpr int64_t kInPlaceBBytes = 64 * 1024;
 // kLargeAMinSlivers column slivers: medium's fc1 weight gradient (dY^T X, A 2048 x 2048) ran at 126
 // GFLOP/s on 2 threads in 8 parts of 2 slivers, 186 in 2 parts of 8.
 constexpr int64_t kLargeABytes = 1 << 20;
-constexpr int64_t kSmallBBytes = 16 * 1024;
 constexpr int64_t kLargeAMinSlivers = 8;
+// A packed B at most this large is cheap enough to pack again in every part of a row split (see gemm).
+constexpr int64_t kSmallBBytes = 16 * 1024;
 
 template <typename T>
 struct Tile {
