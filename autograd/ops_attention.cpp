@@ -47,6 +47,25 @@ constexpr int64_t kRecomputeWeightsBytes = int64_t(4) << 20;
 // keys on average, and each product still fills whole 8-row GEMM tiles.
 constexpr int64_t kRowBlock = 16;
 
+// Which keys the query rows of one (b, h) pair may see, read from the mask by WeightsInputs::visible:
+//   ends[t]       1 + the last key query t may attend to (0 if none);
+//   widths[t]     the largest end in t's block of kRowBlock rows. Row t's weights are computed over its
+//                 first widths[t] keys (the masked ones among them as -inf, so 0) and are 0 beyond: a
+//                 whole block shares one width, so its rows are as long as its products and the softmax
+//                 runs on whole vectors, not a scalar tail per row;
+//   first_rows[j] for key block j (keys j * kRowBlock on): the first row whose width reaches into it (T if
+//                 none). Rows before it have zero weights on those keys, so the products summed over query
+//                 rows for them (dv, dk) may start there.
+// They depend only on the pair's slab of the mask, `slab` (-1 before the first read).
+struct VisibleKeys {
+  std::vector<int64_t> ends, widths, first_rows;
+  int64_t slab = -1;
+  VisibleKeys(int64_t Tq, int64_t S)
+      : ends(static_cast<size_t>(Tq)),
+        widths(static_cast<size_t>(Tq)),
+        first_rows(static_cast<size_t>((S + kRowBlock - 1) / kRowBlock)) {}
+};
+
 // Everything the weights of one (b, h) pair are computed from.
 template <typename T>
 struct WeightsInputs {
@@ -57,16 +76,12 @@ struct WeightsInputs {
   int64_t Tq, S, D, H, hs;
   T scale;
 
-  // For pair i: ends[t] = 1 + the last key query t may attend to (0 if none), and widths[t] the largest
-  // end in t's block of kRowBlock rows. Row t's weights are computed over its first widths[t] keys (the
-  // masked ones among them as -inf, so 0) and are 0 beyond: a whole block shares one width, so its rows
-  // are as long as its products and the softmax runs on whole vectors, not a scalar tail per row.
-  // They depend only on the pair's slab of the mask, so a call for the slab of the previous call (`slab`,
-  // -1 at first) returns at once: a mask broadcast over batch and heads is scanned once per thread.
-  void visible_ends(int64_t i, int64_t* ends, int64_t* widths, int64_t& slab) const {
+  // Fills `keys` for pair i, unless they were read from the same slab of the mask by the previous call:
+  // a mask broadcast over batch and heads is scanned once per thread.
+  void visible(int64_t i, VisibleKeys& keys) const {
     const int64_t b = i / H, h = i % H;
-    if (mi.row(b, h, 0) == slab) return;
-    slab = mi.row(b, h, 0);
+    if (mi.row(b, h, 0) == keys.slab) return;
+    keys.slab = mi.row(b, h, 0);
     for (int64_t t = 0; t < Tq; ++t) {
       const T* mr = mi.defined ? mask + mi.row(b, h, t) : nullptr;
       int64_t end = S;
@@ -74,17 +89,24 @@ struct WeightsInputs {
         end = *mr != T(0) ? 0 : S;
       else if (mr)
         while (end > 0 && mr[end - 1] != T(0)) --end;
-      ends[t] = end;
+      keys.ends[t] = end;
     }
     for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock) {
       const int64_t t1 = std::min(Tq, t0 + kRowBlock);
-      std::fill(widths + t0, widths + t1, *std::max_element(ends + t0, ends + t1));
+      std::fill(keys.widths.begin() + t0, keys.widths.begin() + t1,
+                *std::max_element(keys.ends.begin() + t0, keys.ends.begin() + t1));
+    }
+    for (size_t j = 0; j < keys.first_rows.size(); ++j) {
+      int64_t t = 0;
+      while (t < Tq && keys.widths[t] <= static_cast<int64_t>(j) * kRowBlock) ++t;
+      keys.first_rows[j] = t;
     }
   }
 
-  // p (T, S) = softmax(q_h k_h^T * scale, -inf where masked) for pair i = b * H + h, with ends and
-  // widths from visible_ends.
-  void compute(int64_t i, const int64_t* ends, const int64_t* widths, T* p) const {
+  // p (T, S) = softmax(q_h k_h^T * scale, -inf where masked) for pair i = b * H + h, with `keys` from
+  // visible.
+  void compute(int64_t i, const VisibleKeys& keys, T* p) const {
+    const std::vector<int64_t>& widths = keys.widths;
     const int64_t b = i / H, h = i % H;
     const T* qh = q + b * Tq * D + h * hs;                       // (T, hs), rows D apart
     const MatView<T> kh = row_major(k + b * S * D + h * hs, D);  // (S, hs)
@@ -96,7 +118,7 @@ struct WeightsInputs {
     const T sc = scale, ninf = -std::numeric_limits<T>::infinity();
     for (int64_t t = 0; t < Tq; ++t) {
       T* r = p + t * S;
-      if (ends[t] == 0) {  // nowhere to look: zero weights, zero output, zero gradient
+      if (keys.ends[t] == 0) {  // nowhere to look: zero weights, zero output, zero gradient
         std::fill(r, r + S, T(0));
         continue;
       }
@@ -116,14 +138,6 @@ struct WeightsInputs {
     }
   }
 };
-
-// The first row of P whose visible keys reach past key s0 (T if none): rows before it have zero weights
-// on keys s0 onwards, so the products summed over query rows for those keys (dv, dk) may start there.
-inline int64_t first_row_reaching(const int64_t* ends, int64_t Tq, int64_t s0) {
-  int64_t t = 0;
-  while (t < Tq && ends[t] <= s0) ++t;
-  return t;
-}
 
 }  // namespace
 
@@ -174,16 +188,15 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   // depend on the thread count.
   parallel_for(B * H, 4 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
     Buffer<T> block(keep ? 0 : static_cast<size_t>(Tq * S));
-    std::vector<int64_t> ends(static_cast<size_t>(Tq)), widths(static_cast<size_t>(Tq));
-    int64_t slab = -1;
+    VisibleKeys keys(Tq, S);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
       T* p = keep ? pw + i * Tq * S : block.data();  // (T, S)
-      wi.visible_ends(i, ends.data(), widths.data(), slab);
-      wi.compute(i, ends.data(), widths.data(), p);
+      wi.visible(i, keys);
+      wi.compute(i, keys, p);
       const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);  // (S, hs)
       for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock)
-        gemm(std::min(kRowBlock, Tq - t0), hs, widths[t0], row_major<T>(p + t0 * S, S), vh,
+        gemm(std::min(kRowBlock, Tq - t0), hs, keys.widths[t0], row_major<T>(p + t0 * S, S), vh,
              po + (b * Tq + t0) * D + h * hs, D, false);
     }
   });
@@ -209,21 +222,21 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
           parallel_for(B * H, 8 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
             Mat<T> dscores(Tq, S);  // scratch, one per thread: first dP, then dscores in place
             Buffer<T> block(kept ? 0 : static_cast<size_t>(Tq * S));
-            std::vector<int64_t> ends(static_cast<size_t>(Tq)), widths(static_cast<size_t>(Tq));
-            int64_t slab = -1;
+            VisibleKeys keys(Tq, S);
+            const std::vector<int64_t>& widths = keys.widths;
             for (int64_t i = i0; i < i1; ++i) {
               const int64_t b = i / H, h = i % H;
               const T* qh = pq + b * Tq * D + h * hs;
               const T* kh = pk + b * S * D + h * hs;
               const T* vh = pv + b * S * D + h * hs;
               const T* douth = dout + b * Tq * D + h * hs;
-              wi.visible_ends(i, ends.data(), widths.data(), slab);
-              if (!kept) wi.compute(i, ends.data(), widths.data(), block.data());  // as forward did
+              wi.visible(i, keys);
+              if (!kept) wi.compute(i, keys, block.data());  // as forward did
               const T* p = kept ? weights.data() + i * Tq * S : block.data();
               // out = P v  =>  dv = P^T dout. Key rows s0.. of dv sum over the query rows that see them.
               if (dv)
                 for (int64_t s0 = 0; s0 < S; s0 += kRowBlock) {
-                  const int64_t t0 = first_row_reaching(widths.data(), Tq, s0);
+                  const int64_t t0 = keys.first_rows[s0 / kRowBlock];
                   gemm(std::min(kRowBlock, S - s0), hs, Tq - t0, row_major(p + t0 * S + s0, S).transposed(),
                        row_major(douth + t0 * D, D), dv.data() + (b * S + s0) * D + h * hs, D, dv.adds());
                 }
@@ -251,7 +264,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                        row_major(kh, D), dq.data() + (b * Tq + t0) * D + h * hs, D, dq.adds());
               if (dk)
                 for (int64_t s0 = 0; s0 < S; s0 += kRowBlock) {
-                  const int64_t t0 = first_row_reaching(widths.data(), Tq, s0);
+                  const int64_t t0 = keys.first_rows[s0 / kRowBlock];
                   gemm(std::min(kRowBlock, S - s0), hs, Tq - t0,
                        row_major<T>(dscores.data() + t0 * S + s0, S).transposed(), row_major(qh + t0 * D, D),
                        dk.data() + (b * S + s0) * D + h * hs, D, dk.adds());

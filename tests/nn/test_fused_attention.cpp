@@ -4,9 +4,9 @@
 // The fused attention op (ag::attention) against the composed path it replaces (split heads, then
 // nn::scaled_dot_product_attention's matmul, scale, masked_fill, softmax, matmul, then merge heads):
 // values and gradients, with causal, padding (including a fully masked row), no mask and masks of every
-// shape of visible keys across the op's blocks of query rows; its float64
-// gradient check; weights recomputed in backward (large ones) against the composed path too, and what the
-// graph keeps; MultiHeadAttention's fused and hooked (composed) paths; and thread-count independence.
+// shape of visible keys across the op's blocks of query rows; its float64 gradient check; weights
+// recomputed in backward (large ones) against the composed path too, and what the graph keeps;
+// MultiHeadAttention's fused and hooked (composed) paths; and thread-count independence.
 #include <cmath>
 #include <iterator>
 #include <limits>
