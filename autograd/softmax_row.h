@@ -11,8 +11,8 @@
 namespace ag {
 
 // y = softmax(x) over n values; y may be x itself (each entry is read before it is written). A row that
-// is all -inf (a query that may attend
-// to nothing) gives zeros rather than the NaN of exp(-inf - -inf); an entry of -inf gives exactly 0.
+// is all -inf (a query that may attend to nothing) gives zeros rather than the NaN of exp(-inf - -inf); an
+// entry of -inf gives exactly 0.
 //
 // Written on Eigen's packet primitives (the SIMD layer under its expressions) as three passes: the
 // maximum, exp with the sum in the same pass, the scaling. The expression form took five (max, exp, a
