@@ -13,7 +13,7 @@ Give PyTorch its best setting on this machine (Debian's OpenBLAS 0.3.21 does not
         bench/configs/small.json --threads 2
 (with OPENBLAS_L2_SIZE unset). torch.set_num_threads does not reach Debian's OpenBLAS (PyTorch is built
 with a generic BLAS), so --threads is also passed to OpenBLAS through its C API; without OpenBLAS (Debian's
-reference libblas3 only, ~20x slower at GEMM) a warning goes to stderr: install libopenblas0-pthread.
+reference libblas3 only, ~20x slower at GEMM) it stops with an error: install libopenblas0-pthread.
 """
 
 import argparse
@@ -123,14 +123,18 @@ class CausalLM(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def set_blas_threads(threads):
-    """Give Debian's OpenBLAS (behind libblas.so.3) the same thread count; warn if it is not OpenBLAS."""
+def set_blas_threads(threads, allow_reference_blas):
+    """Give Debian's OpenBLAS (behind libblas.so.3) the same thread count. Without OpenBLAS, PyTorch's
+    GEMMs run ~20x slower and a comparison would mislead, so that stops the bench unless allowed."""
     try:
         blas = ctypes.CDLL("libblas.so.3")
         blas.openblas_set_num_threads(threads)
     except (OSError, AttributeError):
-        print("torch_bench: libblas.so.3 is not OpenBLAS: PyTorch's GEMMs run on the slow reference BLAS "
-              "(apt-get install libopenblas0-pthread)", file=sys.stderr)
+        message = ("torch_bench: libblas.so.3 is not OpenBLAS, PyTorch's GEMMs would run on the slow "
+                   "reference BLAS: apt-get install libopenblas0-pthread (or pass --allow-reference-blas)")
+        if not allow_reference_blas:
+            sys.exit(message)
+        print(message, file=sys.stderr)
 
 
 def load_config(path):
@@ -180,6 +184,8 @@ def main():
     parser.add_argument("--peak-gflops", type=float, help="machine peak (attograd's peak_fma_gflops), for mfu")
     parser.add_argument("--forward", action="store_true",
                         help="time forward passes under torch.no_grad() instead of training steps")
+    parser.add_argument("--allow-reference-blas", action="store_true",
+                        help="run even when libblas.so.3 is not OpenBLAS (a warning instead of an error)")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 0:
         parser.error("--steps must be >= 1 and --warmup >= 0")
@@ -188,7 +194,7 @@ def main():
     train, m = config["train"], config["model"]
     threads = args.threads if args.threads is not None else train["threads"]
     torch.set_num_threads(threads)
-    set_blas_threads(threads)
+    set_blas_threads(threads, args.allow_reference_blas)
     torch.manual_seed(config["seed"])
 
     batch, seq_len, vocab = train["batch_size"], config["seq_len"], config["vocab"]
