@@ -1,8 +1,11 @@
 // The worker pool behind parallel_for (see threads.h): num_threads() - 1 persistent workers plus the caller.
 // A job is published by bumping a generation counter; the caller and the workers then claim its chunks
-// one at a time until none is left, and the caller waits for the last to finish. Which thread runs a
-// chunk varies; the chunks themselves (and so the results) depend only on n and the thread count. Idle
-// threads spin briefly and then sleep, so a busy machine is not made busier.
+// one at a time until none is left, and the caller waits for the last to finish. Each thread owns an
+// equal run of the chunks and claims its own first, then takes what is left of the others'. So on a quiet
+// machine thread t runs the same share of [0, n) in every job: the rows an op writes stay in the cache of
+// the core that reads them in the next op. A slow or descheduled thread's chunks are taken by the others.
+// Which thread runs a chunk may vary; the chunks themselves (and so the results) depend only on n and the
+// thread count. Idle threads spin briefly and then sleep, so a busy machine is not made busier.
 #include "autograd/threads.h"
 
 #include <algorithm>
@@ -64,11 +67,11 @@ class Pool {
  public:
   // Starts threads - 1 workers. If one cannot be started (the system's thread limit, or memory), the
   // workers already running are stopped and joined and a std::runtime_error says which one failed.
-  explicit Pool(int threads) : threads_(threads) {
+  explicit Pool(int threads) : threads_(threads), next_(new Claim[threads]) {
     try {
       for (int i = 1; i < threads; ++i) {
         if (const detail::WorkerStartHook hook = g_worker_start_hook.load()) hook(i);
-        workers_.emplace_back([this] { work(); });
+        workers_.emplace_back([this, i] { work(i); });
       }
     } catch (const std::exception& e) {
       const size_t started = workers_.size();
@@ -87,18 +90,19 @@ class Pool {
     // no longer claim a chunk of it against this job's chunk count and function (jobs of different
     // sizes in a row made that race real).
     const uint64_t gen = generation_.load() + 1;
-    next_.store(gen << 32);
+    const int64_t parts = std::min<int64_t>(n, int64_t(kChunksPerThread) * threads_);
+    for (int t = 0; t < threads_; ++t) next_[t].word.store(gen << 32 | uint64_t(first_chunk(t, parts)));
     fn_ = fn;
     ctx_ = ctx;
     n_ = n;
-    parts_.store(std::min<int64_t>(n, int64_t(kChunksPerThread) * threads_));
+    parts_.store(parts);
     completed_.store(0);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       generation_.store(gen);
     }
     wake_.notify_all();
-    drain(gen);
+    drain(gen, 0);
     if (!spin_until([this] { return completed_.load() == parts_; })) {
       std::unique_lock<std::mutex> lock(mutex_);
       done_.wait(lock, [this] { return completed_.load() == parts_; });
@@ -110,23 +114,34 @@ class Pool {
   // has descheduled delays the job by one chunk at most (the others take the rest).
   static constexpr int kChunksPerThread = 4;
 
-  // Claims and runs chunks of job `gen` until none is left. A claim is a compare-and-swap on
-  // (generation << 32 | next chunk), so a late thread can never claim a chunk of a newer job by mistake.
-  void drain(uint64_t gen) {
-    for (;;) {
-      uint64_t v = next_.load();
-      int64_t c;
-      do {
-        c = static_cast<int64_t>(v & 0xffffffffu);
-        if ((v >> 32) != gen || c >= parts_) return;
-      } while (!next_.compare_exchange_weak(v, v + 1));
-      const int64_t b = n_ * c / parts_, e = n_ * (c + 1) / parts_;
-      t_in_region = true;
-      fn_(ctx_, b, e);
-      t_in_region = false;
-      if (completed_.fetch_add(1) + 1 == parts_) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        done_.notify_one();
+  // Thread t's own run of a job's chunks starts here (and ends where thread t + 1's starts).
+  int64_t first_chunk(int t, int64_t parts) const { return parts * t / threads_; }
+
+  // Claims and runs chunks of job `gen` until none is left: thread `self`'s own run first, then the
+  // others' in turn. A claim is a compare-and-swap on a run's (generation << 32 | next chunk), so a late
+  // thread can never claim a chunk of a newer job by mistake.
+  void drain(uint64_t gen, int self) {
+    for (int k = 0; k < threads_; ++k) {
+      const int t = (self + k) % threads_;
+      for (;;) {
+        const int64_t parts = parts_.load();
+        std::atomic<uint64_t>& next = next_[t].word;
+        uint64_t v = next.load();
+        int64_t c;
+        do {
+          c = static_cast<int64_t>(v & 0xffffffffu);
+          if ((v >> 32) != gen || c >= first_chunk(t + 1, parts)) break;
+        } while (!next.compare_exchange_weak(v, v + 1));
+        if ((v >> 32) != gen) return;  // the job has ended; a newer one may have begun
+        if (c >= first_chunk(t + 1, parts)) break;
+        const int64_t b = n_ * c / parts, e = n_ * (c + 1) / parts;
+        t_in_region = true;
+        fn_(ctx_, b, e);
+        t_in_region = false;
+        if (completed_.fetch_add(1) + 1 == parts) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          done_.notify_one();
+        }
       }
     }
   }
@@ -142,7 +157,7 @@ class Pool {
     workers_.clear();
   }
 
-  void work() {
+  void work(int self) {
     uint64_t seen = 0;
     for (;;) {
       if (!spin_until([&] { return generation_.load() != seen; },
@@ -152,7 +167,7 @@ class Pool {
       }
       seen = generation_.load();
       if (stop_) return;
-      drain(seen);
+      drain(seen, self);
     }
   }
 
@@ -161,7 +176,12 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<uint64_t> next_{0};
+  // The next chunk of each thread's run, tagged with the job's generation; a cache line each, so claims
+  // on different runs do not contend.
+  struct alignas(64) Claim {
+    std::atomic<uint64_t> word{0};
+  };
+  std::unique_ptr<Claim[]> next_;
   std::atomic<int64_t> completed_{0};
   bool stop_ = false;
   std::atomic<bool> workers_spin_{true};

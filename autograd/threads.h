@@ -2,9 +2,11 @@
 // GEMMs that are large enough to split (OpenMP is not used at all: Eigen's OpenMP GEMM threading, tried
 // first, spent more time waking and spin-waiting threads than multiplying on these small products).
 //
-// Determinism: parallel_for splits [0, n) into contiguous chunks by a fixed rule (a few per thread, from n
-// and the thread count only), so for a fixed thread count every element is computed by the same code on
-// the same data in the same order, whichever thread happens to run its chunk.
+// Determinism: parallel_for splits [0, n) into contiguous chunks by a fixed rule (min(n, 4 x threads)
+// chunks of equal size, give or take one), so for a fixed thread count every element is computed by the
+// same code on the same data in the same order, whichever thread happens to run its chunk. Each thread
+// runs its own share of the chunks when it can (threads.cpp), so consecutive ops over the same rows find
+// them in the same core's cache.
 // Row-wise kernels (one row per task) and the GEMMs (gemm.h) give the same bits for every thread count.
 //
 // Idle workers spin for up to 200 microseconds, then sleep on a condition variable; while other processes

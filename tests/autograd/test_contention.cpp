@@ -1,6 +1,8 @@
-// The pool while other processes use the cores: idle workers sleep instead of spinning and small jobs run
-// on the caller (autograd/threads.cpp). Either way every index runs once, nested jobs finish, and
-// results keep their bits; and the measurement (autograd/cpu_contention.h) sees a spinning process.
+// The pool (autograd/threads.cpp): each thread claims its own run of a job's chunks first and then takes
+// what is left of the others', so every chunk runs once, with the same bounds, even when one thread is
+// slow. While other processes use the cores, idle workers sleep instead of spinning and small jobs run
+// on the caller. Either way every index runs once, nested jobs finish, and results keep their bits; and
+// the measurement (autograd/cpu_contention.h) sees a spinning process.
 #define BOOST_TEST_MODULE contention
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,7 +12,10 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "autograd/cpu_contention.h"
@@ -42,6 +47,37 @@ std::vector<float> product(int64_t m, int64_t n, int64_t k) {
 }
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(every_chunk_runs_once_with_fixed_bounds_when_one_thread_is_slow) {
+  for (int threads : {2, 3, 4}) {
+    const PoolSetting setting(threads, ag::detail::Contention::kQuiet);
+    for (int64_t n : {2, 3, 5, 8, 13, 16, 17, 100}) {
+      // Which thread runs a chunk varies from run to run; the chunks' bounds may not. A slow first chunk
+      // (the caller's, or a worker's) leaves its owner's other chunks for the rest to take.
+      for (int64_t slow_begin : {int64_t(0), n - 1}) {
+        std::mutex mutex;
+        std::set<std::pair<int64_t, int64_t>> chunks;
+        std::vector<std::atomic<int>> hits(n);
+        ag::parallel_for(n, int64_t(1) << 30, [&](int64_t b, int64_t e) {
+          if (b <= slow_begin && slow_begin < e) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+          const std::lock_guard<std::mutex> lock(mutex);
+          chunks.insert({b, e});
+        });
+        for (int64_t i = 0; i < n; ++i)
+          BOOST_REQUIRE_MESSAGE(hits[i].load() == 1, "threads " << threads << " n " << n << " index " << i);
+        const int64_t parts = std::min<int64_t>(n, 4 * threads);
+        BOOST_REQUIRE_EQUAL(chunks.size(), size_t(parts));
+        int64_t c = 0;
+        for (const auto& chunk : chunks) {
+          BOOST_CHECK_EQUAL(chunk.first, n * c / parts);
+          BOOST_CHECK_EQUAL(chunk.second, n * (c + 1) / parts);
+          ++c;
+        }
+      }
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(a_contended_pool_runs_every_index_once_including_nested_jobs) {
   const PoolSetting setting(2, ag::detail::Contention::kBusy);
