@@ -43,7 +43,9 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 // 9.3 ms with 1 thread. So while the cores are contended, idle workers sleep at once (and are woken
 // per job), and jobs smaller than this much work, which a woken worker would reach too late to help
 // with, run on the calling thread alone. Either way every kernel computes the same bits (threads.h).
-constexpr int64_t kContendedMinWork = int64_t(1) << 24;
+// 2^26 flops is about 300 us on one Zen 5 core: with 2^24 (tuned on Zen 4, whose cores issue half the
+// flops per cycle) tiny's fc1 products still went to a worker that shared its core with the neighbour.
+constexpr int64_t kContendedMinWork = int64_t(1) << 26;
 
 thread_local bool t_in_region = false;
 
