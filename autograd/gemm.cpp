@@ -54,6 +54,9 @@ constexpr int64_t kLargeABytes = 1 << 20;
 constexpr int64_t kLargeAMinSlivers = 8;
 // A packed B at most this large is cheap enough to pack again in every part of a row split (see gemm).
 constexpr int64_t kSmallBBytes = 16 * 1024;
+// A C with at most this many elements and an inner dimension of several slices (a weight's gradient,
+// dY^T X over many tokens, at tiny and small widths) is split by slices of the inner dimension instead.
+constexpr int64_t kSliceSplitMaxC = 64 * 1024;
 
 template <typename T>
 struct Tile {
@@ -241,6 +244,40 @@ void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatVie
   }
 }
 
+// A small C over a deep inner dimension (a weight's gradient dY^T X: C is out x in, the inner dimension
+// the tokens), one part per kKC-deep slice: part j sums slice j into its own scratch C, as gemm_serial
+// would from zero, and the parts are then added to C in slice order, as gemm_serial adds them. So the
+// bits are those of the serial product. A column split would give such a C only a few parts, each
+// reading every token's rows; here each part reads only its slice's tokens, the rows that the same
+// thread wrote in the ops before (threads.h: a thread runs its own share of every job).
+template <typename T>
+void gemm_by_slices(int64_t rows, int64_t cols, int64_t inner, int64_t slices, MatView<T> a, MatView<T> b,
+                    T* c, int64_t ldc, bool accumulate) {
+  thread_local Buffer<T> partials_buffer;
+  const int64_t size = rows * cols;
+  T* partials = scratch(partials_buffer, slices * size);
+  parallel_for(slices, 2 * size * inner, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t p0 = j * kKC, kc = std::min(kKC, inner - p0);
+      gemm_serial(rows, cols, kc, MatView<T>{a.data + p0 * a.col_stride, a.row_stride, a.col_stride},
+                  MatView<T>{b.data + p0 * b.row_stride, b.row_stride, b.col_stride}, partials + j * size,
+                  cols, false);
+    }
+  });
+  parallel_for(rows, size * slices, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      T* ci = c + i * ldc;
+      for (int64_t j = 0; j < slices; ++j) {
+        const T* pi = partials + j * size + i * cols;
+        if (j == 0 && !accumulate)
+          std::copy(pi, pi + cols, ci);
+        else
+          for (int64_t x = 0; x < cols; ++x) ci[x] += pi[x];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 template <typename T>
@@ -263,6 +300,9 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
   // only its own columns of B and nothing is copied twice. Otherwise (a narrow C) by row slivers, each
   // part packing all of B. Either way every element of C is summed in the same order.
   constexpr int kNR = Tile<T>::kNR;
+  const int64_t slices = (inner + kKC - 1) / kKC;
+  if (slices >= threads && rows * cols <= kSliceSplitMaxC)
+    return gemm_by_slices(rows, cols, inner, slices, a, b, c, ldc, accumulate);
   const int64_t col_slivers = (cols + kNR - 1) / kNR, row_slivers = (rows + kMR - 1) / kMR;
   const int64_t max_parts = std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops));
   // A few column parts over a tall C (a Linear over many tokens with few outputs) leave little to hand

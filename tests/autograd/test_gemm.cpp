@@ -131,6 +131,35 @@ BOOST_AUTO_TEST_CASE(results_are_the_same_bits_for_any_thread_count) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_small_c_over_a_deep_inner_dimension_splits_by_slices_with_the_serial_bits) {
+  // Weight gradients (dY^T X: A transposed, the inner dimension the tokens) with a C of at most 64K
+  // elements and 2 to 4 slices of the inner dimension, the last one cut short: each slice is summed
+  // apart and the slices added in order. Over C's old values too, against the serial product.
+  const int64_t shapes[][3] = {{64, 64, 1024}, {70, 250, 1700}, {9, 33, 2049}, {256, 250, 1030}};
+  for (const auto& shape : shapes)
+    for (bool accumulate : {false, true}) {
+      const int64_t rows = shape[0], cols = shape[1], inner = shape[2];
+      const Operand<float> a = make_operand<float>(rows, inner, true, 1, 3);
+      const Operand<float> b = make_operand<float>(inner, cols, false, 0, 4);
+      std::vector<float> start(rows * cols);
+      for (size_t i = 0; i < start.size(); ++i) start[i] = float(i % 7) - 3.0f;
+      std::vector<float> one = start;
+      ag::set_num_threads(1);
+      ag::gemm(rows, cols, inner, a.view, b.view, one.data(), cols, accumulate);
+      for (int threads : {2, 3, 4}) {
+        std::vector<float> many = start;
+        ag::set_num_threads(threads);
+        ag::gemm(rows, cols, inner, a.view, b.view, many.data(), cols, accumulate);
+        BOOST_TEST(one == many, rows << "x" << inner << "x" << cols << " accumulate " << accumulate << " at "
+                                     << threads << " threads");
+      }
+      ag::set_num_threads(2);
+      check_case<float>(rows, cols, inner, true, false, 2, accumulate);
+      check_case<double>(rows, cols, inner, true, true, 0, accumulate);
+    }
+  ag::set_num_threads(1);
+}
+
 // The threads of this process, from /proc/self/task.
 int live_threads() {
   int n = 0;
