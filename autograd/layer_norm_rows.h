@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autograd/tensor.h"
+#include "autograd/threads.h"
 
 namespace ag::detail {
 
@@ -54,6 +55,37 @@ void layer_norm_row_backward(const ConstVecMap<T>& x, const ConstVecMap<T>& dy, 
   const T g_mean = (dy * weight).sum() * inv_cols;
   const T gx_mean = (dy * weight * (x - mean)).sum() * rstd * inv_cols;
   put(rstd * (dy * weight - g_mean - (x - mean) * rstd * gx_mean));
+}
+
+// The affine parameters' gradients from rows x cols of dy, x and their per-row mean and rstd:
+// dweight (+)= the column sums of dy * xhat, dbias (+)= those of dy (either Grad may be empty). Rows go in
+// blocks of kRows, summed row by row in parallel (each thread over the rows it wrote in the ops before),
+// and the blocks' sums are added in order: the bits depend on the shapes alone, not on the split.
+template <typename T>
+void put_layer_norm_param_grads(const Grad<T>& dweight, const Grad<T>& dbias, int64_t rows, int64_t cols,
+                                const T* dy, const T* x, const T* mean, const T* rstd) {
+  if (!dweight && !dbias) return;
+  constexpr int64_t kRows = 128;
+  const int64_t blocks = (rows + kRows - 1) / kRows;
+  thread_local Buffer<T> sums_buffer;  // per block: the weight's sums, then the bias's
+  if (static_cast<int64_t>(sums_buffer.size()) < 2 * blocks * cols) sums_buffer.resize(2 * blocks * cols);
+  T* sums = sums_buffer.data();
+  parallel_for(blocks, 3 * rows * cols, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      VecMap<T> wsum(sums + 2 * b * cols, cols), bsum(sums + (2 * b + 1) * cols, cols);
+      wsum.setZero();
+      bsum.setZero();
+      for (int64_t r = b * kRows; r < std::min(rows, (b + 1) * kRows); ++r) {
+        ConstVecMap<T> dyr(dy + r * cols, cols);
+        if (dweight) wsum += dyr * (ConstVecMap<T>(x + r * cols, cols) - mean[r]) * rstd[r];
+        if (dbias) bsum += dyr;
+      }
+    }
+  });
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (dweight) dweight.put(0, cols, ConstVecMap<T>(sums + 2 * b * cols, cols));
+    if (dbias) dbias.put(0, cols, ConstVecMap<T>(sums + (2 * b + 1) * cols, cols));
+  }
 }
 
 }  // namespace ag::detail

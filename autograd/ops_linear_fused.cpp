@@ -189,14 +189,8 @@ Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, cons
                                                    rstd[r], [&](const auto& e) { dx.put(r * in, in, e); });
                  }
                });
-             if (dln_weight || dln_bias)
-               for (int64_t i = 0; i < rows; ++i) {
-                 const int64_t r = r0 + i;
-                 ConstVecMap<T> dzr(dz.data() + i * in, in);
-                 if (dln_weight)
-                   dln_weight.put(0, in, dzr * (ConstVecMap<T>(xp + r * in, in) - mean[r]) * rstd[r]);
-                 if (dln_bias) dln_bias.put(0, in, dzr);
-               }
+             detail::put_layer_norm_param_grads(dln_weight, dln_bias, rows, in, dz.data(), xp + r0 * in,
+                                                mean.data() + r0, rstd.data() + r0);
            }
            if (n.inputs.size() > 4) detail::put_bias_grad(*n.inputs[4], dy, R, out_features);
          });

@@ -46,16 +46,8 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
                                                    [&](const auto& e) { dx.put(r * cols, cols, e); });
                });
              }
-             // Serial over rows so the parameter gradients sum in a fixed order (deterministic across thread
-             // counts); this pass is a small fraction of the cost.
              const detail::Grad<T> dweight(wn, detail::GradWrites::kSum), dbias(bn, detail::GradWrites::kSum);
-             if (dweight || dbias)
-               for (int64_t r = 0; r < rows; ++r) {
-                 ConstVecMap<T> dyr(dy + r * cols, cols);
-                 if (dweight)
-                   dweight.put(0, cols, dyr * (ConstVecMap<T>(xp + r * cols, cols) - mean[r]) * rstd[r]);
-                 if (dbias) dbias.put(0, cols, dyr);
-               }
+             detail::put_layer_norm_param_grads(dweight, dbias, rows, cols, dy, xp, mean.data(), rstd.data());
            });
   return out;
 }
