@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/row_block_sums.h"
 #include "autograd/tensor.h"
-#include "autograd/threads.h"
 
 namespace ag::detail {
 
@@ -58,34 +58,24 @@ void layer_norm_row_backward(const ConstVecMap<T>& x, const ConstVecMap<T>& dy, 
 }
 
 // The affine parameters' gradients from rows x cols of dy, x and their per-row mean and rstd:
-// dweight (+)= the column sums of dy * xhat, dbias (+)= those of dy (either Grad may be empty). Rows go in
-// blocks of kRows, summed row by row in parallel (each thread over the rows it wrote in the ops before),
-// and the blocks' sums are added in order: the bits depend on the shapes alone, not on the split.
+// dweight (+)= the column sums of dy * xhat, dbias (+)= those of dy (either Grad may be empty), in blocks
+// of rows (row_block_sums.h).
 template <typename T>
 void put_layer_norm_param_grads(const Grad<T>& dweight, const Grad<T>& dbias, int64_t rows, int64_t cols,
                                 const T* dy, const T* x, const T* mean, const T* rstd) {
   if (!dweight && !dbias) return;
-  constexpr int64_t kRows = 128;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
-  thread_local Buffer<T> sums_buffer;  // per block: the weight's sums, then the bias's
-  if (static_cast<int64_t>(sums_buffer.size()) < 2 * blocks * cols) sums_buffer.resize(2 * blocks * cols);
-  T* sums = sums_buffer.data();
-  parallel_for(blocks, 3 * rows * cols, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      VecMap<T> wsum(sums + 2 * b * cols, cols), bsum(sums + (2 * b + 1) * cols, cols);
-      wsum.setZero();
-      bsum.setZero();
-      for (int64_t r = b * kRows; r < std::min(rows, (b + 1) * kRows); ++r) {
+  // Per block: the weight's sums, then the bias's.
+  sum_row_blocks<T>(
+      rows, cols, 2, 3,
+      [&](int64_t r, T* sums) {
         ConstVecMap<T> dyr(dy + r * cols, cols);
-        if (dweight) wsum += dyr * (ConstVecMap<T>(x + r * cols, cols) - mean[r]) * rstd[r];
-        if (dbias) bsum += dyr;
-      }
-    }
-  });
-  for (int64_t b = 0; b < blocks; ++b) {
-    if (dweight) dweight.put(0, cols, ConstVecMap<T>(sums + 2 * b * cols, cols));
-    if (dbias) dbias.put(0, cols, ConstVecMap<T>(sums + (2 * b + 1) * cols, cols));
-  }
+        if (dweight) VecMap<T>(sums, cols) += dyr * (ConstVecMap<T>(x + r * cols, cols) - mean[r]) * rstd[r];
+        if (dbias) VecMap<T>(sums + cols, cols) += dyr;
+      },
+      [&](const T* sums) {
+        if (dweight) dweight.put(0, cols, ConstVecMap<T>(sums, cols));
+        if (dbias) dbias.put(0, cols, ConstVecMap<T>(sums + cols, cols));
+      });
 }
 
 }  // namespace ag::detail

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/row_block_sums.h"
 #include "autograd/tensor.h"
 #include "autograd/threads.h"
 
@@ -53,28 +54,15 @@ bool start_linear_output(T* y, int64_t rows, int64_t cols, const T* bias, const 
   return true;
 }
 
-// dbias (+)= the column sums of dy (rows x cols). Rows go in blocks of kRows: each block's column sums
-// are taken row by row, and the blocks' sums are then added to dbias in order, so the bits depend on
-// the shapes alone, never on the split. A thread sums the rows it wrote in the ops before (threads.h),
-// where splitting by columns had every thread read every row.
+// dbias (+)= the column sums of dy (rows x cols), in blocks of rows (row_block_sums.h).
 template <typename T>
 void put_bias_grad(Node<T>& bias, const T* dy, int64_t rows, int64_t cols) {
   const Grad<T> dbias(bias, GradWrites::kSum);
   if (!dbias) return;
-  constexpr int64_t kRows = 128;
-  const int64_t blocks = (rows + kRows - 1) / kRows;
-  thread_local Buffer<T> sums_buffer;
-  if (static_cast<int64_t>(sums_buffer.size()) < blocks * cols) sums_buffer.resize(blocks * cols);
-  T* sums = sums_buffer.data();
-  parallel_for(blocks, rows * cols, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      VecMap<T> sum(sums + b * cols, cols);
-      const int64_t r0 = b * kRows, r1 = std::min(rows, r0 + kRows);
-      sum = ConstVecMap<T>(dy + r0 * cols, cols);
-      for (int64_t r = r0 + 1; r < r1; ++r) sum += ConstVecMap<T>(dy + r * cols, cols);
-    }
-  });
-  for (int64_t b = 0; b < blocks; ++b) dbias.put(0, cols, ConstVecMap<T>(sums + b * cols, cols));
+  sum_row_blocks<T>(
+      rows, cols, 1, 1,
+      [&](int64_t r, T* sum) { VecMap<T>(sum, cols) += ConstVecMap<T>(dy + r * cols, cols); },
+      [&](const T* sum) { dbias.put(0, cols, ConstVecMap<T>(sum, cols)); });
 }
 
 // The residual's gradient is dy itself.
