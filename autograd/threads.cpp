@@ -119,23 +119,25 @@ class Pool {
   // Thread t's own run of a job's chunks starts here (and ends where thread t + 1's starts).
   int64_t first_chunk(int t, int64_t parts) const { return parts * t / threads_; }
 
+  // Claims the next chunk of thread t's run of job `gen`: its index, or -1 when that run is used up or
+  // the job has ended. A claim is a compare-and-swap on the run's (generation << 32 | next chunk), so a
+  // late thread can never claim a chunk of a newer job by mistake.
+  int64_t claim(uint64_t gen, int t, int64_t parts) {
+    std::atomic<uint64_t>& next = next_[t].word;
+    uint64_t v = next.load();
+    do {
+      if ((v >> 32) != gen || static_cast<int64_t>(v & 0xffffffffu) >= first_chunk(t + 1, parts)) return -1;
+    } while (!next.compare_exchange_weak(v, v + 1));
+    return static_cast<int64_t>(v & 0xffffffffu);
+  }
+
   // Claims and runs chunks of job `gen` until none is left: thread `self`'s own run first, then the
-  // others' in turn. A claim is a compare-and-swap on a run's (generation << 32 | next chunk), so a late
-  // thread can never claim a chunk of a newer job by mistake.
+  // others' in turn.
   void drain(uint64_t gen, int self) {
     for (int k = 0; k < threads_; ++k) {
       const int t = (self + k) % threads_;
-      for (;;) {
-        const int64_t parts = parts_.load();
-        std::atomic<uint64_t>& next = next_[t].word;
-        uint64_t v = next.load();
-        int64_t c;
-        do {
-          c = static_cast<int64_t>(v & 0xffffffffu);
-          if ((v >> 32) != gen || c >= first_chunk(t + 1, parts)) break;
-        } while (!next.compare_exchange_weak(v, v + 1));
-        if ((v >> 32) != gen) return;  // the job has ended; a newer one may have begun
-        if (c >= first_chunk(t + 1, parts)) break;
+      const int64_t parts = parts_.load();
+      for (int64_t c; (c = claim(gen, t, parts)) >= 0;) {
         const int64_t b = n_ * c / parts, e = n_ * (c + 1) / parts;
         t_in_region = true;
         fn_(ctx_, b, e);
