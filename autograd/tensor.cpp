@@ -14,12 +14,12 @@ namespace ag {
 namespace {
 thread_local bool g_grad_enabled = true;
 
-// Freed storage blocks by size, for reuse. Bounded, so a one-off large tensor does not stay cached forever;
-// heap-allocated and never destroyed, so tensors in static objects can still free into it at exit.
-class StorageCache {
+// Freed storage blocks by size, for reuse, up to a bound, so a one-off large tensor does not stay cached
+// forever. Not locked: see StorageCache and LocalStorageCache.
+class SizeBins {
  public:
+  explicit SizeBins(size_t max_bytes) : max_bytes_(max_bytes) {}
   void* take(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(bytes);
     if (it == free_.end() || it->second.empty()) return nullptr;
     void* p = it->second.back();
@@ -28,24 +28,69 @@ class StorageCache {
     return p;
   }
   bool give(void* p, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_ + bytes > kMaxCachedBytes) return false;
+    if (cached_ + bytes > max_bytes_) return false;
     free_[bytes].push_back(p);
     cached_ += bytes;
     return true;
   }
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& [bytes, blocks] : free_)
+      for (void* p : blocks) f(p, bytes);
+  }
 
  private:
-  static constexpr size_t kMaxCachedBytes = size_t(1) << 30;
-  std::mutex mutex_;
+  size_t max_bytes_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
+};
+
+// The blocks every thread shares, behind a lock. Heap-allocated and never destroyed, so tensors in static
+// objects can still free into it at exit.
+class StorageCache {
+ public:
+  void* take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bins_.take(bytes);
+  }
+  bool give(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bins_.give(p, bytes);
+  }
+
+ private:
+  std::mutex mutex_;
+  SizeBins bins_{size_t(1) << 30};
 };
 
 StorageCache& storage_cache() {
   static StorageCache* cache = new StorageCache;
   return *cache;
 }
+
+// Each thread first reuses the blocks it freed itself (up to 64 MB of them), then the shared ones. Two
+// threads that allocate the same sizes (the shards of a batch, train/batch_shards.h) would otherwise swap
+// blocks through the shared cache every step, each writing into lines the other core holds: tiny's
+// 2-shard step took 3.7 ms that way against 3.1 ms with these caches (Zen 5, 2 threads). A thread's
+// blocks go to the shared cache when it ends; after that (a static tensor freed at exit) frees go there
+// directly.
+class LocalStorageCache {
+ public:
+  static SizeBins* get() { return alive_ ? &instance_.bins_ : nullptr; }
+  ~LocalStorageCache() {
+    alive_ = false;
+    bins_.for_each([](void* p, size_t bytes) {
+      if (!storage_cache().give(p, bytes)) std::free(p);
+    });
+  }
+
+ private:
+  static thread_local bool alive_;
+  static thread_local LocalStorageCache instance_;
+  SizeBins bins_{size_t(64) << 20};
+};
+thread_local bool LocalStorageCache::alive_ = true;
+thread_local LocalStorageCache LocalStorageCache::instance_;
 
 constexpr size_t kStorageAlign = 64;
 
@@ -57,6 +102,8 @@ namespace detail {
 
 void* storage_allocate(size_t bytes) {
   g_live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  if (SizeBins* local = LocalStorageCache::get())
+    if (void* p = local->take(bytes)) return p;
   if (void* p = storage_cache().take(bytes)) return p;
   // aligned_alloc wants a multiple of the alignment.
   void* p = std::aligned_alloc(kStorageAlign, (bytes + kStorageAlign - 1) / kStorageAlign * kStorageAlign);
@@ -72,7 +119,8 @@ void storage_free(void* p, size_t bytes) noexcept {
   g_live_bytes.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
   bool cached = false;
   try {
-    cached = storage_cache().give(p, bytes);
+    SizeBins* local = LocalStorageCache::get();
+    cached = (local && local->give(p, bytes)) || storage_cache().give(p, bytes);
   } catch (...) {
   }
   if (!cached) std::free(p);

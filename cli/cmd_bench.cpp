@@ -249,6 +249,7 @@ int run(const Args& a) {
                            {"config", config.name},
                            {"mode", a.forward ? "forward" : "train"},
                            {"threads", threads},
+                           {"shards", a.forward ? 1 : config.train.shards},
                            {"tokens_per_s", tokens / med},
                            {"step_ms_median", med * 1e3},
                            {"step_ms_min", *std::min_element(step_seconds.begin(), step_seconds.end()) * 1e3},

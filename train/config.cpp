@@ -301,7 +301,7 @@ Config validate(const json& document, bool for_this_machine) {
 
   const Section train = root.section("train");
   train.reject_unknown_keys({"steps", "batch_size", "lr", "warmup", "schedule", "weight_decay", "grad_clip",
-                             "threads", "eval_every", "log_every", "eval_size", "memory_limit_gb"});
+                             "threads", "eval_every", "log_every", "eval_size", "memory_limit_gb", "shards"});
   TrainConfig& r = config.train;
   train.read("steps", r.steps);
   train.read("batch_size", r.batch_size);
@@ -329,6 +329,15 @@ Config validate(const json& document, bool for_this_machine) {
   train.at_least("eval_size", r.eval_size, 1);
   train.read("memory_limit_gb", r.memory_limit_gb);
   train.at_least("memory_limit_gb", r.memory_limit_gb, 0.0);
+  train.read("shards", r.shards);
+  train.at_least("shards", r.shards, 0);
+  if (r.shards > r.batch_size) {
+    fail(train.pointer("shards"), "must be <= train.batch_size (" + std::to_string(r.batch_size) + "), got " +
+                                      std::to_string(r.shards) + " (0 = the default for the model's size)");
+  }
+  if (r.shards == 0)
+    r.shards =
+        r.batch_size >= kAutoShards && parameter_count(m) <= kAutoShardsMaxParameters ? kAutoShards : 1;
   if (for_this_machine && r.threads > max_threads()) {
     fail(train.pointer("threads"), "must be <= " + std::to_string(max_threads()) + " (4 x this machine's " +
                                        std::to_string(max_threads() / 4) + " cores), got " +
@@ -530,8 +539,9 @@ double parameter_count(const ModelConfig& m) {
 double estimate_memory_bytes(const Config& config, int seq_len) {
   const ModelConfig& m = config.model;
   const double D = m.d_model, F = m.attention_only ? 0 : m.d_ff, V = m.vocab, H = m.n_heads, T = seq_len;
-  // Weights, gradients and AdamW's m and v, all float.
-  const double parameters = 16 * parameter_count(m);
+  // Weights, gradients and AdamW's m and v, all float; each shard after the first, a copy of the weights
+  // and its own gradients.
+  const double parameters = (16 + 8 * std::max(0, config.train.shards - 1)) * parameter_count(m);
   // Per token and layer, the values autograd keeps (LayerNorm outputs, q k v, context, projections,
   // residual sums, the MLP's two hidden layers, H rows of scores and weights), each with its gradient;
   // then the logits and their softmax.
@@ -654,7 +664,8 @@ nlohmann::json to_json(const Config& config) {
         {"eval_every", r.eval_every},
         {"log_every", r.log_every},
         {"eval_size", r.eval_size},
-        {"memory_limit_gb", r.memory_limit_gb}}},
+        {"memory_limit_gb", r.memory_limit_gb},
+        {"shards", r.shards}}},
       {"output",
        {{"dir", o.dir},
         {"attention_every", o.attention_every},
@@ -676,7 +687,7 @@ bool operator==(const TrainConfig& a, const TrainConfig& b) {
   return a.steps == b.steps && a.batch_size == b.batch_size && a.lr == b.lr && a.warmup == b.warmup &&
          a.schedule == b.schedule && a.weight_decay == b.weight_decay && a.grad_clip == b.grad_clip &&
          a.threads == b.threads && a.eval_every == b.eval_every && a.log_every == b.log_every &&
-         a.eval_size == b.eval_size && a.memory_limit_gb == b.memory_limit_gb;
+         a.eval_size == b.eval_size && a.memory_limit_gb == b.memory_limit_gb && a.shards == b.shards;
 }
 
 bool operator==(const OutputConfig& a, const OutputConfig& b) {

@@ -48,6 +48,11 @@ struct TrainConfig {
   int eval_every = 250;
   int log_every = 50;
   int eval_size = 512;  // held-out sequences per evaluation
+  // The batch is split by rows into this many shards, each run forward and backward on its own copy of the
+  // model by its own thread, the gradients summed in shard order (train/batch_shards.h). It changes the
+  // bits of the gradients (not their meaning), so it is part of the run; the thread count is not. 0 = the
+  // default for the model's size (kAutoShards), resolved by load_config / from_json.
+  int shards = 0;
   // The memory estimate_memory_bytes may reach before the config is refused; 0 = this machine's physical
   // memory.
   double memory_limit_gb = 0;
@@ -95,6 +100,12 @@ double parameter_count(const ModelConfig& model);
 // moments, the activations (and their gradients) of one batch, and the held-out set. `seq_len` is the
 // task's input length T. An estimate, for refusing configs that cannot fit before anything is allocated.
 double estimate_memory_bytes(const Config& config, int seq_len);
+
+// train.shards = 0 resolves to this many shards when the batch has at least that many rows and the model has
+// at most kAutoShardsMaxParameters parameters (above that, each shard's copy of the weights and gradients
+// costs more memory than the split gains in speed); otherwise to 1.
+constexpr int kAutoShards = 2;
+constexpr double kAutoShardsMaxParameters = 4e6;
 
 // The most threads train.threads may ask for: 4 x this machine's cores.
 int max_threads();

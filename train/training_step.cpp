@@ -22,6 +22,7 @@ TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
       model_(make_model<float>(config)),
       params_(optim_params(*model_)),
       optimizer_(with_optimizer ? std::make_unique<AdamW>(params_, config.train.weight_decay) : nullptr),
+      shards_(with_optimizer ? std::make_unique<BatchShards>(*model_, config.train.shards) : nullptr),
       // The data stream is separate from the init stream, so changing the model does not change the data.
       data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {}
 
@@ -38,14 +39,10 @@ TrainingStep::Result TrainingStep::run(const Batch& batch, int64_t step) {
   if (!optimizer_) throw std::logic_error("TrainingStep::run: built without an optimiser");
   Result r;
   r.lr = learning_rate(config_.train, step);
-  model_->zero_grad();
-  const ag::Tensor<float> logits = model_->forward(batch.inputs, batch.B, batch.T);
-  ag::Tensor<float> loss = ag::cross_entropy(logits, batch.targets, -1);
-  r.loss = loss.item();
+  r.loss = shards_->forward_backward(batch);
   if (!std::isfinite(r.loss))
     throw TrainingDiverged("loss became " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") + " at step " +
                            std::to_string(step + 1));
-  loss.backward();
   r.grad_norm = grad_norm(params_);
   optimizer_->step(r.lr, clip_factor(r.grad_norm, config_.train.grad_clip));
   return r;

@@ -1,6 +1,7 @@
 // One optimisation step exactly as training runs it, shared by the trainer and `attograd bench`: the task's
 // data stream, the model, AdamW and its schedule. A step is forward, cross-entropy, backward, global-norm
-// clip and the AdamW update; drawing the batch is separate so a benchmark can time the step alone.
+// clip and the AdamW update; drawing the batch is separate so a benchmark can time the step alone. Forward
+// and backward run on train.shards shards of the batch at once (train/batch_shards.h).
 #pragma once
 
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "autograd/random.h"
 #include "nn/transformer.h"
+#include "train/batch_shards.h"
 #include "train/config.h"
 #include "train/optimizer.h"
 #include "train/tasks.h"
@@ -52,6 +54,7 @@ class TrainingStep {
   std::unique_ptr<nn::CausalLM<float>> model_;
   std::vector<OptimParam> params_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<BatchShards> shards_;  // only with an optimiser
   ag::Rng data_rng_;
 };
 

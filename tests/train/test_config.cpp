@@ -83,6 +83,7 @@ BOOST_AUTO_TEST_CASE(empty_object_gives_design_defaults) {
   BOOST_TEST(config.train.log_every == 50);
   BOOST_TEST(config.train.eval_size == 512);
   BOOST_TEST(config.train.memory_limit_gb == 0.0);  // 0 = this machine's memory
+  BOOST_TEST(config.train.shards == 2);             // 0 resolved: a small model and 64 rows
   BOOST_TEST(config.output.dir == "runs/reverse");
   BOOST_TEST(config.output.attention_every == 500);
   BOOST_TEST(config.output.probes == 4);
@@ -156,6 +157,27 @@ BOOST_AUTO_TEST_CASE(out_of_range_values) {
       "<file>: /task/kind: unknown task \"add\"; expected one of copy, reverse, sort, induction, modadd, "
       "counting, random");
   BOOST_TEST(error_of_text(R"({"name": ""})") == "<file>: /name: must not be empty");
+  BOOST_TEST(error_of_text(R"({"train": {"shards": -1}})") == "<file>: /train/shards: must be >= 0, got -1");
+  BOOST_TEST(error_of_text(R"({"train": {"batch_size": 4, "shards": 5}})") ==
+             "<file>: /train/shards: must be <= train.batch_size (4), got 5 (0 = the default for the model's "
+             "size)");
+}
+
+BOOST_AUTO_TEST_CASE(shards_default_by_model_size_and_batch) {
+  // 0 (or absent) resolves by the model's size and the batch; a given count is kept.
+  BOOST_TEST(load_config(kSource + "/bench/configs/tiny.json").train.shards == 2);
+  BOOST_TEST(load_config(kSource + "/bench/configs/small.json").train.shards == 2);
+  BOOST_TEST(load_config(kSource + "/bench/configs/medium.json").train.shards == 1);  // 12.9M parameters
+  BOOST_TEST(load_config(write_config("one_row.json", R"({"train": {"batch_size": 1}})")).train.shards == 1);
+  BOOST_TEST(
+      load_config(write_config("three.json", R"({"train": {"batch_size": 5, "shards": 3}})")).train.shards ==
+      3);
+  BOOST_TEST(load_config(kSource + "/bench/configs/medium.json", {"train.shards=4"}).train.shards == 4);
+  // Each shard after the first holds a copy of the weights and their gradients: 8 bytes a parameter.
+  const Config one = load_config(kSource + "/bench/configs/small.json", {"train.shards=1"});
+  const Config three = load_config(kSource + "/bench/configs/small.json", {"train.shards=3"});
+  BOOST_TEST(train::estimate_memory_bytes(three, 64) - train::estimate_memory_bytes(one, 64) ==
+             16 * train::parameter_count(one.model));
 }
 
 BOOST_AUTO_TEST_CASE(sequence_longer_than_max_len) {
@@ -293,7 +315,7 @@ BOOST_AUTO_TEST_CASE(resolved_config_round_trips) {
       // Every field is written, the resolved sizes included.
       BOOST_TEST(resolved["model"]["max_len"].get<int>() == config.model.max_len);
       BOOST_TEST(resolved["model"]["vocab"].get<int>() == config.model.vocab);
-      BOOST_TEST(resolved["train"].size() == 12u);
+      BOOST_TEST(resolved["train"].size() == 13u);
       BOOST_TEST(train::from_json(resolved) == config);
       // Through text, as RUN/config.json is written and read back.
       const std::string path = write_config("resolved.json", resolved.dump(2));
