@@ -60,6 +60,24 @@ void parallel_for(int64_t n, int64_t work, F&& f) {
       const_cast<void*>(static_cast<const void*>(&f)));
 }
 
+// Calls f(begin, end) on chunks of [0, n) for n large independent tasks (the shards of a batch,
+// train/batch_shards.h), one chunk per thread and more where n is larger, whatever their size. While other
+// processes keep the cores busy (cpu_contention.h) it calls f(0, n) on the calling thread instead, outside
+// any parallel region, so each task's own parallel_for calls may still split: a worker sharing its core
+// with another process would finish its task late, with the caller waiting for it.
+template <typename F>
+void parallel_tasks(int64_t n, F&& f) {
+  if (n <= 0) return;
+  if (n == 1 || num_threads() < 2 || detail::in_parallel_region()) {
+    f(int64_t(0), n);
+    return;
+  }
+  using Fn = typename std::remove_reference<F>::type;
+  detail::run_parallel(
+      n, /*work=*/0, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&f)));
+}
+
 // Calls f(begin, length) on consecutive chunks of `chunk` elements (the last one shorter) covering
 // [0, size), spread over the threads when size x work_per_element is large enough (see parallel_for).
 // For elementwise work, where any split gives the same results.

@@ -77,8 +77,7 @@ double BatchShards::forward_backward(const Batch& batch) {
 
   std::vector<double> losses(S, 0.0);
   std::vector<std::exception_ptr> errors(S);
-  // A shard is a whole forward and backward: always worth a thread (the work given is just "large").
-  ag::parallel_for(S, int64_t(1) << 40, [&](int64_t begin, int64_t end) {
+  ag::parallel_tasks(S, [&](int64_t begin, int64_t end) {
     for (int64_t s = begin; s < end; ++s) {
       if (scored[s] == 0) {  // nothing to learn from: no gradient
         for (ag::Tensor<float>* p : params_[s]) p->zero_grad();

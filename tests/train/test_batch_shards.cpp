@@ -127,6 +127,12 @@ BOOST_AUTO_TEST_CASE(same_bits_for_any_thread_count) {
     BOOST_TEST_CONTEXT("shards " << shards) {
       const Outcome one = run(batch, shards, 1);
       for (int threads : {2, 3, 4}) BOOST_TEST(same_bits(one, run(batch, shards, threads)));
+      // With the cores busy, the shards run one after another on the calling thread: the same bits.
+      ag::detail::set_contention(ag::detail::Contention::kBusy);
+      BOOST_TEST(same_bits(one, run(batch, shards, 2)));
+      ag::detail::set_contention(ag::detail::Contention::kQuiet);
+      BOOST_TEST(same_bits(one, run(batch, shards, 2)));
+      ag::detail::set_contention(ag::detail::Contention::kMeasured);
     }
   }
 }
