@@ -191,6 +191,13 @@ std::string gigabytes(double bytes) {
   return text;
 }
 
+// What train.shards = 0 resolves to (config.h, kAutoShards).
+int default_shards(const Config& config) {
+  return config.train.batch_size >= kAutoShards && parameter_count(config.model) <= kAutoShardsMaxParameters
+             ? kAutoShards
+             : 1;
+}
+
 // Refuses a config whose memory estimate is over train.memory_limit_gb, naming the field that contributes
 // most: the one whose reset to its default (or the task's size) would shrink the estimate the most.
 void check_memory(const Config& config, int seq_len) {
@@ -220,6 +227,8 @@ void check_memory(const Config& config, int seq_len) {
        [&](Config& c, int&) {
          c.train.batch_size = std::min(c.train.batch_size, defaults.train.batch_size);
        }},
+      {"/train/shards", config.train.shards,
+       [&](Config& c, int&) { c.train.shards = std::min(c.train.shards, default_shards(c)); }},
       {"/train/eval_size", config.train.eval_size,
        [&](Config& c, int&) { c.train.eval_size = std::min(c.train.eval_size, defaults.train.eval_size); }},
       {"/task/length", config.task.length,
@@ -335,9 +344,7 @@ Config validate(const json& document, bool for_this_machine) {
     fail(train.pointer("shards"), "must be <= train.batch_size (" + std::to_string(r.batch_size) + "), got " +
                                       std::to_string(r.shards) + " (0 = the default for the model's size)");
   }
-  if (r.shards == 0)
-    r.shards =
-        r.batch_size >= kAutoShards && parameter_count(m) <= kAutoShardsMaxParameters ? kAutoShards : 1;
+  if (r.shards == 0) r.shards = default_shards(config);
   if (for_this_machine && r.threads > max_threads()) {
     fail(train.pointer("threads"), "must be <= " + std::to_string(max_threads()) + " (4 x this machine's " +
                                        std::to_string(max_threads() / 4) + " cores), got " +

@@ -138,6 +138,8 @@ BOOST_AUTO_TEST_CASE(sizes_beyond_memory_name_the_field_and_the_estimate) {
       {R"({"model": {"n_layers": 100000000}})", "/model/n_layers: 100000000 makes"},
       {R"({"train": {"eval_size": 2000000000}})", "/train/eval_size: 2000000000 makes"},
       {R"({"train": {"batch_size": 2000000000}})", "/train/batch_size: 2000000000 makes"},
+      // Each shard after the first holds a copy of the weights and its own gradients.
+      {R"({"train": {"batch_size": 1000000, "shards": 1000000}})", "/train/shards: 1000000 makes"},
   };
   for (const auto& [text, expected] : cases) {
     const std::string message = config_error(text);
