@@ -42,6 +42,13 @@ void set_worker_start_hook(WorkerStartHook hook);
 // cpu_contention.h), so both ways of running a job can be tested on any machine.
 enum class Contention { kMeasured, kQuiet, kBusy };
 void set_contention(Contention mode);
+// run_parallel for a callable f(begin, end).
+template <typename F>
+void run_parallel_fn(int64_t n, int64_t work, F& f) {
+  run_parallel(
+      n, work, [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&f)));
+}
 }  // namespace detail
 
 // Calls f(begin, end) on disjoint contiguous chunks covering [0, n), spread over the threads, when `work`
@@ -54,10 +61,7 @@ void parallel_for(int64_t n, int64_t work, F&& f) {
     f(int64_t(0), n);
     return;
   }
-  using Fn = typename std::remove_reference<F>::type;
-  detail::run_parallel(
-      n, work, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
-      const_cast<void*>(static_cast<const void*>(&f)));
+  detail::run_parallel_fn(n, work, f);
 }
 
 // Calls f(begin, end) on chunks of [0, n) for n large independent tasks (the shards of a batch,
@@ -72,10 +76,7 @@ void parallel_tasks(int64_t n, F&& f) {
     f(int64_t(0), n);
     return;
   }
-  using Fn = typename std::remove_reference<F>::type;
-  detail::run_parallel(
-      n, /*work=*/0, [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
-      const_cast<void*>(static_cast<const void*>(&f)));
+  detail::run_parallel_fn(n, /*work=*/0, f);
 }
 
 // Calls f(begin, length) on consecutive chunks of `chunk` elements (the last one shorter) covering

@@ -57,15 +57,6 @@ double BatchShards::run_shard(int s, const Batch& batch, double weight) {
 
 double BatchShards::forward_backward(const Batch& batch) {
   const int S = shards();
-  if (S == 1) {
-    // The unsharded step, as it always was (the seed of 1 is implied).
-    for (ag::Tensor<float>* p : params_[0]) p->zero_grad();
-    const ag::Tensor<float> logits = model_.forward(batch.inputs, batch.B, batch.T);
-    ag::Tensor<float> loss = ag::cross_entropy(logits, batch.targets, -1);
-    const double value = loss.item();
-    if (std::isfinite(value)) loss.backward();
-    return value;
-  }
   std::vector<int64_t> scored(S);
   int64_t total = 0;
   for (int s = 0; s < S; ++s)
@@ -94,7 +85,7 @@ double BatchShards::forward_backward(const Batch& batch) {
     if (e) std::rethrow_exception(e);
   double loss = 0;
   for (int s = 0; s < S; ++s) loss += losses[s] * double(scored[s]) / double(total);
-  if (std::isfinite(loss)) add_replica_gradients();
+  if (std::isfinite(loss) && S > 1) add_replica_gradients();
   return loss;
 }
 

@@ -14,7 +14,7 @@
 // gradient is the same sum, added up in another order. Which thread runs a shard does not change its
 // bits (every op gives the same bits on any thread count), and the shards are added in a fixed order, so
 // the result depends on train.shards, never on the thread count. With one shard this is exactly the
-// unsharded step.
+// unsharded step (its backward seeded with 1).
 #pragma once
 
 #include <memory>
