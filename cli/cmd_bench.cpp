@@ -104,9 +104,14 @@ __attribute__((noinline)) float fma_loop(int64_t iterations, float m, float a) {
   return total;
 }
 
+// Runs of the FMA loop in a peak measurement. The best run counts: a shared machine only ever makes the
+// loop slower, and so does a core just woken from idle, which on the Zen 5 VM took about 0.4 s of work to
+// reach its full clock (the loop read 130-170 GFLOP/s there, then 205-232), so the runs span a second.
+constexpr int kPeakRuns = 10;
+
 // The machine's float32 FMA peak at `threads` threads, in GFLOP/s (an FMA counts 2 flops): one thread per
-// worker, each running fma_loop for about `seconds`, all started together; the best of three runs (a
-// shared machine only ever makes the loop slower).
+// worker, each running fma_loop for about `seconds` / kPeakRuns, all started together; the best of
+// kPeakRuns runs.
 double measure_fma_peak_gflops(int threads, double seconds) {
   volatile float m = 0.999f, a = 1e-3f;
   // Calibrate: iterations per second on one thread.
@@ -120,10 +125,10 @@ double measure_fma_peak_gflops(int threads, double seconds) {
     if (probe_s > 0.01) break;
     probe *= 4;
   }
-  const int64_t iterations = std::max<int64_t>(1, int64_t(double(probe) * seconds / 3 / probe_s));
+  const int64_t iterations = std::max<int64_t>(1, int64_t(double(probe) * seconds / kPeakRuns / probe_s));
   const double flops = 2.0 * kPeakChains * kPeakLanes * double(iterations) * threads;
   double best = 0;
-  for (int run = 0; run < 3; ++run) {
+  for (int run = 0; run < kPeakRuns; ++run) {
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     std::vector<float> sinks(threads);
@@ -191,7 +196,7 @@ int run(const Args& a) {
   // Progress for a person at a terminal, on stderr (stdout carries only the JSON line); nothing elsewhere.
   const bool tty = isatty(fileno(stderr)) != 0;
   if (tty) std::fprintf(stderr, "bench: measuring the FMA peak and GEMM rates...");
-  const double peak = a.peak_gflops > 0 ? a.peak_gflops : measure_fma_peak_gflops(threads, 0.3);
+  const double peak = a.peak_gflops > 0 ? a.peak_gflops : measure_fma_peak_gflops(threads, 1.0);
   const double eigen_gemm = measure_gemm_gflops(threads, false);
   const double engine_gemm = measure_gemm_gflops(threads, true);
   ag::set_num_threads(threads);
