@@ -108,6 +108,8 @@ __attribute__((noinline)) float fma_loop(int64_t iterations, float m, float a) {
 // loop slower, and so does a core just woken from idle, which on the Zen 5 VM took about 0.4 s of work to
 // reach its full clock (the loop read 130-170 GFLOP/s there, then 205-232), so the runs span a second.
 constexpr int kPeakRuns = 10;
+// The least time the bench's warm-up steps take (see run).
+constexpr double kMinWarmupSeconds = 1.0;
 
 // The machine's float32 FMA peak at `threads` threads, in GFLOP/s (an FMA counts 2 flops): one thread per
 // worker, each running fma_loop for about `seconds` / kPeakRuns, all started together; the best of
@@ -211,10 +213,16 @@ int run(const Args& a) {
   // Other processes' CPU use over the timed steps, so that a result taken on a busy machine says so.
   double all_cpu_start = 0, own_cpu_start = 0;
   Clock::time_point timed_start;
-  for (int step = 0; step < a.warmup + a.steps; ++step) {
+  // The warm-up runs at least a.warmup steps and, unless there are none, at least kMinWarmupSeconds: a
+  // core woken from idle needs that long to reach its full clock (see kPeakRuns), and with --peak-gflops
+  // nothing before the steps has kept the cores busy (tiny's first 50 steps took 5 ms each, then 2.7).
+  const auto warmup_start = Clock::now();
+  int warmup = a.warmup;
+  for (int step = 0; step < warmup + a.steps; ++step) {
+    if (step == warmup && a.warmup > 0 && seconds_since(warmup_start) < kMinWarmupSeconds) ++warmup;
     const train::Batch batch = trainer.next_batch();
     const auto start = Clock::now();
-    if (step == a.warmup) {
+    if (step == warmup) {
       timed_start = start;
       ag::cpu_seconds(all_cpu_start, own_cpu_start);
     }
@@ -230,10 +238,10 @@ int run(const Args& a) {
       throw std::runtime_error(a.config + ": " + e.what() + " of the bench");
     }
     const double elapsed = seconds_since(start);
-    if (step >= a.warmup) step_seconds.push_back(elapsed);
+    if (step >= warmup) step_seconds.push_back(elapsed);
     if (tty)
       std::fprintf(stderr, "\r\033[Kbench %s: step %d/%d%s, %.1f ms", config.name.c_str(), step + 1,
-                   a.warmup + a.steps, step < a.warmup ? " (warm-up)" : "", elapsed * 1e3);
+                   warmup + a.steps, step < warmup ? " (warm-up)" : "", elapsed * 1e3);
   }
   double all_cpu_end = 0, own_cpu_end = 0;
   const bool cpu_known = ag::cpu_seconds(all_cpu_end, own_cpu_end);
@@ -284,7 +292,9 @@ Command add_bench(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("bench", "time training steps (or forward passes); print one JSON line");
   sub->add_option("CONFIG", a->config, "config JSON (bench/configs/*.json)")->required();
   sub->add_option("--steps", a->steps, "timed steps (default 20)")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", a->warmup, "untimed warm-up steps (default 3)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--warmup", a->warmup,
+                  "untimed warm-up steps (default 3; unless 0, they last at least 1 s)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--threads", a->threads, "threads (default: the config's train.threads)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--forward", a->forward, "time forward passes without gradients (no graph, no backward)");
