@@ -132,13 +132,22 @@ struct Tile {
 };
 
 // rows (<= kMR) x kc of A -> one sliver stored k-major (kc x kMR), zero-padded to kMR rows: for the
-// sliver cut by the last row, and for an A with no unit stride.
+// sliver cut by the last row, for an A with no unit stride, and for a transposed A far apart in memory.
 template <typename T>
 void pack_a_sliver(int64_t rows, int64_t kc, MatView<T> a, T* dst) {
+  if (rows == kMR && a.row_stride == 1) {  // a transposed A: kMR contiguous elements per step of k
+    for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * kMR, a.data + p * a.col_stride, sizeof(T) * kMR);
+    return;
+  }
   if (rows < kMR) std::fill(dst, dst + kMR * kc, T(0));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t p = 0; p < kc; ++p) dst[p * kMR + i] = a.data[i * a.row_stride + p * a.col_stride];
 }
+
+// A transposed A is packed (rather than read in place) when its columns are at least kPackAMinStride
+// elements apart and C's block has at least kPackAMinCols columns (see multiply_block).
+constexpr int64_t kPackAMinStride = 512;
+constexpr int64_t kPackAMinCols = 256;
 
 // A B with no unit column stride is packed kPackDepth rows of a sliver at a time (16 floats: one cache
 // line of each column), prefetching kPackAhead blocks ahead (see pack_b).
@@ -200,13 +209,17 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
                     bool add) {
   constexpr int kNR = Tile<T>::kNR;
   const bool row_major_a = a.col_stride == 1, col_major_a = a.row_stride == 1 && !row_major_a;
+  // A transposed A far apart in memory (each step of k a new row of, say, dY in dY^T X) and reused by many
+  // column slivers is packed: its reads then run along one contiguous sliver. Medium's weight gradients
+  // ran 5-12% faster on one thread that way; few slivers (tiny, small) do not repay the copy.
+  const bool pack_col_major_a = col_major_a && a.col_stride >= kPackAMinStride && nc >= kPackAMinCols;
   thread_local Buffer<T> packed_a_buffer;
   T* packed_a = scratch(packed_a_buffer, kMC * kKC);
   for (int64_t ic = 0; ic < rows; ic += kMC) {
     const int64_t mc = std::min(kMC, rows - ic);
     for (int64_t ir = 0; ir < mc; ir += kMR) {  // slivers that cannot be read in place
       const int64_t mr = std::min<int64_t>(kMR, mc - ir);
-      if (mr < kMR || !(row_major_a || col_major_a))
+      if (mr < kMR || !(row_major_a || col_major_a) || pack_col_major_a)
         pack_a_sliver(mr, kc, MatView<T>{a.data + (ic + ir) * a.row_stride, a.row_stride, a.col_stride},
                       packed_a + ir * kc);
     }
@@ -219,7 +232,7 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
         T* ct = c + (ic + ir) * ldc + jr;
         if (mr == kMR && row_major_a)
           Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, add, mr, nr);
-        else if (mr == kMR && col_major_a)
+        else if (mr == kMR && col_major_a && !pack_col_major_a)
           Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, add, mr, nr);
         else
           Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc, add, mr, nr);

@@ -104,6 +104,10 @@ BOOST_AUTO_TEST_CASE(large_products_split_over_both_threads) {
     check_case<double>(61, 2100, 530, true, false, 3, true);
     check_case<float>(3001, 20, 64, false, true, 1, true);
     check_case<double>(2999, 16, 70, true, false, 0, false);
+    // A transposed A whose columns are >= 512 apart, under >= 256 columns of C: packed, not read in place
+    // (a weight's gradient at medium's widths), the last sliver cut by the rows.
+    check_case<float>(603, 300, 530, true, false, 2, true);
+    check_case<double>(517, 260, 70, true, false, 0, false);
   }
   ag::set_num_threads(1);
 }
