@@ -118,12 +118,12 @@ struct WeightsInputs {
     const T sc = scale, ninf = -std::numeric_limits<T>::infinity();
     for (int64_t t = 0; t < Tq; ++t) {
       T* r = p + t * S;
-      if (keys.ends[t] == 0) {  // nowhere to look: zero weights, zero output, zero gradient
-        std::fill(r, r + S, T(0));
-        continue;
-      }
       const int64_t end = widths[t];
       std::fill(r + end, r + S, T(0));
+      if (keys.ends[t] == 0) {  // nowhere to look: all -inf, so zero weights, output and gradient
+        std::fill(r, r + end, ninf);
+        continue;
+      }
       const T* mr = mi.defined && mi.stride[3] != 0 ? mask + mi.row(b, h, t) : nullptr;
       // Branch-free loops over locals (not captures, which a store through r could alias), so the
       // compiler vectorises them.
@@ -134,8 +134,10 @@ struct WeightsInputs {
         }
       else
         VecMap<T>(r, end) *= sc;
-      softmax_row(r, r, end);  // in place: the weights over the scores
     }
+    // The weights over the scores, in place, a block of rows (one width) at a time.
+    for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock)
+      softmax_rows(p + t0 * S, p + t0 * S, std::min(kRowBlock, Tq - t0), widths[t0], S);
   }
 };
 

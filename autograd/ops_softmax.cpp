@@ -44,7 +44,7 @@ Tensor<T> softmax(const Tensor<T>& a) {
   const T* x = a.data();
   T* y = out.data();
   parallel_for(rows, 4 * rows * cols, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) softmax_row(x + r * cols, y + r * cols, cols);
+    softmax_rows(x + r0 * cols, y + r0 * cols, r1 - r0, cols, cols);
   });
   if (needs_grad<T>({&a}))
     attach(out, "softmax", {a.node_ptr()}, [rows, cols](Node<T>& n) {

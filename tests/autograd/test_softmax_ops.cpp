@@ -82,6 +82,32 @@ BOOST_AUTO_TEST_CASE(softmax_every_row_length_matches_exp) {
   check_every_row_length<float>(1e-7);
 }
 
+// softmax_rows runs each pass over a group of rows (8) before the next: 11 rows of 19 values, 24 apart,
+// in place, one of them all -inf, against softmax_row on each row alone (the same bits), and the 5
+// entries between rows left as they were.
+template <typename T>
+void check_rows_as_one_row_each() {
+  const int64_t rows = 11, n = 19, stride = 24;
+  const T ninf = -std::numeric_limits<T>::infinity(), untouched = T(42);
+  std::vector<T> x(static_cast<size_t>(rows * stride), untouched);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      x[r * stride + j] = r == 6 || (j + r) % 5 == 0 ? ninf : T(0.21 * double((j * 7 + r * 3) % 13) - 1.1);
+  std::vector<T> block = x;
+  ag::softmax_rows(block.data(), block.data(), rows, n, stride);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<T> alone(x.begin() + r * stride, x.begin() + r * stride + n);
+    ag::softmax_row(alone.data(), alone.data(), n);
+    for (int64_t j = 0; j < stride; ++j)
+      BOOST_TEST(block[r * stride + j] == (j < n ? alone[j] : untouched), "row " << r << " entry " << j);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(softmax_rows_equal_each_row_alone) {
+  check_rows_as_one_row_each<double>();
+  check_rows_as_one_row_each<float>();
+}
+
 BOOST_AUTO_TEST_CASE(softmax_gradcheck) {
   check_gradients("softmax", [](const auto& in) { return ag::softmax(in[0]); },
                   {random_tensor({2, 3, 5}, 11, 2.0)});
