@@ -203,11 +203,28 @@ struct BlockB {
   int64_t sliver_stride;
 };
 
+// c[rows x cols] = its start (see CStart): residual + bias, as the op computing it alone would.
+template <typename T>
+void write_start(CStart<T> start, int64_t rows, int64_t cols, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T* ci = c + i * ldc;
+    const T* ri = start.residual ? start.residual + i * start.ld : nullptr;
+    if (!ri)
+      std::copy(start.bias, start.bias + cols, ci);
+    else if (!start.bias)
+      std::copy(ri, ri + cols, ci);
+    else
+      for (int64_t j = 0; j < cols; ++j) ci[j] = ri[j] + start.bias[j];
+  }
+}
+
 // c[rows x nc] (+)= a[rows x kc] . B's kc x nc block: runs the micro-kernel over every pair of slivers,
-// kMC rows of A at a time (they stay in L2 across the column slivers).
+// kMC rows of A at a time (they stay in L2 across the column slivers). Unless `add`, a non-empty `start`
+// is written into each tile of C just before the kernel adds to it.
 template <typename T>
 void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T> b, T* c, int64_t ldc,
-                    bool add) {
+                    bool add, CStart<T> start = {}) {
+  const bool add_to_start = !add && !start.empty();
   constexpr int kNR = Tile<T>::kNR;
   const bool row_major_a = a.col_stride == 1, col_major_a = a.row_stride == 1 && !row_major_a;
   // Whole slivers of A are read in place, except a transposed A far apart in memory (each step of k a new
@@ -233,12 +250,16 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
         const int64_t mr = std::min<int64_t>(kMR, mc - ir);
         const T* as = a.data + (ic + ir) * a.row_stride;
         T* ct = c + (ic + ir) * ldc + jr;
+        if (add_to_start) write_start(start.at(ic + ir, jr), mr, nr, ct, ldc);
         if (mr == kMR && row_major_a)
-          Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, add, mr, nr);
+          Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, add || add_to_start,
+                                      mr, nr);
         else if (mr == kMR && a_in_place)
-          Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, add, mr, nr);
+          Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, add || add_to_start,
+                                       mr, nr);
         else
-          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc, add, mr, nr);
+          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc,
+                                       add || add_to_start, mr, nr);
       }
     }
   }
@@ -257,10 +278,10 @@ bool read_b_in_place(int64_t cols, int64_t inner, MatView<T> b) {
 
 template <typename T>
 void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
-                 bool accumulate) {
+                 bool accumulate, CStart<T> start = {}) {
   constexpr int kNR = Tile<T>::kNR;
   if (read_b_in_place(cols, inner, b)) {
-    multiply_block(rows, cols, inner, a, BlockB<T>{b.data, b.row_stride, kNR}, c, ldc, accumulate);
+    multiply_block(rows, cols, inner, a, BlockB<T>{b.data, b.row_stride, kNR}, c, ldc, accumulate, start);
     return;
   }
   thread_local Buffer<T> packed_b_buffer;
@@ -272,7 +293,7 @@ void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatVie
       pack_b(kc, nc, MatView<T>{b.data + pc * b.row_stride + jc * b.col_stride, b.row_stride, b.col_stride},
              packed_b);
       multiply_block(rows, nc, kc, MatView<T>{a.data + pc * a.col_stride, a.row_stride, a.col_stride},
-                     BlockB<T>{packed_b, kNR, kNR * kc}, c + jc, ldc, accumulate || pc > 0);
+                     BlockB<T>{packed_b, kNR, kNR * kc}, c + jc, ldc, accumulate || pc > 0, start.at(0, jc));
     }
   }
 }
@@ -285,7 +306,7 @@ void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatVie
 // thread wrote in the ops before (threads.h: a thread runs its own share of every job).
 template <typename T>
 void gemm_by_slices(int64_t rows, int64_t cols, int64_t inner, int64_t slices, MatView<T> a, MatView<T> b,
-                    T* c, int64_t ldc, bool accumulate) {
+                    T* c, int64_t ldc, bool accumulate, CStart<T> start) {
   thread_local Buffer<T> partials_buffer;
   const int64_t size = rows * cols;
   T* partials = scratch(partials_buffer, slices * size);
@@ -300,9 +321,11 @@ void gemm_by_slices(int64_t rows, int64_t cols, int64_t inner, int64_t slices, M
   parallel_for(rows, size * slices, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       T* ci = c + i * ldc;
+      const bool add_to_start = !accumulate && !start.empty();
+      if (add_to_start) write_start(start.at(i, 0), 1, cols, ci, ldc);
       for (int64_t j = 0; j < slices; ++j) {
         const T* pi = partials + j * size + i * cols;
-        if (j == 0 && !accumulate)
+        if (j == 0 && !accumulate && !add_to_start)
           std::copy(pi, pi + cols, ci);
         else
           for (int64_t x = 0; x < cols; ++x) ci[x] += pi[x];
@@ -311,21 +334,23 @@ void gemm_by_slices(int64_t rows, int64_t cols, int64_t inner, int64_t slices, M
   });
 }
 
-}  // namespace
-
+// Both public forms of gemm: C (+)= A B, or C = start + A B when `start` is not empty (and not
+// `accumulate`).
 template <typename T>
-void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
-          bool accumulate) {
+void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
+               bool accumulate, CStart<T> start) {
   if (rows <= 0 || cols <= 0) return;
   if (inner == 0) {  // an empty sum
-    if (!accumulate)
+    if (!accumulate && !start.empty())
+      write_start(start, rows, cols, c, ldc);
+    else if (!accumulate)
       for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));
     return;
   }
   const int64_t flops = 2 * rows * cols * inner;
   const int64_t threads = num_threads();
   if (flops < kParallelFlops || threads < 2 || detail::in_parallel_region())
-    return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate);
+    return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate, start);
 
   // Several parts per thread, each at least kMinPartFlops, claimed first come first served by the pool:
   // a thread whose core is shared with another process takes fewer of them instead of holding the
@@ -335,7 +360,7 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
   constexpr int kNR = Tile<T>::kNR;
   const int64_t slices = (inner + kKC - 1) / kKC;
   if (slices >= threads && rows * cols <= kSliceSplitMaxC)
-    return gemm_by_slices(rows, cols, inner, slices, a, b, c, ldc, accumulate);
+    return gemm_by_slices(rows, cols, inner, slices, a, b, c, ldc, accumulate, start);
   const int64_t col_slivers = (cols + kNR - 1) / kNR, row_slivers = (rows + kMR - 1) / kMR;
   const int64_t max_parts = std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops));
   // A few column parts over a tall C (a Linear over many tokens with few outputs) leave little to hand
@@ -354,7 +379,7 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
     parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
       const int64_t c0 = col_slivers * p0 / parts * kNR, c1 = std::min(cols, col_slivers * p1 / parts * kNR);
       gemm_serial(rows, c1 - c0, inner, a, MatView<T>{b.data + c0 * b.col_stride, b.row_stride, b.col_stride},
-                  c + c0, ldc, accumulate);
+                  c + c0, ldc, accumulate, start.at(0, c0));
     });
     return;
   }
@@ -362,12 +387,30 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
   parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
     const int64_t r0 = row_slivers * p0 / parts * kMR, r1 = std::min(rows, row_slivers * p1 / parts * kMR);
     gemm_serial(r1 - r0, cols, inner, MatView<T>{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b,
-                c + r0 * ldc, ldc, accumulate);
+                c + r0 * ldc, ldc, accumulate, start.at(r0, 0));
   });
+}
+
+}  // namespace
+
+template <typename T>
+void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
+          bool accumulate) {
+  gemm_from(rows, cols, inner, a, b, c, ldc, accumulate, CStart<T>{});
+}
+
+template <typename T>
+void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
+          CStart<T> start) {
+  gemm_from(rows, cols, inner, a, b, c, ldc, false, start);
 }
 
 template void gemm<float>(int64_t, int64_t, int64_t, MatView<float>, MatView<float>, float*, int64_t, bool);
 template void gemm<double>(int64_t, int64_t, int64_t, MatView<double>, MatView<double>, double*, int64_t,
                            bool);
+template void gemm<float>(int64_t, int64_t, int64_t, MatView<float>, MatView<float>, float*, int64_t,
+                          CStart<float>);
+template void gemm<double>(int64_t, int64_t, int64_t, MatView<double>, MatView<double>, double*, int64_t,
+                           CStart<double>);
 
 }  // namespace ag

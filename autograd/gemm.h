@@ -43,4 +43,27 @@ template <typename T>
 void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
           bool accumulate);
 
+// What a product starts C from instead of zero: row i of C starts as row i of `residual` (rows `ld`
+// apart) + `bias` (one value per column); either may be null. A Linear's output: residual + bias + x W^T.
+template <typename T>
+struct CStart {
+  const T* bias = nullptr;
+  const T* residual = nullptr;
+  int64_t ld = 0;
+
+  bool empty() const { return !bias && !residual; }
+  // The start of the block of C from (row, col) on.
+  CStart at(int64_t row, int64_t col) const {
+    return {bias ? bias + col : nullptr, residual ? residual + row * ld + col : nullptr, ld};
+  }
+};
+
+// c = start + a * b, with the bits of writing the start into c and then calling gemm with `accumulate`
+// (residual + bias first, then each slice of the product added in turn). The start is written a tile
+// at a time, just before the micro-kernel adds to it while the tile is in L1, instead of in a pass of
+// its own over all of C.
+template <typename T>
+void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
+          CStart<T> start);
+
 }  // namespace ag

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/gemm.h"
 #include "autograd/row_block_sums.h"
 #include "autograd/tensor.h"
 #include "autograd/threads.h"
@@ -35,23 +36,11 @@ Shape linear_output_shape(const char* op, const Tensor<T>& x, const Tensor<T>& w
   return out_shape;
 }
 
-// Each row of y (rows x cols) = the residual's row + bias, the residual's row, or the bias (either may be
-// null). Returns whether it wrote y: if not, the GEMM assigns instead of adding.
+// What the output's rows start from before the GEMM adds x W^T: residual row + bias, either may be
+// undefined (gemm.h: CStart). `cols` is the number of output features.
 template <typename T>
-bool start_linear_output(T* y, int64_t rows, int64_t cols, const T* bias, const T* residual) {
-  if (!bias && !residual) return false;
-  parallel_for(rows, rows * cols, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      T* yr = y + r * cols;
-      if (!residual)
-        std::copy(bias, bias + cols, yr);
-      else if (!bias)
-        std::copy(residual + r * cols, residual + (r + 1) * cols, yr);
-      else
-        VecMap<T>(yr, cols) = ConstVecMap<T>(residual + r * cols, cols) + ConstVecMap<T>(bias, cols);
-    }
-  });
-  return true;
+CStart<T> linear_start(const Tensor<T>& bias, const Tensor<T>& residual, int64_t cols) {
+  return {bias.defined() ? bias.data() : nullptr, residual.defined() ? residual.data() : nullptr, cols};
 }
 
 // dbias (+)= the column sums of dy (rows x cols), in blocks of rows (row_block_sums.h).

@@ -47,9 +47,7 @@ Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<
   const int64_t in = weight.size(1), out_features = weight.size(0), R = h.numel() / in;
   const bool has_bias = bias.defined(), has_residual = residual.defined();
   Tensor<T> out = Tensor<T>::empty(out_shape);
-  const bool started =
-      detail::start_linear_output(out.data(), R, out_features, has_bias ? bias.data() : nullptr,
-                                  has_residual ? residual.data() : nullptr);
+  const CStart<T> start = detail::linear_start(bias, residual, out_features);
   const T* hp = h.data();
   const T* wp = weight.data();
   T* yp = out.data();
@@ -63,7 +61,7 @@ Tensor<T> gelu_linear(const Tensor<T>& h, const Tensor<T>& weight, const Tensor<
       VecMap<T>(g.data() + i, len) = detail::gelu_value(x, detail::gelu_tanh(x));
     });
     gemm(rows, out_features, in, row_major(g.data(), in), row_major(wp, in).transposed(),
-         yp + r0 * out_features, out_features, started);
+         yp + r0 * out_features, out_features, start.at(r0, 0));
   }
 
   if (!detail::linear_needs_grad(h, weight, bias, residual)) return out;
@@ -118,8 +116,7 @@ Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, cons
   const int64_t in = weight.size(1), out_features = weight.size(0), R = x.numel() / in;
   const bool has_bias = bias.defined();
   Tensor<T> out = Tensor<T>::empty(out_shape);
-  const bool started =
-      detail::start_linear_output<T>(out.data(), R, out_features, has_bias ? bias.data() : nullptr, nullptr);
+  const CStart<T> start = detail::linear_start(bias, Tensor<T>(), out_features);
   std::vector<T> mean(static_cast<size_t>(R)), rstd(static_cast<size_t>(R));
   const T* xp = x.data();
   ConstVecMap<T> lw = ln_weight.vec(), lb = ln_bias.vec();
@@ -136,7 +133,7 @@ Tensor<T> layer_norm_linear(const Tensor<T>& x, const Tensor<T>& ln_weight, cons
       }
     });
     gemm(rows, out_features, in, row_major(z.data(), in), row_major(weight.data(), in).transposed(),
-         out.data() + r0 * out_features, out_features, started);
+         out.data() + r0 * out_features, out_features, start.at(r0, 0));
   }
 
   if (!needs_grad<T>({&x, &ln_weight, &ln_bias}) && !detail::linear_needs_grad(x, weight, bias, Tensor<T>()))

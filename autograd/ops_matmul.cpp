@@ -93,11 +93,8 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   const bool has_bias = bias.defined(), has_residual = residual.defined();
   Tensor<T> out = Tensor<T>::empty(out_shape);
   // Every row starts as residual + bias; the GEMM adds x W^T to it.
-  const bool started =
-      detail::start_linear_output(out.data(), R, out_features, has_bias ? bias.data() : nullptr,
-                                  has_residual ? residual.data() : nullptr);
   gemm(R, out_features, in, row_major(x.data(), in), row_major(weight.data(), in).transposed(), out.data(),
-       out_features, started);
+       out_features, detail::linear_start(bias, residual, out_features));
 
   if (!detail::linear_needs_grad(x, weight, bias, residual)) return out;
   attach(out, "linear", detail::linear_inputs(x, weight, bias, residual),

@@ -164,6 +164,50 @@ BOOST_AUTO_TEST_CASE(a_small_c_over_a_deep_inner_dimension_splits_by_slices_with
   ag::set_num_threads(1);
 }
 
+// C = start + A B (a Linear's residual + bias + x W^T, the start written a tile at a time inside the
+// product) gives the bits of writing residual + bias into C and then accumulating A B, on every path: a
+// serial product with cut tiles and several slices, a B read in place, a split by slices, by columns
+// and by rows (at 1 and 2 threads), an empty inner dimension; with a bias, a residual or both, the
+// residual's rows and C's rows spaced differently, and C's padding left alone.
+template <typename T>
+void check_start(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, bool bias_on,
+                 bool residual_on) {
+  const Operand<T> a = make_operand<T>(rows, inner, ta, 1, 21 + rows);
+  const Operand<T> b = make_operand<T>(inner, cols, tb, 0, 22 + cols);
+  const Operand<T> bias = make_operand<T>(1, cols, false, 0, 23);
+  const Operand<T> residual = make_operand<T>(rows, cols, false, 3, 24);
+  const int64_t ldc = cols + 1;
+  const T pad = T(7);
+  std::vector<T> want(static_cast<size_t>(rows * ldc), pad), got = want;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const T r = residual_on ? residual.at(i, j) : T(0), bj = bias_on ? bias.at(0, j) : T(0);
+      want[i * ldc + j] = residual_on && bias_on ? r + bj : residual_on ? r : bj;
+    }
+  ag::gemm(rows, cols, inner, a.view, b.view, want.data(), ldc, true);
+  const ag::CStart<T> start{bias_on ? bias.view.data : nullptr, residual_on ? residual.view.data : nullptr,
+                            residual.view.row_stride};
+  ag::gemm(rows, cols, inner, a.view, b.view, got.data(), ldc, start);
+  BOOST_TEST(want == got, rows << "x" << inner << "x" << cols << " ta " << ta << " tb " << tb << " bias "
+                               << bias_on << " residual " << residual_on);
+}
+
+BOOST_AUTO_TEST_CASE(a_start_gives_the_bits_of_writing_it_then_accumulating) {
+  const int64_t shapes[][5] = {// rows, cols, inner, A transposed, B transposed
+                               {5, 7, 17, 0, 1},      {13, 33, 1100, 0, 1},  {9, 16, 40, 0, 0},
+                               {70, 250, 1700, 1, 0}, {100, 2100, 40, 0, 1}, {3001, 20, 64, 0, 1},
+                               {12, 65, 0, 0, 1}};
+  for (int threads : {1, 2}) {
+    ag::set_num_threads(threads);
+    for (const auto& s : shapes)
+      for (int kind = 1; kind < 4; ++kind) {
+        check_start<float>(s[0], s[1], s[2], s[3], s[4], kind & 1, kind & 2);
+        check_start<double>(s[0], s[1], s[2], s[3], s[4], kind & 1, kind & 2);
+      }
+  }
+  ag::set_num_threads(1);
+}
+
 // The threads of this process, from /proc/self/task.
 int live_threads() {
   int n = 0;
