@@ -3,9 +3,12 @@
 //      product in raw Eigen into a preallocated matrix: medians over many repetitions.
 //   2. Graph overhead: ns per small elementwise op with its backward (add of two 8-element tensors,
 //      chained 1000 deep, forward + backward, divided by the chain length), and the forward alone.
+//   3. Fused attention (ag::attention) at the tiny bench config's shape, B 32, T 32, D 64, 4 heads, causal:
+//      microseconds per (batch, head) pair, forward without a graph and forward + backward.
 // Usage: engine_micro [--reps N]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +17,7 @@
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "autograd/threads.h"
+#include "nn/attention.h"
 
 namespace {
 
@@ -95,6 +99,27 @@ int main(int argc, char** argv) {
     g_sink = x.data()[0];
   });
 
+  // 3. Fused attention at tiny's shape.
+  const int64_t B = 32, T = 32, D = 64, H = 4;
+  ag::Tensor<float> q = ag::Tensor<float>::empty({B, T, D}, true),
+                    k = ag::Tensor<float>::empty({B, T, D}, true),
+                    v = ag::Tensor<float>::empty({B, T, D}, true);
+  for (ag::Tensor<float>* t : {&q, &k, &v})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = static_cast<float>(rng.normal());
+  const ag::Tensor<float> mask = nn::causal_mask<float>(T);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D / H));
+  const double attn_fwd = median_seconds(reps, [&] {
+    ag::NoGradScope no_grad;
+    const ag::Tensor<float> y = ag::attention(q, k, v, H, mask, scale);
+    g_sink = y.data()[0];
+  });
+  const double attn_fwd_bwd = median_seconds(reps, [&] {
+    ag::Tensor<float> y = ag::attention(q, k, v, H, mask, scale);
+    ag::sum(y).backward();
+    g_sink = q.grad()[0];
+    for (ag::Tensor<float>* t : {&q, &k, &v}) t->zero_grad();
+  });
+
   std::printf("matmul 512x512 float32, 1 thread, median of %d:\n", reps);
   std::printf("  raw Eigen   %8.3f ms  %6.1f GFLOP/s\n", eigen_s * 1e3, flops / eigen_s / 1e9);
   std::printf("  ag::matmul  %8.3f ms  %6.1f GFLOP/s  (%+.1f%% vs Eigen)\n", engine_s * 1e3,
@@ -103,5 +128,9 @@ int main(int argc, char** argv) {
   std::printf("  forward + backward  %7.1f ns per op\n", fwd_bwd / chain * 1e9);
   std::printf("  forward (recorded)  %7.1f ns per op\n", fwd / chain * 1e9);
   std::printf("  forward (no grad)   %7.1f ns per op\n", fwd_nograd / chain * 1e9);
+  std::printf("fused attention, B %ld T %ld D %ld, %ld heads, causal, median of %d:\n", static_cast<long>(B),
+              static_cast<long>(T), static_cast<long>(D), static_cast<long>(H), reps);
+  std::printf("  forward (no grad)   %7.2f us per (batch, head)\n", attn_fwd / (B * H) * 1e6);
+  std::printf("  forward + backward  %7.2f us per (batch, head)\n", attn_fwd_bwd / (B * H) * 1e6);
   return 0;
 }
