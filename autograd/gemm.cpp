@@ -224,7 +224,8 @@ void write_start(CStart<T> start, int64_t rows, int64_t cols, T* c, int64_t ldc)
 template <typename T>
 void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T> b, T* c, int64_t ldc,
                     bool add, CStart<T> start = {}) {
-  const bool add_to_start = !add && !start.empty();
+  const bool write_starts = !add && !start.empty();
+  const bool kernel_adds = add || write_starts;  // to C's old values or to the start just written
   constexpr int kNR = Tile<T>::kNR;
   const bool row_major_a = a.col_stride == 1, col_major_a = a.row_stride == 1 && !row_major_a;
   // Whole slivers of A are read in place, except a transposed A far apart in memory (each step of k a new
@@ -250,16 +251,14 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
         const int64_t mr = std::min<int64_t>(kMR, mc - ir);
         const T* as = a.data + (ic + ir) * a.row_stride;
         T* ct = c + (ic + ir) * ldc + jr;
-        if (add_to_start) write_start(start.at(ic + ir, jr), mr, nr, ct, ldc);
+        if (write_starts) write_start(start.at(ic + ir, jr), mr, nr, ct, ldc);
         if (mr == kMR && row_major_a)
-          Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, add || add_to_start,
-                                      mr, nr);
+          Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, kernel_adds, mr, nr);
         else if (mr == kMR && a_in_place)
-          Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, add || add_to_start,
-                                       mr, nr);
+          Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, kernel_adds, mr, nr);
         else
-          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc,
-                                       add || add_to_start, mr, nr);
+          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc, kernel_adds,
+                                       mr, nr);
       }
     }
   }
@@ -318,14 +317,14 @@ void gemm_by_slices(int64_t rows, int64_t cols, int64_t inner, int64_t slices, M
                   cols, false);
     }
   });
+  const bool write_starts = !accumulate && !start.empty();
   parallel_for(rows, size * slices, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
       T* ci = c + i * ldc;
-      const bool add_to_start = !accumulate && !start.empty();
-      if (add_to_start) write_start(start.at(i, 0), 1, cols, ci, ldc);
+      if (write_starts) write_start(start.at(i, 0), 1, cols, ci, ldc);
       for (int64_t j = 0; j < slices; ++j) {
         const T* pi = partials + j * size + i * cols;
-        if (j == 0 && !accumulate && !add_to_start)
+        if (j == 0 && !accumulate && !write_starts)
           std::copy(pi, pi + cols, ci);
         else
           for (int64_t x = 0; x < cols; ++x) ci[x] += pi[x];

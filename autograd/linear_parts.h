@@ -3,7 +3,6 @@
 // to, and the gradients of the bias and the residual. Internal to autograd/.
 #pragma once
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
