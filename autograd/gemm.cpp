@@ -78,9 +78,11 @@ struct Tile {
   // transposed operand, or a packed sliver with lda = kMR). Each kMR-row sliver is reused across every
   // column sliver from L1, so packing it would only add a transposing copy (a third of a small product).
   // V is the vector type: Vec, or HalfVec for a tile half a vector wide.
+  // Unless `accumulate`, a non-empty `start` (see CStart) is what the sum is added to: C's tile is
+  // written once, as start + sum, with the bits of writing the start into C and then accumulating.
   template <bool kRowMajorA, int kVectors, typename V = Vec>
   static void kernel(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
-                     bool accumulate) {
+                     bool accumulate, CStart<T> start = {}) {
     constexpr int lanes = sizeof(V) / sizeof(T);
     V acc[kMR][kVectors];
     for (int i = 0; i < kMR; ++i)
@@ -94,16 +96,25 @@ struct Tile {
         for (int j = 0; j < kVectors; ++j) acc[i][j] += ai * bv[j];
       }
     }
+    // What the sums are added to: C itself, the start's residual (plus its bias, if any), its bias alone
+    // (the same row for every i), or nothing.
+    const T* base = accumulate ? c : start.residual ? start.residual : start.bias;
+    const int64_t ld_base = accumulate ? ldc : start.residual ? start.ld : 0;
+    const T* bias = accumulate || !start.residual ? nullptr : start.bias;
     for (int i = 0; i < kMR; ++i)
       for (int j = 0; j < kVectors; ++j) {
-        T* cp = c + i * ldc + j * lanes;
         V v = acc[i][j];
-        if (accumulate) {
+        if (base) {
           V old;
-          std::memcpy(&old, cp, sizeof(V));
+          std::memcpy(&old, base + i * ld_base + j * lanes, sizeof(V));
+          if (bias) {
+            V column_bias;
+            std::memcpy(&column_bias, bias + j * lanes, sizeof(V));
+            old = old + column_bias;
+          }
           v = old + v;
         }
-        std::memcpy(cp, &v, sizeof(V));
+        std::memcpy(c + i * ldc + j * lanes, &v, sizeof(V));
       }
   }
 
@@ -112,12 +123,15 @@ struct Tile {
   // and then its rows x cols corner into C. The same arithmetic either way, so every element gets the
   // same bits. A kernel never reads more columns of B than the tile is wide.
   template <bool kRowMajorA>
-  static void run(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
-                  bool accumulate, int64_t rows, int64_t cols) {
-    if (rows == kMR && cols == kNR) return kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, c, ldc, accumulate);
-    if (rows == kMR && cols == kLanes) return kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, c, ldc, accumulate);
+  __attribute__((always_inline)) static void run(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb,
+                                                 T* c, int64_t ldc, bool accumulate, int64_t rows,
+                                                 int64_t cols, CStart<T> start = {}) {
+    if (rows == kMR && cols == kNR)
+      return kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, c, ldc, accumulate, start);
+    if (rows == kMR && cols == kLanes)
+      return kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, c, ldc, accumulate, start);
     if (kHasHalf && rows == kMR && cols == kHalfLanes)
-      return kernel<kRowMajorA, 1, HalfVec>(kc, a, lda, b, ldb, c, ldc, accumulate);
+      return kernel<kRowMajorA, 1, HalfVec>(kc, a, lda, b, ldb, c, ldc, accumulate, start);
     alignas(64) T tile[kMR * kNR];
     if (kHasHalf && cols <= kHalfLanes)
       kernel<kRowMajorA, 1, HalfVec>(kc, a, lda, b, ldb, tile, kNR, false);
@@ -125,9 +139,21 @@ struct Tile {
       kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, tile, kNR, false);
     else
       kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, tile, kNR, false);
+    const bool from_start = !accumulate && !start.empty();
     for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
+      for (int64_t j = 0; j < cols; ++j) {
+        const T sum = tile[i * kNR + j];
+        c[i * ldc + j] = accumulate   ? c[i * ldc + j] + sum
+                         : from_start ? start_value(start, i, j) + sum
+                                      : sum;
+      }
+  }
+
+  // Element (i, j) of a start: residual + bias as write_start computes it, or whichever is not null.
+  static T start_value(CStart<T> start, int64_t i, int64_t j) {
+    if (!start.residual) return start.bias[j];
+    const T r = start.residual[i * start.ld + j];
+    return start.bias ? r + start.bias[j] : r;
   }
 };
 
@@ -220,12 +246,10 @@ void write_start(CStart<T> start, int64_t rows, int64_t cols, T* c, int64_t ldc)
 
 // c[rows x nc] (+)= a[rows x kc] . B's kc x nc block: runs the micro-kernel over every pair of slivers,
 // kMC rows of A at a time (they stay in L2 across the column slivers). Unless `add`, a non-empty `start`
-// is written into each tile of C just before the kernel adds to it.
+// is read by the kernel as what each tile's sum is added to.
 template <typename T>
 void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T> b, T* c, int64_t ldc,
                     bool add, CStart<T> start = {}) {
-  const bool write_starts = !add && !start.empty();
-  const bool kernel_adds = add || write_starts;  // to C's old values or to the start just written
   constexpr int kNR = Tile<T>::kNR;
   const bool row_major_a = a.col_stride == 1, col_major_a = a.row_stride == 1 && !row_major_a;
   // Whole slivers of A are read in place, except a transposed A far apart in memory (each step of k a new
@@ -251,14 +275,16 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
         const int64_t mr = std::min<int64_t>(kMR, mc - ir);
         const T* as = a.data + (ic + ir) * a.row_stride;
         T* ct = c + (ic + ir) * ldc + jr;
-        if (write_starts) write_start(start.at(ic + ir, jr), mr, nr, ct, ldc);
+        const CStart<T> tile_start = add ? CStart<T>{} : start.at(ic + ir, jr);
         if (mr == kMR && row_major_a)
-          Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, kernel_adds, mr, nr);
+          Tile<T>::template run<true>(kc, as, a.row_stride, bs, b.row_stride, ct, ldc, add, mr, nr,
+                                      tile_start);
         else if (mr == kMR && a_in_place)
-          Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, kernel_adds, mr, nr);
+          Tile<T>::template run<false>(kc, as, a.col_stride, bs, b.row_stride, ct, ldc, add, mr, nr,
+                                       tile_start);
         else
-          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc, kernel_adds,
-                                       mr, nr);
+          Tile<T>::template run<false>(kc, packed_a + ir * kc, kMR, bs, b.row_stride, ct, ldc, add, mr, nr,
+                                       tile_start);
       }
     }
   }

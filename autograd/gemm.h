@@ -59,9 +59,8 @@ struct CStart {
 };
 
 // c = start + a * b, with the bits of writing the start into c and then calling gemm with `accumulate`
-// (residual + bias first, then each slice of the product added in turn). The start is written a tile
-// at a time, just before the micro-kernel adds to it while the tile is in L1, instead of in a pass of
-// its own over all of C.
+// (residual + bias first, then each slice of the product added in turn). The micro-kernel adds its first
+// slice's sums to the start as it stores a tile, so C is written once, with no pass of its own over it.
 template <typename T>
 void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
           CStart<T> start);
