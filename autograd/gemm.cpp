@@ -48,10 +48,11 @@ constexpr int64_t kMinPartFlops = int64_t(1) << 19;
 // Largest B read in place rather than packed (see read_b_in_place).
 constexpr int64_t kInPlaceBBytes = 64 * 1024;
 // An A larger than this (the L2 of the cores we measured) makes a column split give each part at least
-// kLargeAMinSlivers column slivers: medium's fc1 weight gradient (dY^T X, A 2048 x 2048) ran at 126
-// GFLOP/s on 2 threads in 8 parts of 2 slivers, 186 in 2 parts of 8.
+// kLargeAMinCols columns of C: medium's fc1 weight gradient (dY^T X, A 2048 x 2048, 512 columns) ran at
+// 126 GFLOP/s on 2 threads in 8 parts of 64 columns, 186 in 2 parts of 256 (AVX-512); in the AVX2
+// build (16-column slivers) 4 parts of 128 ran at 130-138, 2 parts of 256 at 177-181.
 constexpr int64_t kLargeABytes = 1 << 20;
-constexpr int64_t kLargeAMinSlivers = 8;
+constexpr int64_t kLargeAMinCols = 256;
 // A packed B at most this large is cheap enough to pack again in every part of a row split (see gemm):
 // tiny's fc2 and its fc1 input gradient (1024 x 64 x 256, B 64 KB) split by rows made the 2-thread step
 // 4% faster than with 16 KB, since the rows a part writes are the rows its thread wrote before.
@@ -414,7 +415,7 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
     // Each part streams all of A once per slice, and reuses each block of A for its own columns only:
     // an A larger than L2 (a weight's gradient, dY^T X over many tokens) needs wide parts.
     const int64_t a_bytes = rows * inner * static_cast<int64_t>(sizeof(T));
-    const int64_t min_slivers = a_bytes > kLargeABytes ? kLargeAMinSlivers : 1;
+    const int64_t min_slivers = a_bytes > kLargeABytes ? std::max<int64_t>(1, kLargeAMinCols / kNR) : 1;
     const int64_t parts = std::max<int64_t>(threads, std::min(col_slivers / min_slivers, max_parts));
     parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
       const int64_t c0 = col_slivers * p0 / parts * kNR, c1 = std::min(cols, col_slivers * p1 / parts * kNR);
