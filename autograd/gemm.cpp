@@ -61,6 +61,21 @@ constexpr int64_t kSmallBBytes = 64 * 1024;
 // dY^T X over many tokens, at tiny and small widths) is split by slices of the inner dimension instead.
 constexpr int64_t kSliceSplitMaxC = 64 * 1024;
 
+// c[rows x cols] = its start (see CStart): residual + bias, as the op computing it alone would.
+template <typename T>
+void write_start(CStart<T> start, int64_t rows, int64_t cols, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    T* ci = c + i * ldc;
+    const T* ri = start.residual ? start.residual + i * start.ld : nullptr;
+    if (!ri)
+      std::copy(start.bias, start.bias + cols, ci);
+    else if (!start.bias)
+      std::copy(ri, ri + cols, ci);
+    else
+      for (int64_t j = 0; j < cols; ++j) ci[j] = ri[j] + start.bias[j];
+  }
+}
+
 template <typename T>
 struct Tile {
   typedef T Vec __attribute__((vector_size(kVectorBytes)));
@@ -140,21 +155,14 @@ struct Tile {
       kernel<kRowMajorA, 1>(kc, a, lda, b, ldb, tile, kNR, false);
     else
       kernel<kRowMajorA, 2>(kc, a, lda, b, ldb, tile, kNR, false);
-    const bool from_start = !accumulate && !start.empty();
+    // At C's edge only: the start written first, then the sums added, as the whole tile's store adds them.
+    if (!accumulate && !start.empty()) {
+      write_start(start, rows, cols, c, ldc);
+      accumulate = true;
+    }
     for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) {
-        const T sum = tile[i * kNR + j];
-        c[i * ldc + j] = accumulate   ? c[i * ldc + j] + sum
-                         : from_start ? start_value(start, i, j) + sum
-                                      : sum;
-      }
-  }
-
-  // Element (i, j) of a start: residual + bias as write_start computes it, or whichever is not null.
-  static T start_value(CStart<T> start, int64_t i, int64_t j) {
-    if (!start.residual) return start.bias[j];
-    const T r = start.residual[i * start.ld + j];
-    return start.bias ? r + start.bias[j] : r;
+      for (int64_t j = 0; j < cols; ++j)
+        c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
   }
 };
 
@@ -238,21 +246,6 @@ struct BlockB {
   int64_t row_stride;
   int64_t sliver_stride;
 };
-
-// c[rows x cols] = its start (see CStart): residual + bias, as the op computing it alone would.
-template <typename T>
-void write_start(CStart<T> start, int64_t rows, int64_t cols, T* c, int64_t ldc) {
-  for (int64_t i = 0; i < rows; ++i) {
-    T* ci = c + i * ldc;
-    const T* ri = start.residual ? start.residual + i * start.ld : nullptr;
-    if (!ri)
-      std::copy(start.bias, start.bias + cols, ci);
-    else if (!start.bias)
-      std::copy(ri, ri + cols, ci);
-    else
-      for (int64_t j = 0; j < cols; ++j) ci[j] = ri[j] + start.bias[j];
-  }
-}
 
 // c[rows x nc] (+)= a[rows x kc] . B's kc x nc block: runs the micro-kernel over every pair of slivers,
 // kMC rows of A at a time (they stay in L2 across the column slivers). Unless `add`, a non-empty `start`
