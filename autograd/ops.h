@@ -59,6 +59,9 @@ template <typename T>
 Tensor<T> exp(const Tensor<T>& a);
 template <typename T>
 Tensor<T> log(const Tensor<T>& a);
+// 1 / sqrt(a): a LayerNorm's scale, 1 / sqrt(var + eps).
+template <typename T>
+Tensor<T> rsqrt(const Tensor<T>& a);
 template <typename T>
 Tensor<T> tanh(const Tensor<T>& a);
 template <typename T>

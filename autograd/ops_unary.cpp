@@ -1,4 +1,5 @@
-// Unary elementwise functions: exp, log, tanh, relu and GELU (tanh form), each forward with its backward.
+// Unary elementwise functions: exp, log, rsqrt, tanh, relu and GELU (tanh form), each forward with its
+// backward.
 // All of them are one Eigen array expression over the whole contiguous buffer, which Eigen vectorises.
 #include <algorithm>
 #include <cmath>
@@ -70,6 +71,14 @@ Tensor<T> log(const Tensor<T>& a) {
 }
 
 template <typename T>
+Tensor<T> rsqrt(const Tensor<T>& a) {
+  // y = x^(-1/2), dy/dx = -y^3 / 2 from the saved output.
+  return unary(
+      a, "rsqrt", [](In<T> x, Out<T> y) { y = x.rsqrt(); },
+      [](In<T>, In<T> y, In<T> dy, auto&& put) { put(T(-0.5) * dy * y.cube()); });
+}
+
+template <typename T>
 Tensor<T> tanh(const Tensor<T>& a) {
   // The derivative 1 - y^2 uses the saved output: no second tanh in backward.
   return unary(
@@ -100,6 +109,8 @@ template Tensor<float> exp<float>(const Tensor<float>&);
 template Tensor<double> exp<double>(const Tensor<double>&);
 template Tensor<float> log<float>(const Tensor<float>&);
 template Tensor<double> log<double>(const Tensor<double>&);
+template Tensor<float> rsqrt<float>(const Tensor<float>&);
+template Tensor<double> rsqrt<double>(const Tensor<double>&);
 template Tensor<float> tanh<float>(const Tensor<float>&);
 template Tensor<double> tanh<double>(const Tensor<double>&);
 template Tensor<float> relu<float>(const Tensor<float>&);

@@ -176,14 +176,15 @@ void multi_head_section() {
   ag::Rng rng(kSeed);
   nn::MultiHeadAttention<float> mha(kDModel, 2, rng);
   const Tensor x = ag::reshape(embed(tokens), {1, t, kDModel});
-  nn::Hooks<float> hooks;  // the per-head weights, read at the hook point blocks.L.attn.pattern
-  hooks.capture("attn.pattern");
+  nn::Hooks<float> hooks;  // the per-head weights, read at the hook point blocks.0.attn.pattern
+  const std::string pattern_point = nn::hook_name(nn::Point::attn_pattern, 0);
+  hooks.capture(pattern_point);
   Tensor out;
   {
     ag::NoGradScope no_grad;
-    out = mha.forward(x, {}, &hooks);
+    out = mha.forward(x, {}, nn::HookSite<float>(&hooks, nn::block_prefix(0)));
   }
-  const Tensor& weights = hooks.captured("attn.pattern");  // (1, H, T, T)
+  const Tensor& weights = hooks.captured(pattern_point);  // (1, H, T, T)
   study::Probe probe;
   probe.tokens = tokens;
   for (int h = 0; h < mha.n_heads; ++h) {

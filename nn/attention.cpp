@@ -75,34 +75,29 @@ MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag
 
 template <typename T>
 ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask,
-                                             Hooks<T>* hooks, const std::string& prefix,
-                                             const ag::Tensor<T>& residual) const {
+                                             const HookSite<T>& at) const {
   if (x.dim() != 3 || x.size(2) != d_model)
     throw std::invalid_argument("MultiHeadAttention: expected x (B, T, " + std::to_string(d_model) +
                                 "), got " + ag::shape_str(x.shape()));
   const int64_t B = x.size(0), t = x.size(1);
-  ag::Tensor<T> z;  // (B, T, H, dk) as (B, T, D): each head's output, heads side by side
-  if (!hooks || !hooks->has(prefix + "attn.pattern")) {
-    // One fused op: its (B, T, D) output is the heads' outputs side by side, so z needs no copy.
-    z = ag::attention(wq.forward(x), wk.forward(x), wv.forward(x), n_heads, mask, T(1) / std::sqrt(T(dk)));
-  } else {
-    // (B, T, D) -> (B, T, H, dk) -> (B, H, T, dk)
-    auto split_heads = [&](const ag::Tensor<T>& y) {
-      return ag::permute(ag::reshape(y, {B, t, n_heads, dk}), {0, 2, 1, 3});
-    };
-    const ag::Tensor<T> pattern = hooks->run(  // (B, H, T, S)
-        prefix + "attn.pattern",
-        attention_weights(split_heads(wq.forward(x)), split_heads(wk.forward(x)), mask));
-    // (B, H, T, dk) -> (B, T, H, dk) -> (B, T, D)
-    z = ag::reshape(ag::permute(ag::matmul(pattern, split_heads(wv.forward(x))), {0, 2, 1, 3}),
-                    {B, t, d_model});
-  }
-  if (hooks && hooks->has(prefix + "attn.z"))
-    z = ag::reshape(hooks->run(prefix + "attn.z", ag::reshape(z, {B, t, n_heads, dk})), {B, t, d_model});
+  // (B, T, D) -> (B, T, H, dk): head h is columns [h*dk, (h+1)*dk) of a projection.
+  auto split_heads = [&](const ag::Tensor<T>& y) { return ag::reshape(y, {B, t, n_heads, dk}); };
+  // (B, T, H, dk) -> (B, H, T, dk): one matrix per batch entry and head.
+  auto per_head = [](const ag::Tensor<T>& y) { return ag::permute(y, {0, 2, 1, 3}); };
+  const ag::Tensor<T> q = at(Point::attn_q, split_heads(wq.forward(x)));
+  const ag::Tensor<T> k = at(Point::attn_k, split_heads(wk.forward(x)));
+  const ag::Tensor<T> v = at(Point::attn_v, split_heads(wv.forward(x)));
+  // Dot products grow like sqrt(dk); dividing keeps softmax out of saturation, where its gradient vanishes.
+  const ag::Tensor<T> scores =
+      at(Point::attn_scores,
+         ag::scale(ag::matmul(per_head(q), ag::transpose(per_head(k))), T(1) / std::sqrt(T(dk))));
+  const ag::Tensor<T> visible =
+      mask.defined() ? ag::masked_fill(scores, mask, -std::numeric_limits<T>::infinity()) : scores;
+  const ag::Tensor<T> pattern = at(Point::attn_pattern, ag::softmax(visible));
+  // (B, H, T, dk) -> (B, T, H, dk)
+  const ag::Tensor<T> z = at(Point::attn_z, ag::permute(ag::matmul(pattern, per_head(v)), {0, 2, 1, 3}));
   // Wo mixes the heads.
-  if (!residual.defined()) return run_hook(hooks, prefix, "attn.out", wo.forward(z));
-  if (!hooks || !hooks->has(prefix + "attn.out")) return wo.forward(z, residual);
-  return ag::add(residual, hooks->run(prefix + "attn.out", wo.forward(z)));
+  return at(Point::attn_out, wo.forward(ag::reshape(z, {B, t, d_model})));
 }
 
 #define ATTOGRAD_INSTANTIATE(T)                                                                            \

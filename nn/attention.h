@@ -44,13 +44,15 @@ template <typename T>
 class MultiHeadAttention : public Module<T> {
  public:
   MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng);
-  // x (B, T, D) -> (B, T, D). With hooks, runs the points `prefix`attn.pattern, attn.z and attn.out
-  // (nn/hooks.h); a hook on the pattern takes the composed path (softmax weights as a tensor), every other
-  // case the fused ag::attention op, which computes the same numbers. With `residual` (B, T, D) defined,
-  // returns residual + the output: added inside Wo's product (ag::linear) unless a hook is at attn.out,
-  // which then sees Wo's output on its own and the add follows it.
-  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask = {}, Hooks<T>* hooks = nullptr,
-                        const std::string& prefix = "", const ag::Tensor<T>& residual = {}) const;
+  // x (B, T, D) -> (B, T, D), as its math reads, with hooks at attn.q, .k, .v, .scores, .pattern, .z and
+  // .out (nn/hook_points.h):
+  //   q, k, v = split_heads(x Wq^T + bq), ...            (B, T, H, dk)
+  //   scores  = q k^T / sqrt(dk)                          (B, H, T, S)
+  //   pattern = softmax(scores, -inf where mask is set)   (B, H, T, S)
+  //   z       = pattern v                                 (B, T, H, dk)
+  //   out     = merge_heads(z) Wo^T + bo                  (B, T, D)
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask = {},
+                        const HookSite<T>& at = {}) const;
 
   int64_t n_heads, d_model, dk;
   Linear<T> wq, wk, wv, wo;

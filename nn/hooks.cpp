@@ -8,20 +8,26 @@ namespace nn {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Where the position and head axes of a point's value are: (B, H, T, S) for the pattern, (B, T, H, dk)
-// for z, (B, T, ...) for every other point. head_axis -1: the point has no head axis.
+// Where the position and head axes of a point's value are (nn/hook_points.h); a name without a row (a
+// standalone module's "attn.z") is looked up by its last parts.
 struct Axes {
   int64_t position = 1, head = -1;
 };
 
+// "blocks.L.attn.q, ..." from the table.
+std::string points_with_head_axis() {
+  std::string out;
+  for (const HookPoint& row : kHookPoints)
+    if (row.head_axis >= 0)
+      out += (out.empty() ? "" : ", ") + std::string(row.in_block ? "blocks.L." : "") + row.name;
+  return out;
+}
+
 Axes axes_of(const std::string& point) {
-  if (ends_with(point, ".attn.pattern")) return {2, 1};
-  if (ends_with(point, ".attn.z")) return {1, 2};
-  return {};
+  const HookPoint* row = find_hook_point(point);
+  if (!row) row = find_hook_point("blocks.0." + point);
+  if (!row) return {};
+  return {row->position_axis, row->head_axis};
 }
 
 // The value with the selected elements taken from `source`: value * (1 - mask) + source * mask, where
@@ -66,10 +72,6 @@ ag::Tensor<T> blend(const std::string& point, const ag::Tensor<T>& value, const 
 
 }  // namespace
 
-std::string block_prefix(size_t layer) {
-  return "blocks." + std::to_string(layer) + ".";
-}
-
 template <typename T>
 void Hooks<T>::add(const std::string& point, Fn fn) {
   fns_[point].push_back(std::move(fn));
@@ -106,8 +108,8 @@ template <typename T>
 void Hooks<T>::patch_head(const std::string& point, int64_t head, const std::vector<int64_t>& positions,
                           const ag::Tensor<T>& source) {
   if (axes_of(point).head < 0)
-    throw std::invalid_argument("hook " + point +
-                                ": patch_head needs blocks.L.attn.z or blocks.L.attn.pattern");
+    throw std::invalid_argument("hook " + point + ": patch_head needs a point with a head axis (" +
+                                points_with_head_axis() + ")");
   if (head < 0) throw std::invalid_argument("hook " + point + ": head " + std::to_string(head) + " < 0");
   add(point, [point, head, positions, source](const ag::Tensor<T>& value) {
     return blend(point, value, source, positions, head);

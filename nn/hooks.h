@@ -3,19 +3,9 @@
 // forward as an argument and never stored on a module, so forward stays const, two studies of one model
 // can run at once (each with its own Hooks), and the training path (no hooks) pays nothing.
 //
-// Hook points of CausalLM (docs/architecture.md "Hook points"); L is the block index from 0, B batch,
-// T query positions, S key positions, H heads, dk = D / H, V vocabulary:
-//   blocks.L.resid_pre     (B, T, D)      the residual stream entering block L
-//   blocks.L.attn.pattern  (B, H, T, S)   attention weights, rows sum to 1 (hooking it: composed path)
-//   blocks.L.attn.z        (B, T, H, dk)  each head's output before Wo
-//   blocks.L.attn.out      (B, T, D)      attention's output after Wo
-//   blocks.L.resid_mid     (B, T, D)      resid_pre + attn.out
-//   blocks.L.mlp.out       (B, T, D)      the MLP's output (not in attention-only models)
-//   blocks.L.resid_post    (B, T, D)      the residual stream leaving block L
-//   ln_f.out               (B, T, D)      the final LayerNorm's output
-//   logits                 (B, T, V)
-// A hook's replacement flows on through the rest of forward and, when gradients are on, through backward
-// (to the replaced activation's unpatched elements and to the replacement itself).
+// The hook points, their names, shapes and axes are declared once in nn/hook_points.h. A hook's replacement
+// flows on through the rest of forward and, when gradients are on, through backward (to the replaced
+// activation's unpatched elements and to the replacement itself).
 #pragma once
 
 #include <functional>
@@ -24,6 +14,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "nn/hook_points.h"
 
 namespace nn {
 
@@ -50,7 +41,8 @@ class Hooks {
   //   hooks.patch_positions("blocks.0.resid_pre", {3}, clean_resid);
   void patch_positions(const std::string& point, const std::vector<int64_t>& positions,
                        const ag::Tensor<T>& source);
-  // As patch_positions, for one head of blocks.L.attn.z or blocks.L.attn.pattern (query positions).
+  // As patch_positions, for one head of a point with a head axis (attn.q, .k, .v, .scores, .pattern, .z;
+  // query positions for scores and pattern).
   //   hooks.patch_head("blocks.1.attn.z", 2, {}, ag::Tensor<float>::zeros({T, H, dk}));  // zero ablation
   void patch_head(const std::string& point, int64_t head, const std::vector<int64_t>& positions,
                   const ag::Tensor<T>& source);
@@ -73,14 +65,23 @@ class Hooks {
   std::map<std::string, ag::Tensor<T>> captured_;
 };
 
-// The value that flows on at `point`: unchanged without hooks (the training path builds no name).
+// What a module's reference forward calls at each hook point: at(Point::attn_z, z) is z after every hook at
+// the point's full name (`prefix` + the table's name for a block's point, "blocks.L."), or z itself when
+// there are no hooks (then no name is built).
 template <typename T>
-ag::Tensor<T> run_hook(Hooks<T>* hooks, const std::string& prefix, const char* point,
-                       const ag::Tensor<T>& value) {
-  return hooks ? hooks->run(prefix + point, value) : value;
-}
+class HookSite {
+ public:
+  HookSite() = default;
+  HookSite(Hooks<T>* hooks, std::string prefix = "") : hooks_(hooks), prefix_(std::move(prefix)) {}
+  ag::Tensor<T> operator()(Point p, const ag::Tensor<T>& value) const {
+    if (!hooks_) return value;
+    const HookPoint& row = hook_point(p);
+    return hooks_->run(row.in_block ? prefix_ + row.name : std::string(row.name), value);
+  }
 
-// "blocks.L." for block L.
-std::string block_prefix(size_t layer);
+ private:
+  Hooks<T>* hooks_ = nullptr;
+  std::string prefix_;
+};
 
 }  // namespace nn

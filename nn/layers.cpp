@@ -21,6 +21,15 @@ LayerNorm<T>::LayerNorm(int64_t dim, T eps_)
       eps(eps_) {}
 
 template <typename T>
+ag::Tensor<T> LayerNorm<T>::forward(const ag::Tensor<T>& x, const HookSite<T>& at, Point scale_point,
+                                    Point out_point) const {
+  const ag::Tensor<T> centred = x - ag::mean(x, -1, /*keepdim=*/true);
+  const ag::Tensor<T> scale =
+      at(scale_point, ag::rsqrt(ag::add_scalar(ag::mean(centred * centred, -1, /*keepdim=*/true), eps)));
+  return at(out_point, centred * scale * weight + bias);
+}
+
+template <typename T>
 MLP<T>::MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng) : fc1(d_model, d_ff, rng), fc2(d_ff, d_model, rng) {
   this->register_module("fc1", &fc1);
   this->register_module("fc2", &fc2);

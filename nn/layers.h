@@ -1,4 +1,6 @@
-// The basic layers: Linear, Embedding, LayerNorm, and the GELU MLP of a transformer block.
+// The basic layers: Linear, Embedding, LayerNorm, and the GELU MLP of a transformer block. Their forwards
+// are the model's reference: plain ops, with a hook at every point of nn/hook_points.h. The training
+// forward (nn/training_forward.cpp) computes the same functions with fused ops.
 // Initialisation (from the caller's seeded generator, in construction order):
 //   Linear weight: Xavier-like normal, std sqrt(2 / (in + out)); bias zeros.
 //   Embedding (vocab, dim): the same rule with fan_in = vocab, fan_out = dim.
@@ -7,24 +9,17 @@
 
 #include "autograd/ops.h"
 #include "autograd/random.h"
+#include "nn/hooks.h"
 #include "nn/module.h"
 
 namespace nn {
 
 template <typename T>
-class LayerNorm;
-
-template <typename T>
 class Linear : public Module<T> {
  public:
   Linear(int64_t in, int64_t out, ag::Rng& rng, bool bias = true);
-  // With `residual` defined: residual + forward(x), the add fused into the product (ag::linear).
-  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& residual = {}) const {
-    return ag::linear(x, weight, bias, residual);
-  }
-  // forward(norm.forward(x)), with the LayerNorm's output recomputed in backward instead of kept
-  // (ag::layer_norm_linear).
-  ag::Tensor<T> forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x) const;
+  // x (..., in) -> x W^T + b (..., out)
+  ag::Tensor<T> forward(const ag::Tensor<T>& x) const { return ag::linear(x, weight, bias); }
 
   ag::Tensor<T>& weight;  // (out, in), as nn.Linear
   ag::Tensor<T> bias;     // (out), or undefined
@@ -45,31 +40,27 @@ template <typename T>
 class LayerNorm : public Module<T> {
  public:
   explicit LayerNorm(int64_t dim, T eps = T(1e-5));
-  ag::Tensor<T> forward(const ag::Tensor<T>& x) const { return ag::layer_norm(x, weight, bias, eps); }
+  // Over the last dim, as its math reads: centred = x - mean(x); scale = 1 / sqrt(mean(centred^2) + eps)
+  // (..., 1); out = centred * scale * weight + bias. `at` runs the hooks at `scale_point` and `out_point`.
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const HookSite<T>& at, Point scale_point,
+                        Point out_point) const;
+  ag::Tensor<T> forward(const ag::Tensor<T>& x) const {
+    return forward(x, {}, Point::ln_f_scale, Point::ln_f_out);
+  }
   ag::Tensor<T>& weight;
   ag::Tensor<T>& bias;
   T eps;
 };
 
-template <typename T>
-ag::Tensor<T> Linear<T>::forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x) const {
-  return ag::layer_norm_linear(x, norm.weight, norm.bias, weight, bias, norm.eps);
-}
-
-// fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model. GELU and fc2 are one op (ag::gelu_linear), so the
-// graph never holds GELU's output; with `residual` defined, residual + the MLP's output, in the same op.
+// fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model, with hooks at mlp.pre, mlp.post and mlp.out.
 template <typename T>
 class MLP : public Module<T> {
  public:
   MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng);
-  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& residual = {}) const {
-    return ag::gelu_linear(fc1.forward(x), fc2.weight, fc2.bias, residual);
-  }
-  // forward(norm.forward(x), residual), with the LayerNorm's output recomputed in fc1's backward instead
-  // of kept.
-  ag::Tensor<T> forward_normed(const LayerNorm<T>& norm, const ag::Tensor<T>& x,
-                               const ag::Tensor<T>& residual = {}) const {
-    return ag::gelu_linear(fc1.forward_normed(norm, x), fc2.weight, fc2.bias, residual);
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const HookSite<T>& at = {}) const {
+    const ag::Tensor<T> pre = at(Point::mlp_pre, fc1.forward(x));   // (B, T, F)
+    const ag::Tensor<T> post = at(Point::mlp_post, ag::gelu(pre));  // (B, T, F)
+    return at(Point::mlp_out, fc2.forward(post));                   // (B, T, D)
   }
   Linear<T> fc1, fc2;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "nn/training_forward.h"
+
 namespace nn {
 
 template <typename T>
@@ -19,24 +21,29 @@ TransformerBlock<T>::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t 
 }
 
 template <typename T>
-ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, Hooks<T>* hooks,
-                                           const std::string& prefix) const {
-  // The residual adds happen inside Wo's and fc2's products, so their outputs are never tensors of their
-  // own (less memory, one pass fewer), except where a hook at attn.out or mlp.out must see them alone. ln2
-  // is recomputed in fc1's backward rather than kept.
-  const ag::Tensor<T> resid_pre = run_hook(hooks, prefix, "resid_pre", x);
-  ag::Tensor<T> h = run_hook(hooks, prefix, "resid_mid",
-                             attn.forward(ln1.forward(resid_pre), mask, hooks, prefix, resid_pre));
-  if (mlp) {
-    if (!hooks || !hooks->has(prefix + "mlp.out"))
-      h = mlp->forward_normed(*ln2, h, h);
-    else
-      h = ag::add(h, hooks->run(prefix + "mlp.out", mlp->forward_normed(*ln2, h)));
-  }
-  return run_hook(hooks, prefix, "resid_post", h);
+ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask,
+                                           const HookSite<T>& at) const {
+  const ag::Tensor<T> resid_pre = at(Point::resid_pre, x);
+  const ag::Tensor<T> attn_in = ln1.forward(resid_pre, at, Point::ln1_scale, Point::ln1_out);
+  const ag::Tensor<T> resid_mid = at(Point::resid_mid, resid_pre + attn.forward(attn_in, mask, at));
+  if (!mlp) return at(Point::resid_post, resid_mid);
+  const ag::Tensor<T> mlp_in = ln2->forward(resid_mid, at, Point::ln2_scale, Point::ln2_out);
+  return at(Point::resid_post, resid_mid + mlp->forward(mlp_in, at));
 }
 
 namespace {
+// "blocks.0..N-1.{resid_pre, ...}, ln_f.scale, ..., logits": the points of a model, for the error naming an
+// unknown one.
+std::string hook_point_summary(size_t n_layers, bool has_mlp) {
+  std::string block, model;
+  for (const HookPoint& row : kHookPoints) {
+    if (row.in_block && row.needs == Needs::mlp && !has_mlp) continue;
+    std::string& list = row.in_block ? block : model;
+    list += (list.empty() ? "" : ", ") + std::string(row.name);
+  }
+  return "blocks.0.." + std::to_string(n_layers - 1) + ".{" + block + "}, " + model;
+}
+
 // Built in the member initialiser list so the generator is drawn in docs/architecture.md's order.
 template <typename T>
 std::vector<std::unique_ptr<TransformerBlock<T>>> make_blocks(const ModelShape& s, ag::Rng& rng) {
@@ -66,17 +73,23 @@ CausalLM<T>::CausalLM(const ModelShape& s, ag::Rng& rng)
 
 template <typename T>
 std::vector<std::string> CausalLM<T>::hook_points() const {
-  std::vector<std::string> points;
-  for (size_t l = 0; l < blocks.size(); ++l) {
-    const std::string p = block_prefix(l);
-    for (const char* name : {"resid_pre", "attn.pattern", "attn.z", "attn.out", "resid_mid"})
-      points.push_back(p + name);
-    if (blocks[l]->mlp) points.push_back(p + "mlp.out");
-    points.push_back(p + "resid_post");
-  }
-  points.push_back("ln_f.out");
-  points.push_back("logits");
-  return points;
+  return hook_point_names(blocks.size(), !shape.attention_only);
+}
+
+template <typename T>
+ag::Tensor<T> CausalLM<T>::embed(const std::vector<int32_t>& ids, int64_t batch, int64_t t) const {
+  std::vector<int32_t> positions(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(i);
+  // (B, T, D) + (T, D): positions broadcast over the batch.
+  return ag::add(tok_emb.forward(ids, {batch, t}), pos_emb.forward(positions, {t}));
+}
+
+template <typename T>
+ag::Tensor<T> CausalLM<T>::attention_mask(int64_t batch, int64_t t,
+                                          const std::vector<uint8_t>& is_padding) const {
+  ag::Tensor<T> mask = causal_mask<T>(t);                                                // (T, T)
+  if (!is_padding.empty()) mask = ag::add(mask, padding_mask<T>(is_padding, batch, t));  // (B, 1, T, T)
+  return mask;
 }
 
 template <typename T>
@@ -85,26 +98,18 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
   if (t < 1 || t > shape.max_len)
     throw std::invalid_argument("CausalLM: sequence length " + std::to_string(t) + " outside 1.." +
                                 std::to_string(shape.max_len));
-  if (hooks) {
-    const std::vector<std::string> known = hook_points();
-    for (const std::string& p : hooks->points())
-      if (std::find(known.begin(), known.end(), p) == known.end())
-        throw std::invalid_argument("hook " + p + ": no such point in this model (blocks.0.." +
-                                    std::to_string(blocks.size() - 1) + ", see nn/hooks.h)");
-  }
-  std::vector<int32_t> positions(static_cast<size_t>(t));
-  for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(i);
-  // (B, T, D) + (T, D): positions broadcast over the batch.
-  ag::Tensor<T> x = ag::add(tok_emb.forward(ids, {batch, t}), pos_emb.forward(positions, {t}));
-  ag::Tensor<T> mask = causal_mask<T>(t);                                                // (T, T)
-  if (!is_padding.empty()) mask = ag::add(mask, padding_mask<T>(is_padding, batch, t));  // (B, 1, T, T)
+  if (!hooks) return training_forward(*this, ids, batch, t, is_padding);
+  const std::vector<std::string> known = hook_points();
+  for (const std::string& p : hooks->points())
+    if (std::find(known.begin(), known.end(), p) == known.end())
+      throw std::invalid_argument("hook " + p + ": no such point in this model (" +
+                                  hook_point_summary(blocks.size(), !shape.attention_only) + ")");
+  const ag::Tensor<T> mask = attention_mask(batch, t, is_padding);
+  ag::Tensor<T> h = embed(ids, batch, t);
   for (size_t l = 0; l < blocks.size(); ++l)
-    x = blocks[l]->forward(x, mask, hooks, hooks ? block_prefix(l) : std::string());
-  // ln_f's output is recomputed in lm_head's backward rather than kept, unless a hook must see it.
-  const ag::Tensor<T> logits = hooks && hooks->has("ln_f.out")
-                                   ? lm_head.forward(hooks->run("ln_f.out", ln_f.forward(x)))
-                                   : lm_head.forward_normed(ln_f, x);
-  return run_hook(hooks, "", "logits", logits);
+    h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
+  const HookSite<T> at(hooks);
+  return at(Point::logits, lm_head.forward(ln_f.forward(h, at, Point::ln_f_scale, Point::ln_f_out)));
 }
 
 template class TransformerBlock<float>;

@@ -1,10 +1,11 @@
 // The pre-LayerNorm GPT of docs/architecture.md: TransformerBlock and CausalLM.
-//   x = tok_emb[tokens] + pos_emb[positions]
-//   per block: x = x + Wo(MHA(ln1(x)));  x = x + fc2(gelu_tanh(fc1(ln2(x))))   (no ln2/mlp if attention_only)
-//   logits = lm_head(ln_f(x))
+//   h = tok_emb[tokens] + pos_emb[positions]
+//   per block: h = h + attn(ln1(h));  h = h + mlp(ln2(h))   (no ln2 and mlp if attention_only)
+//   logits = lm_head(ln_f(h))
 // Parameter names (and so checkpoint names) follow docs/architecture.md's table through the Module registry.
-// Forward takes optional activation hooks (nn/hooks.h lists the points); without them it is the training
-// path.
+// The modules' forwards are the reference: plain ops, a hook at every point of nn/hook_points.h. Training
+// runs nn/training_forward.cpp, the same function with fused ops and no hooks; CausalLM::forward picks it
+// when it is given no Hooks, and tests/nn/test_hooks.cpp holds the two equal.
 #pragma once
 
 #include <memory>
@@ -22,9 +23,8 @@ template <typename T>
 class TransformerBlock : public Module<T> {
  public:
   TransformerBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, bool attention_only, ag::Rng& rng);
-  // x (B, T, D) -> (B, T, D); hook points under `prefix` ("blocks.L.").
-  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, Hooks<T>* hooks = nullptr,
-                        const std::string& prefix = "") const;
+  // x (B, T, D) -> (B, T, D); `at` runs the hooks of this block (prefix "blocks.L.").
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, const HookSite<T>& at = {}) const;
 
   LayerNorm<T> ln1;
   MultiHeadAttention<T> attn;
@@ -39,12 +39,19 @@ class CausalLM : public Module<T> {
   CausalLM(const ModelShape& shape, ag::Rng& rng);
 
   // ids (B*T, row-major) -> logits (B, T, vocab). The causal mask is always applied; is_padding (B*T, 1 =
-  // padding key) additionally hides padded keys. hooks: read or replace activations (nn/hooks.h); a hook
-  // at a point this model does not have is an error (std::invalid_argument naming it).
+  // padding key) additionally hides padded keys. With hooks (any Hooks object, even an empty one) this is
+  // the reference forward, whose hooks read or replace activations (nn/hooks.h); a hook at a point this
+  // model does not have is an error (std::invalid_argument naming it). Without, it is the training forward
+  // (nn/training_forward.h): the same numbers up to float rounding.
   ag::Tensor<T> forward(const std::vector<int32_t>& ids, int64_t batch, int64_t t,
                         const std::vector<uint8_t>& is_padding = {}, Hooks<T>* hooks = nullptr) const;
   // Every hook point of this model, in forward order.
   std::vector<std::string> hook_points() const;
+
+  // The two forwards' shared start: tok_emb[ids] + pos_emb[0..t) (B, T, D), and the attention mask, causal
+  // (T, T) or with padding (B, 1, T, T).
+  ag::Tensor<T> embed(const std::vector<int32_t>& ids, int64_t batch, int64_t t) const;
+  ag::Tensor<T> attention_mask(int64_t batch, int64_t t, const std::vector<uint8_t>& is_padding) const;
 
   ModelShape shape;
   Embedding<T> tok_emb, pos_emb;

@@ -15,7 +15,7 @@ std::vector<ag::Tensor<float>> mean_head_outputs(const nn::CausalLM<float>& mode
   const int64_t T = batch.T;
   const size_t L = model.blocks.size();
   nn::Hooks<float> hooks;
-  for (size_t l = 0; l < L; ++l) hooks.capture(nn::block_prefix(l) + "attn.z");
+  for (size_t l = 0; l < L; ++l) hooks.capture(nn::hook_name(nn::Point::attn_z, l));
   // Sums in double so that the mean of thousands of sequences does not depend on their order in float.
   std::vector<std::vector<double>> sums(L);
   for (int start = 0; start < batch.B; start += chunk) {
@@ -24,7 +24,7 @@ std::vector<ag::Tensor<float>> mean_head_outputs(const nn::CausalLM<float>& mode
     const std::vector<int32_t> ids(begin, begin + static_cast<int64_t>(b) * T);
     model.forward(ids, b, T, {}, &hooks);
     for (size_t l = 0; l < L; ++l) {
-      const ag::Tensor<float>& z = hooks.captured(nn::block_prefix(l) + "attn.z");  // (b, T, H, dk)
+      const ag::Tensor<float>& z = hooks.captured(nn::hook_name(nn::Point::attn_z, l));  // (b, T, H, dk)
       const size_t per = static_cast<size_t>(z.numel() / b);
       if (sums[l].empty()) sums[l].assign(per, 0.0);
       const float* p = z.data();
@@ -47,7 +47,7 @@ AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch
   report.baseline = train::evaluate(model, batch, chunk);
   const std::vector<ag::Tensor<float>> means = mean_head_outputs(model, batch, chunk);
   for (size_t l = 0; l < model.blocks.size(); ++l) {
-    const std::string point = nn::block_prefix(l) + "attn.z";
+    const std::string point = nn::hook_name(nn::Point::attn_z, l);
     const ag::Tensor<float> zeros = ag::Tensor<float>::zeros(means[l].shape());
     for (int h = 0; h < static_cast<int>(model.blocks[l]->attn.n_heads); ++h) {
       HeadAblation a;

@@ -11,7 +11,7 @@ std::vector<Probe> capture_attention(const nn::CausalLM<float>& model, const tra
   ag::NoGradScope no_grad;
   nn::Hooks<float> hooks;
   const size_t L = model.blocks.size();
-  for (size_t l = 0; l < L; ++l) hooks.capture(nn::block_prefix(l) + "attn.pattern");
+  for (size_t l = 0; l < L; ++l) hooks.capture(nn::hook_name(nn::Point::attn_pattern, l));
   ag::Tensor<float> out = model.forward(batch.inputs, batch.B, batch.T, {}, &hooks);
   if (logits) *logits = out;
   const int T = batch.T;
@@ -24,7 +24,7 @@ std::vector<Probe> capture_attention(const nn::CausalLM<float>& model, const tra
     }
     for (size_t l = 0; l < L; ++l) {
       const ag::Tensor<float>& pattern =
-          hooks.captured(nn::block_prefix(l) + "attn.pattern");  // (B, H, T, T)
+          hooks.captured(nn::hook_name(nn::Point::attn_pattern, l));  // (B, H, T, T)
       const int H = static_cast<int>(pattern.size(1));
       for (int h = 0; h < H; ++h) {
         HeadMap m{static_cast<int>(l), h, AttentionWeights(T, std::vector<float>(T))};

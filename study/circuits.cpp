@@ -165,11 +165,11 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
   for (int l = 0; l < L; ++l) WO.push_back(to_matrix(model.blocks[l]->attn.wo.weight));
   const bool mlp = model.blocks.front()->mlp != nullptr;
   nn::Hooks<float> hooks;
-  hooks.capture("blocks.0.resid_pre");
-  hooks.capture(nn::block_prefix(L - 1) + "resid_post");
+  hooks.capture(nn::hook_name(nn::Point::resid_pre, 0));
+  hooks.capture(nn::hook_name(nn::Point::resid_post, L - 1));
   for (int l = 0; l < L; ++l) {
-    hooks.capture(nn::block_prefix(l) + "attn.z");
-    if (mlp) hooks.capture(nn::block_prefix(l) + "mlp.out");
+    hooks.capture(nn::hook_name(nn::Point::attn_z, l));
+    if (mlp) hooks.capture(nn::hook_name(nn::Point::mlp_out, l));
   }
   DirectLogitAttribution out;
   out.heads.assign(static_cast<size_t>(L * H), 0.0);
@@ -183,8 +183,8 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
     const int b = std::min(std::max(1, chunk), batch.B - start);
     const auto begin = batch.inputs.begin() + static_cast<int64_t>(start) * T;
     model.forward(std::vector<int32_t>(begin, begin + static_cast<int64_t>(b) * T), b, T, {}, &hooks);
-    const ag::Tensor<float>& final_resid = hooks.captured(nn::block_prefix(L - 1) + "resid_post");
-    const ag::Tensor<float>& embed = hooks.captured("blocks.0.resid_pre");
+    const ag::Tensor<float>& final_resid = hooks.captured(nn::hook_name(nn::Point::resid_post, L - 1));
+    const ag::Tensor<float>& embed = hooks.captured(nn::hook_name(nn::Point::resid_pre, 0));
     for (int64_t r = 0; r < static_cast<int64_t>(b) * T; ++r) {
       const int32_t target = batch.targets[static_cast<size_t>(start) * T + r];
       if (target < 0) continue;
@@ -196,12 +196,12 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
       g = (g.array() - g.mean()).matrix() / sigma;
       out.embed += row(embed, r).dot(g);
       for (int l = 0; l < L; ++l) {
-        const ag::Tensor<float>& z = hooks.captured(nn::block_prefix(l) + "attn.z");  // (b, T, H, dk)
-        const VectorXd zr = row(z, r);                                                // (H * dk) = D
-        const VectorXd back = WO[l].transpose() * g;                                  // (D): per-head slices
+        const ag::Tensor<float>& z = hooks.captured(nn::hook_name(nn::Point::attn_z, l));  // (b, T, H, dk)
+        const VectorXd zr = row(z, r);                                                     // (H * dk) = D
+        const VectorXd back = WO[l].transpose() * g;  // (D): per-head slices
         for (int h = 0; h < H; ++h)
           out.heads[l * H + h] += zr.segment(h * dk, dk).dot(back.segment(h * dk, dk));
-        if (mlp) out.mlps[l] += row(hooks.captured(nn::block_prefix(l) + "mlp.out"), r).dot(g);
+        if (mlp) out.mlps[l] += row(hooks.captured(nn::hook_name(nn::Point::mlp_out, l)), r).dot(g);
       }
     }
   }

@@ -86,10 +86,10 @@ PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::
   // The clean run's activations, and both unpatched metrics.
   nn::Hooks<float> cache;
   std::vector<std::string> resid_points;
-  for (int l = 0; l < L; ++l) resid_points.push_back(nn::block_prefix(l) + "resid_pre");
-  resid_points.push_back(nn::block_prefix(L - 1) + "resid_post");
+  for (int l = 0; l < L; ++l) resid_points.push_back(nn::hook_name(nn::Point::resid_pre, l));
+  resid_points.push_back(nn::hook_name(nn::Point::resid_post, L - 1));
   for (const std::string& p : resid_points) cache.capture(p);
-  for (int l = 0; l < L; ++l) cache.capture(nn::block_prefix(l) + "attn.z");
+  for (int l = 0; l < L; ++l) cache.capture(nn::hook_name(nn::Point::attn_z, l));
   PatchingResult r;
   r.answer = answer;
   r.wrong = wrong;
@@ -115,7 +115,7 @@ PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::
   }
   // Heads: entry t gets head h's clean z at position t; entry T gets it at every position.
   for (int l = 0; l < L; ++l) {
-    const std::string point = nn::block_prefix(l) + "attn.z";
+    const std::string point = nn::hook_name(nn::Point::attn_z, l);
     const ag::Tensor<float> source = cache.captured(point);  // (1, T, H, dk)
     for (int h = 0; h < H; ++h) {
       auto fn = [source, T, H, dk, h](const ag::Tensor<float>& value) {

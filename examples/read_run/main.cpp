@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
 
     ag::NoGradScope no_grad;
     nn::Hooks<float> hooks;
-    const std::string point = nn::block_prefix(layer) + "attn.pattern";
+    const std::string point = nn::hook_name(nn::Point::attn_pattern, layer);
     hooks.capture(point);
     const ag::Tensor<float> probs = ag::softmax(run.model->forward(batch.inputs, 1, T, {}, &hooks));
     const ag::Tensor<float>& pattern = hooks.captured(point);  // (1, H, T, T)

@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE unary_ops
 #include <boost/test/unit_test.hpp>
 
-// exp, log, tanh, relu and gelu: forward values against PyTorch, float64 gradient checks, and the float32
-// path against float64.
+// exp, log, rsqrt, tanh, relu and gelu: forward values against PyTorch, float64 gradient checks, and the
+// float32 path against float64.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -87,6 +87,17 @@ BOOST_AUTO_TEST_CASE(gradcheck_log) {
   check_gradients("log", [](const auto& in) { return ag::log(in[0]); }, {x});
 }
 
+BOOST_AUTO_TEST_CASE(rsqrt_values_and_gradcheck) {
+  // 1/sqrt(x) against the C library's sqrt, then a float64 gradient check on inputs in about [0.6, 3.4].
+  const auto x = tensor_of<double>(kLogX);
+  const std::vector<double> got = ag::rsqrt(x).to_vector();
+  for (size_t i = 0; i < kLogX.size(); ++i)
+    BOOST_TEST(got[i] == 1.0 / std::sqrt(kLogX[i]), boost::test_tools::tolerance(1e-15));
+  auto xs = random_tensor({3, 4}, 8, 0.5, 2.0);
+  for (double v : xs.values()) BOOST_REQUIRE(v > 0.1);
+  check_gradients("rsqrt", [](const auto& in) { return ag::rsqrt(in[0]); }, {xs});
+}
+
 BOOST_AUTO_TEST_CASE(gradcheck_tanh) {
   check_gradients("tanh", [](const auto& in) { return ag::tanh(in[0]); }, {random_tensor({2, 3, 4}, 3, 1.5)});
 }
@@ -107,15 +118,14 @@ BOOST_AUTO_TEST_CASE(float32_path_matches_float64) {
   const std::vector<double> seed = random_tensor({5, 7}, 7).to_vector();
   using Fd = Tensor<double> (*)(const Tensor<double>&);
   using Ff = Tensor<float> (*)(const Tensor<float>&);
-  const std::vector<std::pair<Fd, Ff>> ops = {{ag::exp<double>, ag::exp<float>},
-                                              {ag::tanh<double>, ag::tanh<float>},
-                                              {ag::relu<double>, ag::relu<float>},
-                                              {ag::gelu<double>, ag::gelu<float>},
-                                              {ag::log<double>, ag::log<float>}};
-  const std::vector<std::string> names = {"exp", "tanh", "relu", "gelu", "log"};
+  const std::vector<std::pair<Fd, Ff>> ops = {
+      {ag::exp<double>, ag::exp<float>},   {ag::tanh<double>, ag::tanh<float>},
+      {ag::relu<double>, ag::relu<float>}, {ag::gelu<double>, ag::gelu<float>},
+      {ag::log<double>, ag::log<float>},   {ag::rsqrt<double>, ag::rsqrt<float>}};
+  const std::vector<std::string> names = {"exp", "tanh", "relu", "gelu", "log", "rsqrt"};
   for (size_t k = 0; k < ops.size(); ++k) {
     std::vector<double> xv = xd.to_vector();
-    if (names[k] == "log")
+    if (names[k] == "log" || names[k] == "rsqrt")
       for (double& v : xv) v = std::abs(v) + 0.5;
     auto x64 = Tensor<double>::from(xd.shape(), xv, true);
     auto x32 = to_float(x64);

@@ -199,17 +199,20 @@ BOOST_AUTO_TEST_CASE(bad_shapes_name_the_op) {
   BOOST_CHECK_THROW(ag::attention(q, k, k, 2, Tensor<double>::zeros({3, 4}), 1.0), std::invalid_argument);
 }
 
-BOOST_AUTO_TEST_CASE(multi_head_attention_fused_and_hooked_paths_agree) {
+BOOST_AUTO_TEST_CASE(the_fused_op_gives_the_multi_head_attention_modules_output) {
+  // The training forward's attention (nn/training_forward.cpp) against the module's reference forward.
   ag::Rng rng(3);
   nn::MultiHeadAttention<double> mha(8, 2, rng);
   const Tensor<double> x = testing::random_tensor({2, 5, 8}, 4, 1.0, 0.0, false);
-  const Tensor<double> plain = mha.forward(x, nn::causal_mask<double>(5));
-  nn::Hooks<double> hooks;  // a hook on the pattern takes the composed path
-  hooks.capture("attn.pattern");
-  const Tensor<double> hooked = mha.forward(x, nn::causal_mask<double>(5), &hooks);
-  BOOST_REQUIRE(hooks.captured("attn.pattern").defined());
-  for (int64_t i = 0; i < plain.numel(); ++i)
-    BOOST_TEST(std::abs(plain.data()[i] - hooked.data()[i]) < 1e-12);
+  const Tensor<double> mask = nn::causal_mask<double>(5);
+  const Tensor<double> reference = mha.forward(x, mask);
+  const Tensor<double> z =
+      ag::attention(ag::linear(x, mha.wq.weight, mha.wq.bias), ag::linear(x, mha.wk.weight, mha.wk.bias),
+                    ag::linear(x, mha.wv.weight, mha.wv.bias), 2, mask, 1.0 / std::sqrt(4.0));
+  const Tensor<double> fused_out = ag::linear(z, mha.wo.weight, mha.wo.bias);
+  BOOST_REQUIRE((fused_out.shape() == reference.shape()));
+  for (int64_t i = 0; i < reference.numel(); ++i)
+    BOOST_TEST(std::abs(reference.data()[i] - fused_out.data()[i]) < 1e-12);
 }
 
 BOOST_AUTO_TEST_CASE(same_bits_for_one_and_two_threads) {

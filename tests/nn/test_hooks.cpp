@@ -1,16 +1,22 @@
-// Activation hooks on CausalLM: capturing every point gives tensors of the documented shapes; patching every
-// point with its own captured value changes no bit; a hook on the pattern (composed attention path) gives
-// the same logits as the fused path; without hooks at attn.out, mlp.out and ln_f.out the residual adds
-// fused into Wo and fc2 and ln_f fused into lm_head give the hooked (unfused) path's logits and gradients,
-// and the graph holds two (B, T, D) tensors fewer per block and one fewer for ln_f; patching one head's z at
-// one position changes the logits only at that position and after it (causality); replacements carry
-// gradients; a misspelt point is an error.
+// Activation hooks on CausalLM, for every point of nn/hook_points.h's table: docs/architecture.md's table
+// is the code's; capturing every point gives tensors of the documented shapes and values that agree with
+// each other (the residual adds, the LayerNorm scales, the pattern); patching every point with its own
+// captured value changes no bit; the training forward (fused ops) gives the reference forward's logits and
+// gradients and holds less memory; patching one head at one position changes the logits only at that
+// position and after it (causality), and patch_head touches only that head of every point with a head axis;
+// the gradient through every point's replacement matches finite differences in float64; a misspelt point
+// is an error.
 #define BOOST_TEST_MODULE hooks
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "nn/transformer.h"
 
@@ -39,6 +45,21 @@ ag::Tensor<T> logits_of(const nn::CausalLM<T>& model, const std::vector<int32_t>
   return model.forward(ids, kBatch, kT, {}, hooks);
 }
 
+// "(B, H, T, S)" -> {2, 4, 8, 8} at this file's model shape.
+ag::Shape shape_of(const std::string& text) {
+  const std::map<std::string, int64_t> size = {{"B", kBatch}, {"T", kT}, {"S", kT}, {"H", 4}, {"dk", 4},
+                                               {"D", 16},     {"F", 32}, {"V", 11}, {"1", 1}};
+  ag::Shape out;
+  std::string inner = text.substr(1, text.size() - 2), letter;
+  std::istringstream in(inner);
+  while (std::getline(in, letter, ',')) {
+    letter.erase(0, letter.find_first_not_of(' '));
+    BOOST_TEST_REQUIRE(size.count(letter) == 1u, "unknown dimension " << letter << " in " << text);
+    out.push_back(size.at(letter));
+  }
+  return out;
+}
+
 template <typename T>
 double max_abs_diff(const ag::Tensor<T>& a, const ag::Tensor<T>& b) {
   BOOST_TEST_REQUIRE((a.shape() == b.shape()));
@@ -50,35 +71,95 @@ double max_abs_diff(const ag::Tensor<T>& a, const ag::Tensor<T>& b) {
 
 }  // namespace
 
+BOOST_AUTO_TEST_CASE(the_contracts_table_is_the_codes_table) {
+  // docs/architecture.md "Hook points": one row per point, `name` | shape | meaning, in the table's order.
+  std::ifstream doc(std::string(ATTOGRAD_SOURCE_DIR) + "/docs/architecture.md");
+  BOOST_TEST_REQUIRE(doc.good());
+  std::vector<std::string> rows;
+  std::string line;
+  bool in_section = false;
+  while (std::getline(doc, line)) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Hook points";
+    if (in_section && line.rfind("| `", 0) == 0) rows.push_back(line);
+  }
+  std::vector<std::string> expected;
+  for (const nn::HookPoint& row : nn::kHookPoints)
+    expected.push_back(std::string("| `") + (row.in_block ? "blocks.L." : "") + row.name + "` | " +
+                       row.shape + " | " + row.meaning +
+                       (row.needs == nn::Needs::mlp ? " (not in attention-only models)" : "") + " |");
+  std::string want;
+  for (const std::string& e : expected) want += e + "\n";
+  BOOST_TEST(rows == expected, "docs/architecture.md's Hook points table should read:\n" << want);
+}
+
 BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
+  for (bool attention_only : {false, true}) {
+    ag::Rng rng(1);
+    const nn::CausalLM<float> model(shape(attention_only), rng);
+    nn::Hooks<float> hooks;
+    const std::vector<std::string> points = model.hook_points();
+    // Every row of the table in each block (or once, outside the blocks), but the MLP's where there is none.
+    for (const nn::HookPoint& row : nn::kHookPoints)
+      for (size_t l = 0; l < (row.in_block ? 2u : 1u); ++l) {
+        const bool present = std::count(points.begin(), points.end(), nn::hook_name(row.point, l)) == 1;
+        BOOST_TEST(present == !(attention_only && row.needs == nn::Needs::mlp), nn::hook_name(row.point, l));
+      }
+    for (const std::string& p : points) hooks.capture(p);
+    logits_of(model, kA, &hooks);
+    for (const std::string& p : points) {
+      const nn::HookPoint* row = nn::find_hook_point(p);
+      BOOST_TEST_REQUIRE(row != nullptr, p);
+      BOOST_TEST((hooks.captured(p).shape() == shape_of(row->shape)), p);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(captured_values_agree_with_each_other) {
   ag::Rng rng(1);
-  const nn::CausalLM<float> model(shape(), rng);
-  nn::Hooks<float> hooks;
+  const nn::CausalLM<double> model(shape(), rng);
+  nn::Hooks<double> hooks;
   for (const std::string& p : model.hook_points()) hooks.capture(p);
   logits_of(model, kA, &hooks);
-  const int64_t D = 16, H = 4, dk = 4;
-  for (const std::string l : {"blocks.0.", "blocks.1."}) {
-    BOOST_TEST((hooks.captured(l + "attn.pattern").shape() == ag::Shape{kBatch, H, kT, kT}));
-    BOOST_TEST((hooks.captured(l + "attn.z").shape() == ag::Shape{kBatch, kT, H, dk}));
-    for (const char* p : {"resid_pre", "attn.out", "resid_mid", "mlp.out", "resid_post"})
-      BOOST_TEST((hooks.captured(l + p).shape() == ag::Shape{kBatch, kT, D}), l + p);
-  }
-  BOOST_TEST((hooks.captured("ln_f.out").shape() == ag::Shape{kBatch, kT, D}));
-  BOOST_TEST((hooks.captured("logits").shape() == ag::Shape{kBatch, kT, 11}));
-  // The residual stream adds up: resid_mid = resid_pre + attn.out, resid_post = resid_mid + mlp.out.
-  const auto sum = ag::add(hooks.captured("blocks.1.resid_pre"), hooks.captured("blocks.1.attn.out"));
-  BOOST_TEST(max_abs_diff(sum, hooks.captured("blocks.1.resid_mid")) == 0.0);
-  // The pattern's rows sum to 1 and the causal mask holds.
-  const ag::Tensor<float>& pattern = hooks.captured("blocks.0.attn.pattern");
+  auto at = [&](const std::string& p) -> const ag::Tensor<double>& { return hooks.captured(p); };
+  // The residual stream adds up, to the bit: resid_mid = resid_pre + attn.out, resid_post = resid_mid +
+  // mlp.out.
+  BOOST_TEST(max_abs_diff(ag::add(at("blocks.1.resid_pre"), at("blocks.1.attn.out")),
+                          at("blocks.1.resid_mid")) == 0.0);
+  BOOST_TEST(max_abs_diff(ag::add(at("blocks.0.resid_mid"), at("blocks.0.mlp.out")),
+                          at("blocks.0.resid_post")) == 0.0);
+  BOOST_TEST(max_abs_diff(at("blocks.0.resid_post"), at("blocks.1.resid_pre")) == 0.0);
+  // Each LayerNorm's scale is 1 / std of its input row (biased variance, eps 1e-5), computed here apart.
+  const std::vector<std::pair<std::string, std::string>> norms = {
+      {"blocks.0.resid_pre", "blocks.0.ln1.scale"},
+      {"blocks.1.resid_mid", "blocks.1.ln2.scale"},
+      {"blocks.1.resid_post", "ln_f.scale"}};
+  const int64_t D = 16;
+  for (const auto& [input, scale] : norms)
+    for (int64_t r = 0; r < kBatch * kT; ++r) {
+      const double* x = at(input).data() + r * D;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < D; ++i) mean += x[i] / D;
+      for (int64_t i = 0; i < D; ++i) var += (x[i] - mean) * (x[i] - mean) / D;
+      BOOST_TEST(at(scale).data()[r] == 1 / std::sqrt(var + 1e-5), boost::test_tools::tolerance(1e-12));
+    }
+  // mlp.post = gelu(mlp.pre); the pattern is the masked softmax of the scores, its rows sum to 1.
+  BOOST_TEST(max_abs_diff(ag::gelu(at("blocks.0.mlp.pre")), at("blocks.0.mlp.post")) == 0.0);
+  const ag::Tensor<double>&scores = at("blocks.0.attn.scores"), &pattern = at("blocks.0.attn.pattern");
+  const int64_t H = 4;
   for (int64_t row = 0; row < kBatch * H * kT; ++row) {
     const int64_t i = row % kT;
-    double s = 0;
+    double max = -1e300, z = 0, total = 0;
+    for (int64_t j = 0; j <= i; ++j) max = std::max(max, scores.data()[row * kT + j]);
+    for (int64_t j = 0; j <= i; ++j) z += std::exp(scores.data()[row * kT + j] - max);
     for (int64_t j = 0; j < kT; ++j) {
-      const float w = pattern.data()[row * kT + j];
-      if (j > i) BOOST_TEST(w == 0.0f);
-      s += w;
+      const double w = pattern.data()[row * kT + j];
+      if (j > i)
+        BOOST_TEST(w == 0.0);
+      else
+        BOOST_TEST(w == std::exp(scores.data()[row * kT + j] - max) / z, boost::test_tools::tolerance(1e-12));
+      total += w;
     }
-    BOOST_TEST(s == 1.0, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(total == 1.0, boost::test_tools::tolerance(1e-12));
   }
 }
 
@@ -89,71 +170,47 @@ BOOST_AUTO_TEST_CASE(patching_every_point_with_its_own_value_changes_no_bit) {
     nn::Hooks<float> capture;
     for (const std::string& p : model.hook_points()) capture.capture(p);
     const ag::Tensor<float> base = logits_of(model, kA, &capture);
+    nn::Hooks<float> none;
+    BOOST_TEST(max_abs_diff(base, logits_of(model, kA, &none)) == 0.0);
     nn::Hooks<float> patch;
     for (const std::string& p : model.hook_points()) patch.patch(p, capture.captured(p));
     BOOST_TEST(max_abs_diff(base, logits_of(model, kA, &patch)) == 0.0);
     nn::Hooks<float> partial;  // and position-wise patches at every position but one
     for (const std::string& p : model.hook_points())
-      if (p.find("pattern") == std::string::npos)
-        partial.patch_positions(p, {0, 1, 2, 3, 4, 5, 6}, capture.captured(p));
+      partial.patch_positions(p, {0, 1, 2, 3, 4, 5, 6}, capture.captured(p));
     BOOST_TEST(max_abs_diff(base, logits_of(model, kA, &partial)) == 0.0);
   }
 }
 
-BOOST_AUTO_TEST_CASE(the_composed_path_of_a_pattern_hook_gives_the_fused_paths_logits) {
-  ag::Rng rng(3);
-  const nn::CausalLM<float> model(shape(), rng);
-  nn::Hooks<float> hooks;
-  hooks.capture("blocks.0.attn.pattern");
-  hooks.capture("blocks.1.attn.pattern");
-  BOOST_TEST(max_abs_diff(logits_of(model, kA), logits_of(model, kA, &hooks)) <= 1e-6);
+BOOST_AUTO_TEST_CASE(the_training_forward_gives_the_reference_forwards_logits_and_gradients) {
+  for (bool attention_only : {false, true}) {
+    ag::Rng rng(8);
+    const nn::CausalLM<float> model(shape(attention_only), rng);
+    nn::Hooks<float> reference;  // any Hooks object selects the reference forward
+    BOOST_TEST(max_abs_diff(logits_of(model, kA), logits_of(model, kA, &reference)) <= 1e-5);
 
-  ag::Rng rng64(3);
-  const nn::CausalLM<double> model64(shape(), rng64);
-  nn::Hooks<double> hooks64;
-  hooks64.capture("blocks.1.attn.pattern");
-  BOOST_TEST(max_abs_diff(logits_of(model64, kA), logits_of(model64, kA, &hooks64)) <= 1e-12);
-}
-
-// Hooks at every attn.out and mlp.out and at ln_f.out: the path where Wo's, fc2's and ln_f's outputs are
-// tensors of their own.
-template <typename T>
-void hook_projections(nn::Hooks<T>& hooks) {
-  for (const std::string l : {"blocks.0.", "blocks.1."}) {
-    hooks.capture(l + "attn.out");
-    hooks.capture(l + "mlp.out");
+    ag::Rng rng64(8);
+    nn::CausalLM<double> model64(shape(attention_only), rng64);
+    const std::vector<int32_t> targets(kB.begin(), kB.end());
+    const std::vector<uint8_t> padding = {0, 0, 0, 0, 0, 0, 1, 1, /* second */ 0, 0, 0, 0, 0, 0, 0, 1};
+    auto gradients = [&](nn::Hooks<double>* h) {
+      model64.zero_grad();
+      ag::Tensor<double> logits = model64.forward(kA, kBatch, kT, padding, h);
+      ag::cross_entropy(logits, targets, -1).backward();
+      std::vector<double> all = logits.to_vector();
+      for (const auto& p : model64.named_parameters()) {
+        const std::vector<double> g = p.tensor->grad_tensor().to_vector();
+        all.insert(all.end(), g.begin(), g.end());
+      }
+      return all;
+    };
+    nn::Hooks<double> reference64;
+    const std::vector<double> fused = gradients(nullptr), composed = gradients(&reference64);
+    BOOST_TEST_REQUIRE(fused.size() == composed.size());
+    double worst = 0;
+    for (size_t i = 0; i < fused.size(); ++i) worst = std::max(worst, std::fabs(fused[i] - composed[i]));
+    BOOST_TEST(worst <= 1e-12);
   }
-  hooks.capture("ln_f.out");
-}
-
-BOOST_AUTO_TEST_CASE(the_fused_paths_give_the_unfused_paths_logits_and_gradients) {
-  ag::Rng rng(8);
-  const nn::CausalLM<float> model(shape(), rng);
-  nn::Hooks<float> hooks;
-  hook_projections(hooks);
-  BOOST_TEST(max_abs_diff(logits_of(model, kA), logits_of(model, kA, &hooks)) <= 1e-6);
-
-  ag::Rng rng64(8);
-  nn::CausalLM<double> model64(shape(), rng64);
-  const std::vector<int32_t> targets(kB.begin(), kB.end());
-  auto gradients = [&](nn::Hooks<double>* h) {
-    model64.zero_grad();
-    ag::Tensor<double> logits = model64.forward(kA, kBatch, kT, {}, h);
-    ag::cross_entropy(logits, targets, -1).backward();
-    std::vector<double> all = logits.to_vector();
-    for (const auto& p : model64.named_parameters()) {
-      const std::vector<double> g = p.tensor->grad_tensor().to_vector();
-      all.insert(all.end(), g.begin(), g.end());
-    }
-    return all;
-  };
-  nn::Hooks<double> hooks64;
-  hook_projections(hooks64);
-  const std::vector<double> fused = gradients(nullptr), unfused = gradients(&hooks64);
-  BOOST_TEST_REQUIRE(fused.size() == unfused.size());
-  double worst = 0;
-  for (size_t i = 0; i < fused.size(); ++i) worst = std::max(worst, std::fabs(fused[i] - unfused[i]));
-  BOOST_TEST(worst <= 1e-12);
 }
 
 BOOST_AUTO_TEST_CASE(a_training_forward_holds_no_projection_or_ln_f_output_of_its_own) {
@@ -164,10 +221,11 @@ BOOST_AUTO_TEST_CASE(a_training_forward_holds_no_projection_or_ln_f_output_of_it
     const ag::Tensor<float> logits = model.forward(kA, kBatch, kT, {}, h);
     return ag::detail::storage_live_bytes() - before;
   };
-  nn::Hooks<float> hooks;  // capturing keeps the tensors the graph holds anyway: no bytes of its own
-  hook_projections(hooks);
+  // The reference keeps at least attn.out and mlp.out per block and ln_f.out, which the training forward
+  // never makes, besides its scores, split heads and LayerNorm parts.
+  nn::Hooks<float> reference;
   const int64_t blocks = 2, D = 16;
-  BOOST_TEST(held_by_graph(&hooks) - held_by_graph(nullptr) ==
+  BOOST_TEST(held_by_graph(&reference) - held_by_graph(nullptr) >=
              (2 * blocks + 1) * kBatch * kT * D * int64_t(sizeof(float)));
 }
 
@@ -177,7 +235,8 @@ BOOST_AUTO_TEST_CASE(patching_one_heads_z_at_one_position_changes_that_position_
   nn::Hooks<float> clean;
   clean.capture("blocks.0.attn.z");
   logits_of(model, kB, &clean);
-  const ag::Tensor<float> base = logits_of(model, kA);
+  nn::Hooks<float> none;  // the reference forward, as the patched runs
+  const ag::Tensor<float> base = logits_of(model, kA, &none);
   for (int64_t pos : {2, 3, 7}) {  // where the two inputs differ by then
     nn::Hooks<float> patch;        // head 2's output at `pos`, taken from the other input
     patch.patch_head("blocks.0.attn.z", 2, {pos}, clean.captured("blocks.0.attn.z"));
@@ -197,27 +256,60 @@ BOOST_AUTO_TEST_CASE(patching_one_heads_z_at_one_position_changes_that_position_
   }
 }
 
-BOOST_AUTO_TEST_CASE(patch_head_touches_only_that_head) {
+BOOST_AUTO_TEST_CASE(patch_head_touches_only_that_head_of_every_point_with_a_head_axis) {
   ag::Rng rng(5);
   const nn::CausalLM<float> model(shape(), rng);
-  nn::Hooks<float> hooks;
-  hooks.patch_head("blocks.1.attn.z", 1, {}, ag::Tensor<float>::zeros({kT, 4, 4}));
-  hooks.capture("blocks.1.attn.z");
-  nn::Hooks<float> plain;
-  plain.capture("blocks.1.attn.z");
-  logits_of(model, kA, &hooks);
-  logits_of(model, kA, &plain);
-  const ag::Tensor<float>&z = hooks.captured("blocks.1.attn.z"), &z0 = plain.captured("blocks.1.attn.z");
-  for (int64_t i = 0; i < z.numel(); ++i) {
-    const int64_t head = i / 4 % 4;
-    if (head == 1)
-      BOOST_TEST(z.data()[i] == 0.0f);
-    else
-      BOOST_TEST(z.data()[i] == z0.data()[i]);
+  for (const nn::HookPoint& row : nn::kHookPoints) {
+    if (row.head_axis < 0) continue;
+    const std::string point = nn::hook_name(row.point, 1);
+    nn::Hooks<float> plain;
+    plain.capture(point);
+    logits_of(model, kA, &plain);
+    const ag::Tensor<float>& v0 = plain.captured(point);
+    const ag::Shape per_entry(v0.shape().begin() + 1, v0.shape().end());
+    nn::Hooks<float> hooks;
+    hooks.patch_head(point, 1, {}, ag::Tensor<float>::zeros(per_entry));
+    hooks.capture(point);
+    logits_of(model, kA, &hooks);
+    const ag::Tensor<float>& v = hooks.captured(point);
+    int64_t stride = 1;  // of the head axis
+    for (size_t d = row.head_axis + 1; d < v.shape().size(); ++d) stride *= v.shape()[d];
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      if (i / stride % 4 == 1)
+        BOOST_TEST(v.data()[i] == 0.0f, point << " " << i);
+      else
+        BOOST_TEST(v.data()[i] == v0.data()[i], point << " " << i);
+    }
   }
 }
 
-BOOST_AUTO_TEST_CASE(gradients_flow_through_a_replacement) {
+BOOST_AUTO_TEST_CASE(gradients_through_every_points_replacement_match_finite_differences) {
+  for (bool attention_only : {false, true}) {
+    ag::Rng rng(6);
+    const nn::CausalLM<double> model(shape(attention_only), rng);
+    nn::Hooks<double> capture;
+    for (const std::string& p : model.hook_points()) capture.capture(p);
+    {
+      ag::NoGradScope no_grad;
+      model.forward(kB, kBatch, kT, {}, &capture);
+    }
+    const std::vector<int32_t> targets(kA.begin(), kA.end());
+    for (const std::string& p : model.hook_points()) {
+      // The whole value at p replaced by a leaf, the loss differentiated with respect to it.
+      const ag::Tensor<double>& value = capture.captured(p);
+      auto loss_of = [&](const std::vector<ag::Tensor<double>>& in) {
+        nn::Hooks<double> patch;
+        patch.patch(p, in[0]);
+        return ag::cross_entropy(model.forward(kA, kBatch, kT, {}, &patch), targets, -1);
+      };
+      const ag::GradcheckResult r =
+          ag::gradcheck(loss_of, {ag::Tensor<double>::from(value.shape(), value.to_vector(), true)});
+      BOOST_TEST(r.worst() < 1e-6, p << ": " << r.report({p}));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gradients_flow_through_a_position_patch_to_its_source_only) {
   ag::Rng rng(6);
   const nn::CausalLM<double> model(shape(), rng);
   // d loss / d(replacement) by backward, against a central difference on one element.
@@ -260,6 +352,15 @@ BOOST_AUTO_TEST_CASE(bad_hooks_are_one_line_errors) {
   nn::Hooks<float> typo;
   typo.capture("blocks.0.attn.patern");
   BOOST_CHECK_THROW(logits_of(model, kA, &typo), std::invalid_argument);
+  try {
+    logits_of(model, kA, &typo);
+  } catch (const std::invalid_argument& e) {  // names the point and lists the model's points
+    const std::string what = e.what();
+    BOOST_TEST(what.find("blocks.0.attn.patern") != std::string::npos, what);
+    BOOST_TEST(what.find("attn.pattern") != std::string::npos, what);
+    BOOST_TEST(what.find("mlp.out") == std::string::npos, what);
+    BOOST_TEST(what.find('\n') == std::string::npos, what);
+  }
   nn::Hooks<float> no_mlp;  // an attention-only model has no MLP
   no_mlp.capture("blocks.0.mlp.out");
   BOOST_CHECK_THROW(logits_of(model, kA, &no_mlp), std::invalid_argument);

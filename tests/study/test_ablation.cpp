@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_cha
     BOOST_TEST((means[l].shape() == ag::Shape{6, 2, 4}));
     for (int h = 0; h < 2; ++h) {
       nn::Hooks<float> hooks;
-      hooks.patch_head(nn::block_prefix(l) + "attn.z", h, {}, means[l]);
+      hooks.patch_head(nn::hook_name(nn::Point::attn_z, l), h, {}, means[l]);
       BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6, &hooks)) == 0.0f,
                  "layer " << l << " head " << h);
     }

@@ -1,0 +1,43 @@
+#include "nn/hook_points.h"
+
+#include <cctype>
+
+namespace nn {
+
+std::string block_prefix(size_t layer) {
+  return "blocks." + std::to_string(layer) + ".";
+}
+
+std::string hook_name(Point p, size_t layer) {
+  const HookPoint& row = hook_point(p);
+  return row.in_block ? block_prefix(layer) + row.name : std::string(row.name);
+}
+
+const HookPoint* find_hook_point(const std::string& name) {
+  std::string rest = name;
+  bool in_block = false;
+  const std::string blocks = "blocks.";
+  if (name.compare(0, blocks.size(), blocks) == 0) {
+    // "blocks." digits "." rest
+    size_t i = blocks.size();
+    while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+    if (i == blocks.size() || i >= name.size() || name[i] != '.') return nullptr;
+    rest = name.substr(i + 1);
+    in_block = true;
+  }
+  for (const HookPoint& row : kHookPoints)
+    if (row.in_block == in_block && rest == row.name) return &row;
+  return nullptr;
+}
+
+std::vector<std::string> hook_point_names(size_t n_layers, bool has_mlp) {
+  std::vector<std::string> names;
+  for (size_t l = 0; l < n_layers; ++l)
+    for (const HookPoint& row : kHookPoints)
+      if (row.in_block && (row.needs == Needs::always || has_mlp)) names.push_back(hook_name(row.point, l));
+  for (const HookPoint& row : kHookPoints)
+    if (!row.in_block) names.push_back(row.name);
+  return names;
+}
+
+}  // namespace nn
