@@ -35,9 +35,9 @@ const std::vector<Layer>& layers() {
       {"autograd", {"autograd"}, {"nlohmann/", "CLI/"}},
       {"nn", {"nn", "autograd"}, {"nlohmann/", "CLI/"}},
       {"train", {"train", "nn", "autograd", "io"}, {"CLI/"}},
-      {"study/view", {"study/view", "io"}, {"Eigen/", "CLI/"}},
-      {"study", {"study", "study/view", "train", "nn", "autograd", "io"}, {"CLI/"}},
-      {"cli", {"cli", "study", "study/view", "train", "nn", "autograd", "io"}, {}},
+      {"findings", {"findings", "io"}, {"Eigen/", "CLI/"}},
+      {"study", {"study", "findings", "train", "nn", "autograd", "io"}, {"CLI/"}},
+      {"cli", {"cli", "study", "findings", "train", "nn", "autograd", "io"}, {}},
   };
   return table;
 }
@@ -180,22 +180,22 @@ BOOST_AUTO_TEST_CASE(the_checker_finds_upward_includes_libraries_and_cycles) {
   write(root / "autograd/tensor.h", "#pragma once\n#include <Eigen/Core>\n");
   write(root / "nn/linear.h", "#pragma once\n#include \"autograd/tensor.h\"\n");
   write(root / "train/config.h", "#pragma once\n#include <nlohmann/json.hpp>\n");
-  write(root / "study/view/report.h", "#pragma once\n#include \"io/x.h\"\n");
+  write(root / "findings/report.h", "#pragma once\n#include \"io/x.h\"\n");
   write(root / "io/x.h", "#pragma once\n");
   BOOST_TEST(rule_violations(root).empty(), joined(rule_violations(root)));
   BOOST_TEST(include_cycles(root).empty());
 
-  write(root / "study/view/bad.cpp",
+  write(root / "findings/bad.cpp",
         "#include \"nn/linear.h\"\n#include <Eigen/Core>\n#include \"linear.h\"\n");
   write(root / "autograd/bad.h", "#pragma once\n\n#include \"nn/linear.h\"\n");
   const auto problems = rule_violations(root);
   BOOST_TEST_REQUIRE(problems.size() == 4u, joined(problems));
   BOOST_TEST(problems[0] == "autograd/bad.h:3: includes \"nn/linear.h\": autograd/ may not include nn/");
   BOOST_TEST(problems[1] ==
-             "study/view/bad.cpp:1: includes \"nn/linear.h\": study/view/ may not include nn/");
-  BOOST_TEST(problems[2] == "study/view/bad.cpp:2: includes <Eigen/Core>: study/view/ may not use Eigen/");
+             "findings/bad.cpp:1: includes \"nn/linear.h\": findings/ may not include nn/");
+  BOOST_TEST(problems[2] == "findings/bad.cpp:2: includes <Eigen/Core>: findings/ may not use Eigen/");
   BOOST_TEST(problems[3] ==
-             "study/view/bad.cpp:3: includes \"linear.h\": not a project header by its path from the root");
+             "findings/bad.cpp:3: includes \"linear.h\": not a project header by its path from the root");
 
   // autograd/tensor.h -> nn/linear.h -> autograd/tensor.h: the upward include is also a cycle.
   fs::remove(root / "autograd/bad.h");
