@@ -22,8 +22,8 @@ namespace {
 #if defined(__AVX512F__)
 constexpr int kVectorBytes = 64;
 // 8 x 2 accumulators + 2 B vectors + 1 broadcast of the 32 registers. 12 rows fill more of them, but
-// 8 divides the sequence lengths and widths these models use, so no tile is cut by an edge: 512^3 ran
-// at 109 GFLOP/s against 98, and the tiny bench step took 5.8 ms against 6.3.
+// 8 divides the sequence lengths and widths these models use, so no tile is cut by an edge, and the cut
+// tiles of 12 rows cost more than their extra rows gain.
 constexpr int kMR = 8;
 #elif defined(__AVX__)
 constexpr int kVectorBytes = 32;
@@ -34,8 +34,8 @@ constexpr int kMR = 6;
 #endif
 
 // Depth of a packed slice and rows of an A block: a kc x kNR sliver of B and a kMC x kc block of A stay
-// in L1/L2 while the micro-kernel runs over them (tuned on a Zen 4 core: 1 MB L2; kKC 128 to 768 and
-// kMC 48 to 144 were within 10% of each other).
+// in L1/L2 while the micro-kernel runs over them (sized for a 1 MB L2; the rate changes little across
+// kKC 128 to 768 and kMC 48 to 144, so neither is a sharp optimum).
 constexpr int64_t kKC = kGemmSliceDepth;
 constexpr int64_t kMC = 48;
 constexpr int64_t kNC = 2048;  // columns of B packed at once, bounding the packed buffer (4 MB float32)
@@ -47,15 +47,15 @@ constexpr int64_t kPartsPerThread = 4;
 constexpr int64_t kMinPartFlops = int64_t(1) << 19;
 // Largest B read in place rather than packed (see read_b_in_place).
 constexpr int64_t kInPlaceBBytes = 64 * 1024;
-// An A larger than this (the L2 of the cores we measured) makes a column split give each part at least
-// kLargeAMinCols columns of C: medium's fc1 weight gradient (dY^T X, A 2048 x 2048, 512 columns) ran at
-// 126 GFLOP/s on 2 threads in 8 parts of 64 columns, 186 in 2 parts of 256 (AVX-512); in the AVX2
-// build (16-column slivers) 4 parts of 128 ran at 130-138, 2 parts of 256 at 177-181.
+// An A larger than this (a core's L2) makes a column split give each part at least kLargeAMinCols
+// columns of C: every part streams all of A from memory once per slice, so a large A (medium's fc1
+// weight gradient, dY^T X with A 2048 x 2048 and 512 columns) runs faster in a few wide parts than in
+// many narrow ones, at any vector width.
 constexpr int64_t kLargeABytes = 1 << 20;
 constexpr int64_t kLargeAMinCols = 256;
 // A packed B at most this large is cheap enough to pack again in every part of a row split (see gemm):
-// tiny's fc2 and its fc1 input gradient (1024 x 64 x 256, B 64 KB) split by rows made the 2-thread step
-// 4% faster than with 16 KB, since the rows a part writes are the rows its thread wrote before.
+// it lets tiny's fc2 and its fc1 input gradient (1024 x 64 x 256, B 64 KB) split by rows, so the rows a
+// part writes are the rows its thread wrote before, still in that core's cache.
 constexpr int64_t kSmallBBytes = 64 * 1024;
 // A C with at most this many elements and an inner dimension of several slices (a weight's gradient,
 // dY^T X over many tokens, at tiny and small widths) is split by slices of the inner dimension instead.
@@ -177,9 +177,8 @@ void pack_a_sliver(int64_t rows, int64_t kc, MatView<T> a, T* dst) {
 
 // `slivers` whole slivers of a transposed A (the first row's elements of each step of k contiguous) ->
 // stored as pack_a_sliver stores each, one after another. Step of k outermost: each row of A^T (a token's
-// row of dY in dY^T X) is read once, as slivers x kMR contiguous elements, where a pass per sliver walked
-// all the block's rows of A^T once per sliver. Medium's weight gradients, one thread: 170-178 -> 188-197
-// GFLOP/s.
+// row of dY in dY^T X) is read once, as slivers x kMR contiguous elements, where a pass per sliver would
+// walk all the block's rows of A^T once per sliver.
 template <typename T>
 void pack_a_block(int64_t slivers, int64_t kc, MatView<T> a, T* dst) {
   const T* src = a.data;
@@ -215,8 +214,7 @@ void pack_b(int64_t kc, int64_t cols, MatView<T> b, T* dst) {
     } else {  // a transposed weight (a Linear's forward): read each column contiguously
       // kPackDepth rows of the sliver at a time, the columns' reads prefetched kPackAhead such blocks
       // ahead: these weights were last touched by the optimizer, a step ago, and come from memory. Column
-      // by column over the whole sliver the pack waited on each of them: the forward products at medium's
-      // shapes ran at 158-184 GFLOP/s on one thread, now 188-202.
+      // by column over the whole sliver, the pack would wait on each of them.
       for (int64_t p0 = 0; p0 < kc; p0 += kPackDepth) {
         const int64_t p1 = std::min(kc, p0 + kPackDepth),
                       ahead = std::min(kc - 1, p0 + kPackAhead * kPackDepth);
@@ -257,8 +255,8 @@ void multiply_block(int64_t rows, int64_t nc, int64_t kc, MatView<T> a, BlockB<T
   const bool row_major_a = a.col_stride == 1, col_major_a = a.row_stride == 1 && !row_major_a;
   // Whole slivers of A are read in place, except a transposed A far apart in memory (each step of k a new
   // row of, say, dY in dY^T X) and reused by many column slivers: packed, its reads run along one
-  // contiguous sliver. Medium's weight gradients ran 5-12% faster on one thread that way; few slivers
-  // (tiny, small) do not repay the copy.
+  // contiguous sliver. Many column slivers (medium's weight gradients) repay the copy; few (tiny, small)
+  // do not.
   const bool a_in_place =
       row_major_a || (col_major_a && !(a.col_stride >= kPackAMinStride && nc >= kPackAMinCols));
   thread_local Buffer<T> packed_a_buffer;
@@ -399,8 +397,7 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
   const int64_t max_parts = std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops));
   // A few column parts over a tall C (a Linear over many tokens with few outputs) leave little to hand
   // out to a late thread: when B is read in place, or small enough that packing it in every part is
-  // cheap, rows give more parts. Tiny's 1024 x 64 x 64 products on 2 threads: 155-170 -> 185 GFLOP/s
-  // forward, 166-173 -> 207 for dx.
+  // cheap, rows give more parts (tiny's 1024 x 64 x 64 products, forward and dx).
   const bool cheap_b =
       read_b_in_place(cols, inner, b) || inner * cols * static_cast<int64_t>(sizeof(T)) <= kSmallBBytes;
   const bool rows_split_finer = cheap_b && col_slivers < max_parts && row_slivers > col_slivers;

@@ -3,8 +3,8 @@
 //
 // It is a packed, cache-blocked GEMM in the style of GotoBLAS/BLIS: a block of B is copied into
 // column slivers and a block of A into row slivers that the register-tiled micro-kernel streams through
-// (gemm.cpp). Our own, rather than Eigen's, because on the CPUs we measured Eigen 3.4's float32 kernel
-// ran at 70 to 80 GFLOP/s where this one runs at about 100 (docs/performance.md).
+// (gemm.cpp). Our own, rather than Eigen's, because Eigen 3.4's float32 kernel is slower at the models'
+// shapes (docs/performance.md has the measurements).
 //
 // Determinism: every element of C is summed over the inner dimension in the same order whatever the
 // block sizes, the split across threads or the thread count, so results are the same bits for any

@@ -15,13 +15,13 @@ namespace ag {
 // nothing) gives zeros rather than the NaN of exp(-inf - -inf); an entry of -inf gives exactly 0.
 //
 // Written on Eigen's packet primitives (the SIMD layer under its expressions) as three passes: the
-// maximum, exp with the sum in the same pass, the scaling. The expression form took five (max, exp, a
-// fix-up of -inf, sum, scale), each with its own reduction tail: 88 ns for a row of 32 floats against
-// 22 here (AVX-512), where attention's rows are that short.
+// maximum, exp with the sum in the same pass, the scaling. The expression form takes five (max, exp, a
+// fix-up of -inf, sum, scale), each with its own reduction tail, which dominates a row as short as
+// attention's (32 floats).
 // Each pass runs over a group of rows before the next pass starts: a row of 32 floats is a few packets,
-// and the exp of one packet is a chain of ~25 dependent instructions, so one row at a time kept the core
-// waiting on that chain and on each row's reductions (80 ns a row on AVX2); a loop over independent rows
-// lets the core overlap them. Every row still gets exactly the operations, in the same order, as alone.
+// and the exp of one packet is a chain of ~25 dependent instructions, so one row at a time keeps the
+// core waiting on that chain and on each row's reductions; a loop over independent rows lets the core
+// overlap them. Every row still gets exactly the operations, in the same order, as alone.
 // The last partial packet is computed as a whole one on a copy padded with -inf, so every entry gets
 // the same vectorised exp, wherever it sits in the row.
 template <typename T>
@@ -54,8 +54,8 @@ void softmax_rows(const T* x, T* y, int64_t rows, int64_t n, int64_t stride) {
     }
 
     // Masked entries are selected to 0, and their exp is taken of 0 rather than of -inf - m: Eigen's
-    // vectorised exp gives a denormal there, not 0, and on the Zen 5 each packet that makes one costs a
-    // microcode assist (attention's forward at T 32, a third of its entries masked, took 1.8x as long).
+    // vectorised exp gives a denormal there, not 0, and on some CPUs each packet that makes one costs a
+    // microcode assist, which slows a masked attention (a third of its entries masked at T 32) badly.
     for (int64_t r = 0; r < g; ++r) {
       T* yr = y + (g0 + r) * stride;
       if (maxes[r] == neg_inf) {

@@ -70,8 +70,8 @@ StorageCache& storage_cache() {
 
 // Each thread first reuses the blocks it freed itself (up to 64 MB of them), then the shared ones. Two
 // threads that allocate the same sizes (the shards of a batch, train/batch_shards.h) would otherwise swap
-// blocks through the shared cache every step, each writing into lines the other core holds: tiny's
-// 2-shard step took 3.7 ms that way against 3.1 ms with these caches (Zen 5, 2 threads). A thread's
+// blocks through the shared cache every step, each writing into lines the other core holds, which slows
+// a step of small tensors (tiny's, in two shards) noticeably. A thread's
 // blocks go to the shared cache when it ends; after that (a static tensor freed at exit) frees go there
 // directly.
 class LocalStorageCache {

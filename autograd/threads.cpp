@@ -33,18 +33,18 @@ namespace ag {
 namespace {
 
 // How long an idle thread polls before it sleeps. Long enough to bridge the serial gaps between the ops
-// of one training step (waking a sleeping thread costs tens of microseconds on a virtual machine: 50 us
-// here made the tiny bench 5% slower than 200 us), short enough not to matter when the machine is shared.
+// of one training step (waking a sleeping thread costs tens of microseconds on a virtual machine, more
+// than a shorter spin saves), short enough not to matter when the machine is shared.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
 // While other processes use the cores (cpu_contention.h), a worker that spins between jobs uses up its
 // share of a core shared with one of them and is then descheduled for a whole time slice, often holding
-// a chunk the other threads wait for: with one core busy, the 2-thread tiny step took 14.5 ms against
-// 9.3 ms with 1 thread. So while the cores are contended, idle workers sleep at once (and are woken
+// a chunk the other threads wait for, so 2 threads run slower than 1. So while the cores are
+// contended, idle workers sleep at once (and are woken
 // per job), and jobs smaller than this much work, which a woken worker would reach too late to help
 // with, run on the calling thread alone. Either way every kernel computes the same bits (threads.h).
-// 2^26 flops is about 300 us on one Zen 5 core: with 2^24 (tuned on Zen 4, whose cores issue half the
-// flops per cycle) tiny's fc1 products still went to a worker that shared its core with the neighbour.
+// 2^26 flops is a few hundred microseconds on one core of AVX-512 width: a smaller threshold still hands
+// tiny's fc1 products to a worker that shares its core with the other process.
 constexpr int64_t kContendedMinWork = int64_t(1) << 26;
 
 thread_local bool t_in_region = false;

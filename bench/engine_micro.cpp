@@ -17,28 +17,15 @@
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "autograd/threads.h"
+#include "autograd/timing.h"
 #include "nn/attention.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
+// The median of `reps` timed runs of f after three untimed ones.
 template <typename F>
 double median_seconds(int reps, F&& f) {
-  std::vector<double> t;
-  for (int r = 0; r < reps + 3; ++r) {
-    const auto start = Clock::now();
-    f();
-    const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    if (r >= 3) t.push_back(s);
-  }
-  return median(t);
+  return ag::median(ag::time_runs(3, reps, f));
 }
 
 volatile float g_sink;
@@ -72,7 +59,7 @@ int main(int argc, char** argv) {
       g_sink = y.data()[0];
     }));
   }
-  const double eigen_s = median(eigen_t), engine_s = median(engine_t);
+  const double eigen_s = ag::median(eigen_t), engine_s = ag::median(engine_t);
   const double flops = 2.0 * n * n * n;
 
   // 2. Graph overhead on a chain of small adds.

@@ -3,9 +3,9 @@
 // (Wq|Wk|Wv as one, Wo, fc1, fc2) the three products: forward x W^T (B a transposed weight), the input
 // gradient dY W and the weight gradient dY^T X (A a transposed activation gradient). Every layer has
 // buffers of its own and the list is run in order, so each product finds its operands out of cache, as
-// in a step, where another op touched them last. GFLOP/s per product (median over the rounds) on 1 and
-// on 2 threads, and the sum of the medians over all layers; compare with `attograd bench`'s
-// peak_fma_gflops.
+// in a step, where another op touched them last. Per product, on 1 and on 2 threads: the median time over
+// the rounds, its GFLOP/s and the rounds' spread (ag::timing_stats); then the sum of the medians over all
+// layers. Compare with `attograd bench`'s peak_fma_gflops.
 // Usage: gemm_shapes [--rounds N]
 #include <algorithm>
 #include <chrono>
@@ -16,6 +16,7 @@
 
 #include "autograd/gemm.h"
 #include "autograd/threads.h"
+#include "autograd/timing.h"
 
 namespace {
 
@@ -30,12 +31,6 @@ struct Product {
 struct Operands {
   std::vector<float> a, b, c;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
@@ -80,19 +75,18 @@ int main(int argc, char** argv) {
                                                                    : ag::row_major(o.a.data(), p.inner);
           const ag::MatView<float> b = p.kind == Kind::kForward ? ag::MatView<float>{o.b.data(), 1, p.inner}
                                                                 : ag::row_major(o.b.data(), p.cols);
-          const auto start = std::chrono::steady_clock::now();
+          const auto start = ag::TimingClock::now();
           ag::gemm<float>(p.rows, p.cols, p.inner, a, b, o.c.data(), p.cols, false);
-          seconds[i].push_back(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+          seconds[i].push_back(ag::seconds_since(start));
         }
     double total = 0;
     for (size_t i = 0; i < products.size(); ++i) {
       const Product& p = products[i];
-      const double s = median(seconds[i]);
-      total += s * layers;
-      std::printf("  %d thr  %-12s %5ld x %4ld x %4ld  %7.2f ms  %6.1f GFLOP/s\n", threads, p.name,
-                  static_cast<long>(p.rows), static_cast<long>(p.cols), static_cast<long>(p.inner), s * 1e3,
-                  2.0 * p.rows * p.cols * p.inner / s / 1e9);
+      const ag::TimingStats t = ag::timing_stats(seconds[i]);
+      total += t.median * layers;
+      std::printf("  %d thr  %-12s %5ld x %4ld x %4ld  %7.2f ms  %6.1f GFLOP/s  spread %3.0f%%\n", threads,
+                  p.name, static_cast<long>(p.rows), static_cast<long>(p.cols), static_cast<long>(p.inner),
+                  t.median * 1e3, 2.0 * p.rows * p.cols * p.inner / t.median / 1e9, 100 * t.spread);
     }
     std::printf("  %d thr  all %ld layers' products: %.1f ms\n", threads, static_cast<long>(layers),
                 total * 1e3);

@@ -8,6 +8,7 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
+#include "io/run_layout.h"
 #include "study/ablation.h"
 #include "study/run_study.h"
 #include "train/run_folder.h"
@@ -22,11 +23,11 @@ struct Args {
 };
 
 // Scores that describe this checkpoint: every head of the model, computed at its step.
-bool scores_match(const study::HeadScoresFile& s, const train::LoadedRun& run) {
+bool scores_match(const findings::HeadScoresFile& s, const train::LoadedRun& run) {
   if (s.step != run.step) return false;
   const size_t heads = run.model->blocks.size() * static_cast<size_t>(run.config.model.n_heads);
   if (s.heads.size() != heads) return false;
-  for (const study::HeadScores& h : s.heads)
+  for (const findings::HeadScores& h : s.heads)
     if (h.layer < 0 || h.layer >= static_cast<int>(run.model->blocks.size()) || h.head < 0 ||
         h.head >= run.config.model.n_heads)
       return false;
@@ -40,11 +41,11 @@ int run_ablate(const Args& a) {
   const int n = a.n > 0 ? a.n : run.config.train.eval_size;
   // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
   const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
-  const std::string scores_path = a.run + "/scores.json";
-  study::HeadScoresFile scores;
+  const std::string scores_path = io::layout::scores_json(a.run);
+  findings::HeadScoresFile scores;
   bool have_scores = false;
   if (std::filesystem::exists(scores_path)) {
-    scores = study::read_head_scores(scores_path);
+    scores = findings::read_head_scores(scores_path);
     have_scores = scores_match(scores, run);
     if (!have_scores)
       std::printf("%s: %s; recomputing the scores\n", scores_path.c_str(),
@@ -68,11 +69,12 @@ int run_ablate(const Args& a) {
   std::printf(
       "zero: the head's output set to 0; mean: set to its mean over these sequences (keeps its constant\n"
       "part, removes what depends on the input). A head matters when its ablated accuracy drops.\n\n");
-  std::printf("%s", study::head_scores_table(scores.heads).c_str());
+  std::printf("%s", findings::head_scores_table(scores.heads).c_str());
 
-  study::write_head_scores(scores_path, scores);
+  findings::write_head_scores(scores_path, scores);
   study::write_run_report(a.run, run.config.name);
-  std::printf("\nwrote %s (\"ablation\" per head) and %s/report.html\n", scores_path.c_str(), a.run.c_str());
+  std::printf("\nwrote %s (\"ablation\" per head) and %s\n", scores_path.c_str(),
+              io::layout::report_html(a.run).c_str());
   return 0;
 }
 
@@ -84,8 +86,11 @@ Command add_ablate(CLI::App& app) {
       "ablate", "per head: held-out accuracy and loss with the head zeroed / mean-ablated");
   sub->footer(
       "Each head is ablated alone, by patching its output before Wo on every held-out sequence. The\n"
-      "results go into RUN/scores.json (\"ablation\": zero_acc, mean_acc, zero_loss, mean_loss) next to\n"
-      "the head's pattern scores, and RUN/report.html is rebuilt to show them.");
+      "results go into " +
+      io::layout::scores_json("RUN") +
+      " (\"ablation\": zero_acc, mean_acc, zero_loss, mean_loss) next to\n"
+      "the head's pattern scores, and " +
+      io::layout::report_html("RUN") + " is rebuilt to show them.");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   sub->add_option("--n", a->n, "held-out sequences (default: the config's train.eval_size)")
       ->check(CLI::PositiveNumber);

@@ -1,15 +1,15 @@
 // attograd attend RUN_DIR (--tokens "3 1 4" | --ids "0 5 3 6") [--layer L] [--head H] [--svg FILE]:
 // where each head of a trained model looks on one input, as ASCII heatmaps in the lesson's five levels.
-// By default every head compactly (study::ascii_grid); --layer and/or --head pick heads, each drawn full size
-// with its weight table. --svg writes the selected heads as a self-contained picture.
+// By default every head compactly (findings::ascii_grid); --layer and/or --head pick heads, each drawn full
+// size with its weight table. --svg writes the selected heads as a self-contained picture.
 #include <cstdio>
 #include <optional>
 
 #include "cli/commands.h"
 #include "cli/study_input.h"
+#include "findings/ascii_heatmap.h"
+#include "findings/svg_heatmap.h"
 #include "io/atomic_file.h"
-#include "study/view/ascii_heatmap.h"
-#include "study/view/svg_heatmap.h"
 
 namespace cli {
 
@@ -26,29 +26,29 @@ int run_attend(const Args& a) {
   bool bos_added = false;
   const std::vector<int32_t> ids = !a.tokens.empty() ? input_from_names(run, a.tokens, "--tokens", &bos_added)
                                                      : input_from_ids(run, a.ids, "--ids");
-  const study::Probe probe = select_maps(probe_inputs(run, {ids}).front(), layer, head);
+  const findings::Probe probe = select_maps(probe_inputs(run, {ids}).front(), layer, head);
   const int T = static_cast<int>(ids.size());
 
   std::printf("%s (step %lld), %s task, %d tokens: %s\n", a.run.c_str(), static_cast<long long>(run.step),
               run.config.task.kind.c_str(), T, join_tokens(probe.tokens).c_str());
   if (bos_added) print_bos_added(run);
-  study::AsciiOptions opts;
+  findings::AsciiOptions opts;
   opts.mark_future = true;  // causal model: keys after the query are masked, not merely unattended
   if (!layer && !head) {
     std::printf("\nevery head (rows: where each query token looks, columns: key tokens)\n%s",
-                study::ascii_grid(probe, opts).c_str());
+                findings::ascii_grid(probe, opts).c_str());
   } else {
-    for (const study::HeadMap& m : probe.maps) {
+    for (const findings::HeadMap& m : probe.maps) {
       std::printf("\nlayer %d head %d (rows: where each query token looks, columns: key tokens)\n%s", m.layer,
-                  m.head, study::ascii_heatmap(m.weights, probe.tokens, probe.tokens, opts).c_str());
+                  m.head, findings::ascii_heatmap(m.weights, probe.tokens, probe.tokens, opts).c_str());
       std::printf("\nweights (row i: how query i splits its attention; rows sum to 1)\n%s",
-                  study::weight_table(m.weights, probe.tokens, probe.tokens).c_str());
+                  findings::weight_table(m.weights, probe.tokens, probe.tokens).c_str());
     }
   }
   if (!a.svg.empty()) {
-    study::SvgOptions svg;
+    findings::SvgOptions svg;
     svg.title = run.config.name + ", step " + std::to_string(run.step) + ": " + join_tokens(probe.tokens);
-    io::write_text_file_atomically(a.svg, study::svg_attention_grid(probe, svg));
+    io::write_text_file_atomically(a.svg, findings::svg_attention_grid(probe, svg));
     std::printf("\nwrote %s\n", a.svg.c_str());
   }
   return 0;

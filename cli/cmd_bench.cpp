@@ -23,6 +23,7 @@
 #include "autograd/cpu_contention.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
+#include "autograd/timing.h"
 #include "cli/commands.h"
 #include "train/training_step.h"
 
@@ -30,17 +31,8 @@ namespace cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using Clock = ag::TimingClock;
+using ag::seconds_since;
 
 // The vector width the FMA peak is measured at: the widest this binary was compiled for (the GEMM's
 // micro-kernel uses the same width).
@@ -105,8 +97,8 @@ __attribute__((noinline)) float fma_loop(int64_t iterations, float m, float a) {
 }
 
 // Runs of the FMA loop in a peak measurement. The best run counts: a shared machine only ever makes the
-// loop slower, and so does a core just woken from idle, which on the Zen 5 VM took about 0.4 s of work to
-// reach its full clock (the loop read 130-170 GFLOP/s there, then 205-232), so the runs span a second.
+// loop slower, and so does a core just woken from idle, which can take a few tenths of a second of work
+// to reach its full clock, so the runs span a second.
 constexpr int kPeakRuns = 10;
 // The least time the bench's warm-up steps take (see run).
 constexpr double kMinWarmupSeconds = 1.0;
@@ -156,7 +148,7 @@ double measure_fma_peak_gflops(int threads, double seconds) {
 
 // A float32 GEMM rate, reported beside the FMA peak (eigen_gemm_gflops, with mfu_vs_eigen_gemm): an Eigen
 // 512x512x512 product, split by blocks of 16 output rows over the engine's pool at `threads` (Eigen's own
-// OpenMP threading measured 5 to 10 times below one thread on a shared machine); the median of many
+// OpenMP threading runs far below one thread on a shared machine); the median of many
 // repetitions, in GFLOP/s (2 n^3 flops per product). With `engine` set, the same product through
 // ag::matmul (the engine's own GEMM) instead (engine_gemm_gflops).
 double measure_gemm_gflops(int threads, bool engine) {
@@ -168,9 +160,7 @@ double measure_gemm_gflops(int threads, bool engine) {
   ag::Tensor<float> c = ag::Tensor<float>::zeros({n, n});
   const ag::ConstMatMap<float> am(a.data(), n, n), bm(b.data(), n, n);
   ag::MatMap<float> cm(c.data(), n, n);
-  std::vector<double> times;
-  for (int r = 0; r < reps + 3; ++r) {
-    const auto start = Clock::now();
+  const std::vector<double> times = ag::time_runs(3, reps, [&] {
     if (engine) {
       c = ag::matmul(a, b);
     } else {
@@ -179,9 +169,8 @@ double measure_gemm_gflops(int threads, bool engine) {
         cm.middleRows(b0 * 16, (b1 - b0) * 16).noalias() = am.middleRows(b0 * 16, (b1 - b0) * 16) * bm;
       });
     }
-    if (r >= 3) times.push_back(seconds_since(start));
-  }
-  return 2.0 * n * n * n / median(times) / 1e9;
+  });
+  return 2.0 * n * n * n / ag::median(times) / 1e9;
 }
 
 struct Args {
@@ -215,7 +204,7 @@ int run(const Args& a) {
   Clock::time_point timed_start;
   // The warm-up runs at least a.warmup steps and, unless there are none, at least kMinWarmupSeconds: a
   // core woken from idle needs that long to reach its full clock (see kPeakRuns), and with --peak-gflops
-  // nothing before the steps has kept the cores busy (tiny's first 50 steps took 5 ms each, then 2.7).
+  // nothing before the steps has kept the cores busy (a small config's first steps would run slow).
   const auto warmup_start = Clock::now();
   int warmup = a.warmup;
   for (int step = 0; step < warmup + a.steps; ++step) {
@@ -247,7 +236,8 @@ int run(const Args& a) {
   const bool cpu_known = ag::cpu_seconds(all_cpu_end, own_cpu_end);
   const double other_cores = ((all_cpu_end - all_cpu_start) - (own_cpu_end - own_cpu_start)) /
                              std::max(1e-9, seconds_since(timed_start));
-  const double med = median(step_seconds);
+  const ag::TimingStats stats = ag::timing_stats(step_seconds);
+  const double med = stats.median;
   const double tokens = double(B) * T;
   // A training step: 6 flops per non-embedding parameter per token (2 forward, 4 backward) and the
   // attention products (q k^T and P v: 4 T^2 d_model per sequence and layer forward, twice that backward).
@@ -265,7 +255,7 @@ int run(const Args& a) {
                            {"shards", a.forward ? 1 : config.train.shards},
                            {"tokens_per_s", tokens / med},
                            {"step_ms_median", med * 1e3},
-                           {"step_ms_min", *std::min_element(step_seconds.begin(), step_seconds.end()) * 1e3},
+                           {"step_ms_min", stats.min * 1e3},
                            {"peak_rss_mb", usage.ru_maxrss / 1024.0},
                            {"params", trainer.model().parameter_count()},
                            {"gflops_per_s", gflops},

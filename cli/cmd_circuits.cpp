@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/study_input.h"
+#include "io/run_layout.h"
 #include "study/circuits.h"
 #include "study/run_study.h"
 
@@ -24,17 +25,17 @@ int run_circuits(const Args& a) {
   if (!a.no_composition && L < 2)
     throw UsageError(a.run + ": composition needs a model with at least 2 layers, this one has " +
                      std::to_string(L) + " (--no-composition gives the per-head numbers)");
-  const study::CircuitsResult r =
+  const findings::CircuitsResult r =
       study::write_circuits_files(*run.model, *run.task, run.config, a.run, run.step, !a.no_composition);
   if (a.json) {
-    std::printf("%s\n", study::circuits_to_json(r, false).dump().c_str());
+    std::printf("%s\n", findings::circuits_to_json(r, false).dump().c_str());
     return 0;
   }
   std::printf("%s (step %lld): circuits from the weights, DLA on %d held-out sequences\n\n", a.run.c_str(),
               static_cast<long long>(run.step), run.config.train.eval_size);
-  std::printf("%s", study::circuits_table(r).c_str());
-  std::printf("\nwrote %s/circuits.json, %s/circuits/*.svg and %s/report.html\n", a.run.c_str(),
-              a.run.c_str(), a.run.c_str());
+  std::printf("%s", findings::circuits_table(r).c_str());
+  std::printf("\nwrote %s, %s/*.svg and %s\n", io::layout::circuits_json(a.run).c_str(),
+              io::layout::circuits_dir(a.run).c_str(), io::layout::report_html(a.run).c_str());
   return 0;
 }
 

@@ -10,10 +10,10 @@
 
 #include "cli/commands.h"
 #include "cli/study_input.h"
+#include "findings/ascii_heatmap.h"
+#include "findings/svg_heatmap.h"
+#include "findings/utf8_label.h"
 #include "io/atomic_file.h"
-#include "study/view/ascii_heatmap.h"
-#include "study/view/svg_heatmap.h"
-#include "study/view/utf8_label.h"
 
 namespace cli {
 
@@ -24,7 +24,7 @@ struct Args {
   LayerHeadOptions pick;
 };
 
-double total_variation(const study::AttentionWeights& a, const study::AttentionWeights& b) {
+double total_variation(const findings::AttentionWeights& a, const findings::AttentionWeights& b) {
   double sum = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     double row = 0;
@@ -34,7 +34,7 @@ double total_variation(const study::AttentionWeights& a, const study::AttentionW
   return a.empty() ? 0.0 : sum / static_cast<double>(a.size());
 }
 
-float max_abs(const study::AttentionWeights& w) {
+float max_abs(const findings::AttentionWeights& w) {
   float m = 0;
   for (const auto& row : w)
     for (float v : row) m = std::max(m, std::fabs(v));
@@ -67,8 +67,8 @@ int run_compare(const Args& args) {
         "--a has " + std::to_string(a.size()) + " tokens but --b has " + std::to_string(b.size()) +
         ((bos_a || bos_b) ? " (counting the BOS put in front)" : "") +
         ": compare needs two inputs of the same length, to line their maps up position by position");
-  const std::vector<study::Probe> probes = probe_inputs(run, {a, b});
-  const study::Probe pa = select_maps(probes[0], layer, head), pb = select_maps(probes[1], layer, head);
+  const std::vector<findings::Probe> probes = probe_inputs(run, {a, b});
+  const findings::Probe pa = select_maps(probes[0], layer, head), pb = select_maps(probes[1], layer, head);
   const int T = static_cast<int>(a.size());
 
   std::printf("%s (step %lld), %s task, %d tokens\n  A: %s\n  B: %s\n", args.run.c_str(),
@@ -84,14 +84,14 @@ int run_compare(const Args& args) {
     const bool same = pa.tokens[i] == pb.tokens[i];
     labels.push_back(same ? pa.tokens[i] : pa.tokens[i] + "/" + pb.tokens[i]);
     diff_cols.push_back(same ? pa.tokens[i] : "*");
-    label_w = std::max(label_w, study::display_width(labels.back()));
+    label_w = std::max(label_w, findings::display_width(labels.back()));
   }
-  for (std::string& l : labels) l.insert(0, static_cast<size_t>(label_w - study::display_width(l)), ' ');
+  for (std::string& l : labels) l.insert(0, static_cast<size_t>(label_w - findings::display_width(l)), ' ');
 
   // Cells: A and B one to three columns, A - B twice that (it needs a sign), all within ~78 columns.
   const int budget = 78 - label_w - 6;
   const int cell = std::clamp(budget / std::max(1, 4 * T), 1, 3);
-  study::AsciiOptions ab, diff;
+  findings::AsciiOptions ab, diff;
   ab.mark_future = diff.mark_future = true;
   ab.width = 2 + T * cell;
   diff.width = 2 + T * 2 * cell;
@@ -103,47 +103,48 @@ int run_compare(const Args& args) {
   };
   std::vector<Change> changes;
   for (size_t k = 0; k < pa.maps.size(); ++k) {
-    const study::HeadMap& ma = pa.maps[k];
-    const study::HeadMap& mb = pb.maps[k];
+    const findings::HeadMap& ma = pa.maps[k];
+    const findings::HeadMap& mb = pb.maps[k];
     const double tv = total_variation(ma.weights, mb.weights);
     changes.push_back({ma.layer, ma.head, tv});
     float dmax = 0;
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j) dmax = std::max(dmax, std::fabs(ma.weights[i][j] - mb.weights[i][j]));
-    std::printf("\n%s   total variation %s\n", study::head_name(ma.layer, ma.head).c_str(), fmt3(tv).c_str());
+    std::printf("\n%s   total variation %s\n", findings::head_name(ma.layer, ma.head).c_str(),
+                fmt3(tv).c_str());
     std::printf(
-        "%s",
-        side_by_side({labels,
-                      bare_panel("A max " + fmt3(max_abs(ma.weights)),
-                                 study::ascii_heatmap(ma.weights, none, pa.tokens, ab), T),
-                      bare_panel("B max " + fmt3(max_abs(mb.weights)),
-                                 study::ascii_heatmap(mb.weights, none, pb.tokens, ab), T),
-                      bare_panel("A - B max " + fmt3(dmax),
-                                 study::ascii_difference(ma.weights, mb.weights, none, diff_cols, diff), T)},
-                     2)
-            .c_str());
+        "%s", side_by_side(
+                  {labels,
+                   bare_panel("A max " + fmt3(max_abs(ma.weights)),
+                              findings::ascii_heatmap(ma.weights, none, pa.tokens, ab), T),
+                   bare_panel("B max " + fmt3(max_abs(mb.weights)),
+                              findings::ascii_heatmap(mb.weights, none, pb.tokens, ab), T),
+                   bare_panel("A - B max " + fmt3(dmax),
+                              findings::ascii_difference(ma.weights, mb.weights, none, diff_cols, diff), T)},
+                  2)
+                  .c_str());
   }
   std::printf(
       "\nlevels of each panel's max: ' '<20%% %s<40%% %s<60%% %s<80%% %s<=100%%; · masked (future key)\n",
-      study::heat_glyph(1), study::heat_glyph(2), study::heat_glyph(3), study::heat_glyph(4));
+      findings::heat_glyph(1), findings::heat_glyph(2), findings::heat_glyph(3), findings::heat_glyph(4));
   std::printf(
       "A - B: +%s where A looks more, -%s where B looks more; rows and columns marked a/b or * differ\n",
-      study::heat_glyph(4), study::heat_glyph(4));
+      findings::heat_glyph(4), findings::heat_glyph(4));
 
   std::stable_sort(changes.begin(), changes.end(),
                    [](const Change& x, const Change& y) { return x.tv > y.tv; });
   std::printf("\ntotal variation between A's and B's maps (0: same map, 1: disjoint), most changed first\n");
   for (const Change& c : changes) {
     std::string bar;
-    for (int k = 0; k < static_cast<int>(std::lround(c.tv * 40)); ++k) bar += study::heat_glyph(4);
-    std::printf("  %-6s %s  %s\n", study::head_name(c.layer, c.head).c_str(), fmt3(c.tv).c_str(),
+    for (int k = 0; k < static_cast<int>(std::lround(c.tv * 40)); ++k) bar += findings::heat_glyph(4);
+    std::printf("  %-6s %s  %s\n", findings::head_name(c.layer, c.head).c_str(), fmt3(c.tv).c_str(),
                 bar.c_str());
   }
   if (!args.svg.empty()) {
-    study::SvgOptions svg;
+    findings::SvgOptions svg;
     svg.title = run.config.name + ", step " + std::to_string(run.step) + ": A = " + join_tokens(pa.tokens) +
                 ", B = " + join_tokens(pb.tokens);
-    io::write_text_file_atomically(args.svg, study::svg_compare(pa, pb, svg));
+    io::write_text_file_atomically(args.svg, findings::svg_compare(pa, pb, svg));
     std::printf("\nwrote %s\n", args.svg.c_str());
   }
   return 0;

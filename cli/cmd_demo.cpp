@@ -12,10 +12,11 @@
 
 #include "autograd/ops.h"
 #include "autograd/random.h"
+#include "autograd/timing.h"
 #include "cli/commands.h"
+#include "findings/ascii_heatmap.h"
+#include "findings/attention_maps.h"
 #include "nn/attention.h"
-#include "study/view/ascii_heatmap.h"
-#include "study/view/attention_maps.h"
 
 namespace cli {
 namespace {
@@ -62,16 +63,16 @@ nn::SelfAttention<float> lesson_attention() {
 }
 
 // The T x T block at `offset` of a weights tensor, as the renderers take it.
-study::AttentionWeights to_map(const Tensor& w, int64_t offset, int64_t t) {
-  study::AttentionWeights m(static_cast<size_t>(t), std::vector<float>(static_cast<size_t>(t)));
+findings::AttentionWeights to_map(const Tensor& w, int64_t offset, int64_t t) {
+  findings::AttentionWeights m(static_cast<size_t>(t), std::vector<float>(static_cast<size_t>(t)));
   for (int64_t i = 0; i < t; ++i)
     for (int64_t j = 0; j < t; ++j) m[i][j] = w.data()[offset + i * t + j];
   return m;
 }
 
 // Self-attention weights of a sentence (no gradient needed to look at them).
-study::AttentionWeights attend(const nn::SelfAttention<float>& sa, const std::vector<std::string>& tokens,
-                               const Tensor& mask = {}) {
+findings::AttentionWeights attend(const nn::SelfAttention<float>& sa, const std::vector<std::string>& tokens,
+                                  const Tensor& mask = {}) {
   ag::NoGradScope no_grad;
   const Tensor w = sa.forward(embed(tokens), mask).weights;
   return to_map(w, 0, static_cast<int64_t>(tokens.size()));
@@ -140,10 +141,10 @@ void self_attention_section() {
     ag::NoGradScope no_grad;
     r = sa.forward(embed(tokens));
   }
-  const study::AttentionWeights w = to_map(r.weights, 0, static_cast<int64_t>(tokens.size()));
+  const findings::AttentionWeights w = to_map(r.weights, 0, static_cast<int64_t>(tokens.size()));
   std::printf("Attention weights (each row: where that token looks; rows sum to 1):\n");
-  std::printf("%s\n", study::weight_table(w, tokens, tokens, 3).c_str());
-  std::printf("%s", study::ascii_heatmap(w, tokens, tokens).c_str());
+  std::printf("%s\n", findings::weight_table(w, tokens, tokens, 3).c_str());
+  std::printf("%s", findings::ascii_heatmap(w, tokens, tokens).c_str());
   std::printf("\nOutput %s: each token's new vector is a blend of all six values.\n",
               ag::shape_str(r.output.shape()).c_str());
 }
@@ -156,11 +157,11 @@ void causal_section() {
   const std::vector<std::string> tokens = words_of(kSentenceA);
   const auto sa = lesson_attention();
   const auto t = static_cast<int64_t>(tokens.size());
-  const study::AttentionWeights w = attend(sa, tokens, nn::causal_mask<float>(t));
-  std::printf("%s\n", study::weight_table(w, tokens, tokens, 3).c_str());
-  study::AsciiOptions opts;
+  const findings::AttentionWeights w = attend(sa, tokens, nn::causal_mask<float>(t));
+  std::printf("%s\n", findings::weight_table(w, tokens, tokens, 3).c_str());
+  findings::AsciiOptions opts;
   opts.mark_future = true;
-  std::printf("%s", study::ascii_heatmap(w, tokens, tokens, opts).c_str());
+  std::printf("%s", findings::ascii_heatmap(w, tokens, tokens, opts).c_str());
   std::printf("\n\"%s\" can only look at itself (%s); \"%s\" chooses among all six.\n", tokens[0].c_str(),
               number(w[0][0], 3).c_str(), tokens.back().c_str());
 }
@@ -185,14 +186,14 @@ void multi_head_section() {
     out = mha.forward(x, {}, nn::HookSite<float>(&hooks, nn::block_prefix(0)));
   }
   const Tensor& weights = hooks.captured(pattern_point);  // (1, H, T, T)
-  study::Probe probe;
+  findings::Probe probe;
   probe.tokens = tokens;
   for (int h = 0; h < mha.n_heads; ++h) {
     probe.maps.push_back({0, h, to_map(weights, h * t * t, t)});
     std::printf("\nHead %d:\n%s", h,
-                study::weight_table(probe.maps.back().weights, tokens, tokens, 3).c_str());
+                findings::weight_table(probe.maps.back().weights, tokens, tokens, 3).c_str());
   }
-  std::printf("\n%s", study::ascii_grid(probe).c_str());
+  std::printf("\n%s", findings::ascii_grid(probe).c_str());
   std::printf("\nInput %s -> per-head weights %s -> output %s.\n", ag::shape_str(x.shape()).c_str(),
               ag::shape_str(weights.shape()).c_str(), ag::shape_str(out.shape()).c_str());
   std::printf("PyTorch's nn.MultiheadAttention reports the mean of the heads' tables.\n");
@@ -206,8 +207,8 @@ void two_sentences_section() {
   std::printf("Both go through the same SelfAttention instance. A's map is the one of\n");
   std::printf("section 2; B's:\n\n");
   const auto sa = lesson_attention();
-  const study::AttentionWeights wa = attend(sa, a), wb = attend(sa, b);
-  std::printf("%s\n", study::ascii_heatmap(wb, b, b).c_str());
+  const findings::AttentionWeights wa = attend(sa, a), wb = attend(sa, b);
+  std::printf("%s\n", findings::ascii_heatmap(wb, b, b).c_str());
 
   std::vector<std::string> rows, cols;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -215,7 +216,7 @@ void two_sentences_section() {
     cols.push_back(std::to_string(i));
   }
   std::printf("A - B (rows: A/B token; columns: key positions 0..5):\n");
-  std::printf("%s", study::ascii_difference(wa, wb, rows, cols).c_str());
+  std::printf("%s", findings::ascii_difference(wa, wb, rows, cols).c_str());
 
   // How far each row moved: total variation, half the L1 distance (0 = same row, 1 = disjoint).
   std::vector<float> moved(a.size(), 0.0f);
@@ -246,12 +247,6 @@ struct SoftmaxStats {
   double gradient;   // the median over rows of the norm of a row's Jacobian d softmax(s) / d s
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 // Softmax over each row of `scores` (rows, n) and the size of its gradient, measured by the engine. The
 // Jacobian of softmax is symmetric, so seeding every row with the one-hot vector e_i and running backward
 // gives row i of each row's Jacobian: n backward passes give them all.
@@ -274,8 +269,8 @@ SoftmaxStats softmax_stats(const Tensor& scores) {
     grad.push_back(std::sqrt(sq[static_cast<size_t>(r)]));
     st.saturated += top.back() > 0.99 ? 1.0 / static_cast<double>(rows) : 0.0;
   }
-  st.top = median(top);
-  st.gradient = median(grad);
+  st.top = ag::median(top);
+  st.gradient = ag::median(grad);
   double mean = 0;
   for (float v : s.values()) mean += v / static_cast<double>(rows * n);
   for (float v : s.values()) st.spread += (v - mean) * (v - mean) / static_cast<double>(rows * n);

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/study_input.h"
-#include "study/view/ascii_heatmap.h"
+#include "findings/ascii_heatmap.h"
 #include "train/evaluate.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
@@ -33,7 +33,7 @@ int run_forward(const Args& a) {
   check_input_length(run, ids.size(), a.tokens.empty() ? "--ids" : "--tokens");
   const int T = static_cast<int>(ids.size());
   ag::Tensor<float> logits;  // (1, T, V), from the same forward pass as the maps
-  const study::Probe probe = probe_inputs(run, {ids}, &logits).front();
+  const findings::Probe probe = probe_inputs(run, {ids}, &logits).front();
   const int64_t V = logits.size(-1);
   std::vector<int32_t> predictions;
   for (int t = 0; t < T; ++t) {
@@ -50,7 +50,7 @@ int run_forward(const Args& a) {
     j["logits"] = rows;
     j["predictions"] = predictions;
     nlohmann::json att = nlohmann::json::array();
-    for (const study::HeadMap& m : probe.maps)
+    for (const findings::HeadMap& m : probe.maps)
       att.push_back({{"layer", m.layer}, {"head", m.head}, {"weights", m.weights}});
     j["attention"] = att;
     std::printf("%s\n", j.dump().c_str());
@@ -61,10 +61,10 @@ int run_forward(const Args& a) {
   for (int t = 0; t < T; ++t)
     std::printf("  %3d  %-5s  ->  %s\n", t, probe.tokens[t].c_str(),
                 prediction_name(*run.task, predictions[t]).c_str());
-  study::AsciiOptions opts;
+  findings::AsciiOptions opts;
   opts.mark_future = true;
   std::printf("\nattention (rows: query tokens, columns: key tokens)\n%s",
-              study::ascii_grid(probe, opts).c_str());
+              findings::ascii_grid(probe, opts).c_str());
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/study_input.h"
 #include "io/atomic_file.h"
+#include "io/run_layout.h"
 #include "study/patching.h"
 #include "study/run_study.h"
 
@@ -49,22 +50,22 @@ int run_patch(const Args& a) {
     answer = top_clean;
     wrong = top_corrupt;
   }
-  study::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, answer, wrong);
+  findings::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, answer, wrong);
   for (int id : clean) r.clean_tokens.push_back(run.task->token_name(id));
   for (int id : corrupt) r.corrupt_tokens.push_back(run.task->token_name(id));
   r.answer_token = run.task->token_name(answer);
   r.wrong_token = run.task->token_name(wrong);
 
   if (!a.save.empty()) {
-    const std::string stem = a.run + "/patching/" + a.save;
-    io::write_text_file_atomically(stem + ".json", study::patching_to_json(r, true).dump(1) + "\n");
+    const std::string stem = io::layout::patching_stem(a.run, a.save);
+    io::write_text_file_atomically(stem + ".json", findings::patching_to_json(r, true).dump(1) + "\n");
     io::write_text_file_atomically(
-        stem + ".svg", study::svg_patching(r, run.config.name + ", step " + std::to_string(run.step) +
-                                                  ": activation patching '" + a.save + "'"));
+        stem + ".svg", findings::svg_patching(r, run.config.name + ", step " + std::to_string(run.step) +
+                                                     ": activation patching '" + a.save + "'"));
     study::write_run_report(a.run, run.config.name);
   }
   if (a.json) {
-    std::printf("%s\n", study::patching_to_json(r, false).dump().c_str());
+    std::printf("%s\n", findings::patching_to_json(r, false).dump().c_str());
     return 0;
   }
   std::printf("%s (step %lld): patching clean activations into the corrupt run\n", a.run.c_str(),
@@ -72,10 +73,10 @@ int run_patch(const Args& a) {
   std::printf("clean:   %s\ncorrupt: %s\n", join_tokens(r.clean_tokens).c_str(),
               join_tokens(r.corrupt_tokens).c_str());
   if (bos_clean || bos_corrupt) print_bos_added(run);
-  std::printf("%s", study::patching_table(r).c_str());
+  std::printf("%s", findings::patching_table(r).c_str());
   if (!a.save.empty())
-    std::printf("\nwrote %s/patching/%s.json, .svg and %s/report.html\n", a.run.c_str(), a.save.c_str(),
-                a.run.c_str());
+    std::printf("\nwrote %s.json, .svg and %s\n", io::layout::patching_stem(a.run, a.save).c_str(),
+                io::layout::report_html(a.run).c_str());
   return 0;
 }
 
@@ -99,7 +100,9 @@ Command add_patch(CLI::App& app) {
   sub->add_option("--answer", a->answer, "token whose logit the metric rewards (default: top on clean)");
   sub->add_option("--wrong", a->wrong, "token whose logit the metric subtracts (default: top on corrupt)");
   sub->add_flag("--json", a->json, "print one JSON object instead of the tables");
-  sub->add_option("--save", a->save, "also write RUN/patching/NAME.json and .svg (and rebuild report.html)")
+  sub->add_option("--save", a->save,
+                  "also write " + io::layout::patching_stem("RUN", "NAME") +
+                      ".json and .svg (and rebuild report.html)")
       ->check([](const std::string& s) {
         if (s.empty() ||
             s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
+#include "io/run_layout.h"
 #include "study/sweep_collect.h"
 #include "train/checkpoint.h"
 #include "train/sweep.h"
@@ -50,15 +51,15 @@ enum class RunState { fresh, resume, finished };
 
 RunState run_state(const train::SweepRun& run) {
   const std::string dir = run.config.output.dir;
-  if (!fs::exists(dir + "/config.json")) return RunState::fresh;
-  const std::string path = dir + "/config.json";
+  const std::string path = io::layout::config_json(dir);
+  if (!fs::exists(path)) return RunState::fresh;
   const train::Config held = train::from_json(io::parse_json(io::read_text_file(path), path), path);
   if (!train::same_run_config(held, run.config))
     throw UsageError(dir + ": holds a run with a different config (" + path +
                      "); remove it, or give the sweep another \"out\"");
-  if (!fs::exists(train::model_checkpoint_path(dir))) return RunState::fresh;
-  if (fs::exists(dir + "/scores.json")) {
-    const std::string scores = dir + "/scores.json";
+  if (!fs::exists(io::layout::model_checkpoint(dir))) return RunState::fresh;
+  const std::string scores = io::layout::scores_json(dir);
+  if (fs::exists(scores)) {
     const nlohmann::json j = io::parse_json(io::read_text_file(scores), scores);
     if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
         j["step"].get<int64_t>() == run.config.train.steps)
@@ -158,12 +159,13 @@ pid_t launch(const std::string& program, const std::vector<std::string>& args, c
 }
 
 int collect(const std::string& dir) {
-  const study::SweepSummary summary = study::collect_sweep(dir);
+  const findings::SweepSummary summary = study::collect_sweep(dir);
   study::write_sweep_summary(dir, summary);
   size_t finished = 0;
   for (const auto& r : summary.runs) finished += r.status == "finished";
-  std::printf("%zu runs (%zu finished): %s/summary.json, %s/summary.csv, %s/index.html\n",
-              summary.runs.size(), finished, dir.c_str(), dir.c_str(), dir.c_str());
+  std::printf("%zu runs (%zu finished): %s, %s, %s\n", summary.runs.size(), finished,
+              io::layout::summary_json(dir).c_str(), io::layout::summary_csv(dir).c_str(),
+              io::layout::sweep_index_html(dir).c_str());
   return 0;
 }
 
@@ -175,7 +177,7 @@ std::string slurm_script(const train::Sweep& sweep, const std::vector<std::strin
       sweep.out + "\n";
   s += "#SBATCH --job-name=attograd-sweep\n#SBATCH --array=0-" + std::to_string(commands.size() - 1) + "\n";
   s += "#SBATCH --cpus-per-task=" + std::to_string(threads) + "\n";
-  s += "#SBATCH --output=" + sweep.out + "/slurm-%A_%a.log\n";
+  s += "#SBATCH --output=" + io::layout::slurm_log_pattern(sweep.out) + "\n";
   s += "set -euo pipefail\ncd " + shell_quote(fs::current_path().string()) +
        "\ncase \"$SLURM_ARRAY_TASK_ID\" in\n";
   for (size_t i = 0; i < commands.size(); ++i)
@@ -198,7 +200,8 @@ int run_sweep(const SweepArgs& a) {
   const std::string program = self_path();
 
   fs::create_directories(sweep.out);
-  io::write_text_file_atomically(sweep.out + "/sweep.json", train::sweep_manifest(sweep).dump(2) + "\n");
+  io::write_text_file_atomically(io::layout::sweep_manifest(sweep.out),
+                                 train::sweep_manifest(sweep).dump(2) + "\n");
 
   std::vector<size_t> todo;
   for (size_t i = 0; i < sweep.runs.size(); ++i)
@@ -288,7 +291,7 @@ int run_sweep(const SweepArgs& a) {
       const size_t i = todo[next++];
       const train::SweepRun& run = sweep.runs[i];
       running[launch(program, train_args(run, sweep, states[i], threads),
-                     run.config.output.dir + "/train.log")] = Child{i, clock_type::now()};
+                     io::layout::train_log(run.config.output.dir))] = Child{i, clock_type::now()};
       draw(true);
     }
     int status = 0;
@@ -308,8 +311,9 @@ int run_sweep(const SweepArgs& a) {
       } else {
         ++failed;
         if (tty) std::printf("\n");
-        std::printf("run %s failed (exit %d): %s (log: %s/train.log)\n", run.name.c_str(), code,
-                    last_line(run.config.output.dir + "/train.log").c_str(), run.config.output.dir.c_str());
+        const std::string log = io::layout::train_log(run.config.output.dir);
+        std::printf("run %s failed (exit %d): %s (log: %s)\n", run.name.c_str(), code, last_line(log).c_str(),
+                    log.c_str());
       }
       draw(true);
     } else if (pid < 0 && errno == ECHILD) {
@@ -323,9 +327,10 @@ int run_sweep(const SweepArgs& a) {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
 
-  const study::SweepSummary summary = study::collect_sweep(sweep.out);
+  const findings::SweepSummary summary = study::collect_sweep(sweep.out);
   study::write_sweep_summary(sweep.out, summary);
-  std::printf("summary: %s/summary.csv, %s/index.html\n", sweep.out.c_str(), sweep.out.c_str());
+  std::printf("summary: %s, %s\n", io::layout::summary_csv(sweep.out).c_str(),
+              io::layout::sweep_index_html(sweep.out).c_str());
   if (g_stop.load() > 0) {
     std::printf("interrupted: %zu of %zu runs finished; run the same command again to resume the rest\n",
                 done, total);
@@ -348,8 +353,10 @@ Command add_sweep(CLI::App& app) {
       "SWEEP.json: {\"base\": \"configs/induction.json\", \"grid\": {\"seed\": [1, 2, 3]}, \"out\": "
       "\"runs/s\"}.\n"
       "Each grid value is checked like --set before anything starts. Each run is an ordinary run folder\n"
-      "OUT/NAME; finished runs are skipped and interrupted ones resumed when the same command runs again.\n"
-      "OUT/summary.json, summary.csv and index.html summarise the sweep (docs/sweeps.md).");
+      "OUT/NAME; finished runs are skipped and interrupted ones resumed when the same command runs "
+      "again.\n" +
+      io::layout::summary_json("OUT") + ", " + io::layout::summary_csv("OUT") + " and " +
+      io::layout::sweep_index_html("OUT") + " summarise the sweep (docs/sweeps.md).");
   sub->add_option("SWEEP", args->file, "sweep file, e.g. sweeps/induction-seeds.json");
   sub->add_option("-j,--jobs", args->jobs, "runs at a time (default: one per two cores)")
       ->check(CLI::PositiveNumber);
@@ -357,7 +364,8 @@ Command add_sweep(CLI::App& app) {
                 "print one `attograd train` command per unfinished run (for xargs, GNU parallel) and exit");
   sub->add_option("--slurm", args->slurm, "write a Slurm job-array script for the unfinished runs to FILE");
   CLI::App* collect = sub->add_subcommand(
-      "collect", "build OUT/summary.json, summary.csv and index.html from the run folders");
+      "collect", "build " + io::layout::summary_json("OUT") + ", " + io::layout::summary_csv("OUT") +
+                     " and " + io::layout::sweep_index_html("OUT") + " from the run folders");
   collect->add_option("DIR", args->collect_dir, "the sweep's out folder")->required();
   return [args] { return run_sweep(*args); };
 }

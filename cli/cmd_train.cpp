@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "io/atomic_file.h"
+#include "io/run_layout.h"
 #include "study/run_study.h"
 #include "train/checkpoint.h"
 
@@ -28,11 +29,10 @@ extern "C" void on_interrupt(int) {
 // leave the new config beside the old checkpoint (which --resume would then continue).
 void clear_run_folder(const std::string& run_dir) {
   namespace fs = std::filesystem;
-  for (const char* name : {"checkpoint", "metrics.jsonl", "config.json", "attention", "scores.json",
-                           "report.html", "patching", "circuits.json", "circuits"}) {
+  for (const std::string& path : io::layout::run_entries(run_dir)) {
     std::error_code ec;
-    fs::remove_all(fs::path(run_dir) / name, ec);
-    if (ec) throw io::WriteError(run_dir + "/" + name + ": cannot remove for --overwrite: " + ec.message());
+    fs::remove_all(path, ec);
+    if (ec) throw io::WriteError(path + ": cannot remove for --overwrite: " + ec.message());
   }
 }
 
@@ -47,7 +47,7 @@ struct TrainArgs {
 // --set may change only what does not alter the past (train::resume_settable_fields, e.g. train.steps to
 // train longer).
 train::Config resume_config(const TrainArgs& a) {
-  const std::string ckpt = train::model_checkpoint_path(a.resume);
+  const std::string ckpt = io::layout::model_checkpoint(a.resume);
   if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + a.resume + ": no checkpoint at " + ckpt);
   train::check_resume_overrides(a.sets);  // before reading anything: a refused --set is the user's error
   train::Config stored = train::config_from_checkpoint(ckpt);
@@ -57,8 +57,9 @@ train::Config resume_config(const TrainArgs& a) {
     train::Config given = train::load_config(a.config, a.sets);
     given.output = stored.output;
     if (given != stored)
-      throw UsageError(a.config + ": differs from the config " + a.resume + " was trained with (" + a.resume +
-                       "/config.json); resume with --resume alone, or change only train.steps with --set");
+      throw UsageError(a.config + ": differs from the config " + a.resume + " was trained with (" +
+                       io::layout::config_json(a.resume) +
+                       "); resume with --resume alone, or change only train.steps with --set");
   }
   stored.output.dir = a.resume;
   return stored;
@@ -75,7 +76,7 @@ int run(const TrainArgs& a) {
     config = train::load_config(a.config, a.sets);
     if (!a.out.empty()) config.output.dir = a.out;
     run_dir = config.output.dir;
-    if (std::filesystem::exists(train::model_checkpoint_path(run_dir)) && !a.overwrite)
+    if (std::filesystem::exists(io::layout::model_checkpoint(run_dir)) && !a.overwrite)
       throw UsageError(run_dir + ": already holds a trained run; --resume " + run_dir +
                        " to continue it, --out DIR for a new one, or --overwrite to replace it");
     if (a.overwrite) clear_run_folder(run_dir);
@@ -99,7 +100,7 @@ int run(const TrainArgs& a) {
   std::printf("done: step %lld, loss %.4f", static_cast<long long>(r.step), r.last_loss);
   if (r.final_eval)
     std::printf(", held-out exact match %.2f%% (loss %.4f)", 100 * r.final_eval->acc, r.final_eval->loss);
-  std::printf("\nrun folder: %s (report: %s/report.html)\n", run_dir.c_str(), run_dir.c_str());
+  std::printf("\nrun folder: %s (report: %s)\n", run_dir.c_str(), io::layout::report_html(run_dir).c_str());
   return 0;
 }
 

@@ -6,9 +6,9 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
+#include "findings/ascii_heatmap.h"
+#include "findings/utf8_label.h"
 #include "study/capture.h"
-#include "study/view/ascii_heatmap.h"
-#include "study/view/utf8_label.h"
 #include "train/evaluate.h"
 #include "train/token_input.h"
 
@@ -71,8 +71,9 @@ void check_layer_head(const train::LoadedRun& run, std::optional<int> layer, std
                              : " heads per layer (valid: 0.." + std::to_string(H - 1) + ")"));
 }
 
-std::vector<study::Probe> probe_inputs(train::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
-                                       ag::Tensor<float>* logits) {
+std::vector<findings::Probe> probe_inputs(train::LoadedRun& run,
+                                          const std::vector<std::vector<int32_t>>& inputs,
+                                          ag::Tensor<float>* logits) {
   train::Batch batch;
   batch.B = static_cast<int>(inputs.size());
   batch.T = static_cast<int>(inputs.front().size());
@@ -81,11 +82,11 @@ std::vector<study::Probe> probe_inputs(train::LoadedRun& run, const std::vector<
   return study::capture_attention(*run.model, *run.task, batch, logits);
 }
 
-study::Probe select_maps(const study::Probe& probe, std::optional<int> layer, std::optional<int> head) {
-  study::Probe out{probe.ids, probe.tokens, {}};
-  for (const study::HeadMap& m : probe.maps)
+findings::Probe select_maps(const findings::Probe& probe, std::optional<int> layer, std::optional<int> head) {
+  findings::Probe out{probe.ids, probe.tokens, {}};
+  for (const findings::HeadMap& m : probe.maps)
     if ((!layer || m.layer == *layer) && (!head || m.head == *head)) out.maps.push_back(m);
-  std::sort(out.maps.begin(), out.maps.end(), [](const study::HeadMap& a, const study::HeadMap& b) {
+  std::sort(out.maps.begin(), out.maps.end(), [](const findings::HeadMap& a, const findings::HeadMap& b) {
     return std::make_pair(a.layer, a.head) < std::make_pair(b.layer, b.head);
   });
   return out;
@@ -105,7 +106,7 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
   for (const auto& p : panels) {
     rows = std::max(rows, p.size());
     int w = 0;
-    for (const std::string& line : p) w = std::max(w, study::display_width(line));
+    for (const std::string& line : p) w = std::max(w, findings::display_width(line));
     widths.push_back(w);
   }
   std::string out;
@@ -115,7 +116,7 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
       const std::string cell = r < panels[k].size() ? panels[k][r] : "";
       line += cell;
       if (k + 1 < panels.size())
-        line.append(static_cast<size_t>(widths[k] - study::display_width(cell) + gap), ' ');
+        line.append(static_cast<size_t>(widths[k] - findings::display_width(cell) + gap), ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + '\n';

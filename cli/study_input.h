@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "study/view/attention_maps.h"
+#include "findings/attention_maps.h"
 #include "train/run_folder.h"
 
 namespace cli {
@@ -49,11 +49,12 @@ void check_layer_head(const train::LoadedRun& run, std::optional<int> layer, std
 
 // Each input's maps (all of the same length), one Probe per input; the same pass's logits (B, T, V) go
 // to `logits` when it is given.
-std::vector<study::Probe> probe_inputs(train::LoadedRun& run, const std::vector<std::vector<int32_t>>& inputs,
-                                       ag::Tensor<float>* logits = nullptr);
+std::vector<findings::Probe> probe_inputs(train::LoadedRun& run,
+                                          const std::vector<std::vector<int32_t>>& inputs,
+                                          ag::Tensor<float>* logits = nullptr);
 
 // The probe with only the maps of the given layer and/or head (all maps when neither is given).
-study::Probe select_maps(const study::Probe& probe, std::optional<int> layer, std::optional<int> head);
+findings::Probe select_maps(const findings::Probe& probe, std::optional<int> layer, std::optional<int> head);
 
 // The first `n` lines of a rendered picture (drops trailing legend lines), or all when n < 0.
 std::vector<std::string> text_lines(const std::string& text, int n = -1);

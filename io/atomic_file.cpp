@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/run_layout.h"
+
 namespace io {
 
 namespace fs = std::filesystem;
@@ -22,7 +24,7 @@ namespace {
 // Unique within the process (and, with the pid, across processes): two writers never share a temp file.
 std::string temp_name(const std::string& path) {
   static std::atomic<unsigned> counter{0};
-  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  return layout::temp_file(path, ::getpid(), counter++);
 }
 
 }  // namespace

@@ -64,14 +64,15 @@ AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch
   return report;
 }
 
-void merge_ablation(HeadScoresFile& scores, const AblationReport& report) {
+void merge_ablation(findings::HeadScoresFile& scores, const AblationReport& report) {
   for (const HeadAblation& a : report.heads) {
-    auto it = std::find_if(scores.heads.begin(), scores.heads.end(),
-                           [&](const HeadScores& h) { return h.layer == a.layer && h.head == a.head; });
+    auto it = std::find_if(scores.heads.begin(), scores.heads.end(), [&](const findings::HeadScores& h) {
+      return h.layer == a.layer && h.head == a.head;
+    });
     if (it == scores.heads.end())
       throw std::invalid_argument("merge_ablation: no scores for layer " + std::to_string(a.layer) +
                                   " head " + std::to_string(a.head));
-    AblationResult r;
+    findings::AblationResult r;
     r.zero_acc = a.zeroed.acc;
     r.mean_acc = a.mean.acc;
     r.zero_loss = a.zeroed.loss;

@@ -8,8 +8,8 @@
 
 #include <vector>
 
+#include "findings/head_scores.h"
 #include "nn/transformer.h"
-#include "study/view/head_scores.h"
 #include "train/evaluate.h"
 
 namespace study {
@@ -35,6 +35,6 @@ AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch
 
 // Sets `ablation` {zero_acc, mean_acc, zero_loss, mean_loss} on every head of `scores` that the report
 // covers. Throws std::invalid_argument when a head of the report is missing from `scores`.
-void merge_ablation(HeadScoresFile& scores, const AblationReport& report);
+void merge_ablation(findings::HeadScoresFile& scores, const AblationReport& report);
 
 }  // namespace study

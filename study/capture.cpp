@@ -6,8 +6,8 @@
 
 namespace study {
 
-std::vector<Probe> capture_attention(const nn::CausalLM<float>& model, const train::Task& task,
-                                     const train::Batch& batch, ag::Tensor<float>* logits) {
+std::vector<findings::Probe> capture_attention(const nn::CausalLM<float>& model, const train::Task& task,
+                                               const train::Batch& batch, ag::Tensor<float>* logits) {
   ag::NoGradScope no_grad;
   nn::Hooks<float> hooks;
   const size_t L = model.blocks.size();
@@ -15,9 +15,9 @@ std::vector<Probe> capture_attention(const nn::CausalLM<float>& model, const tra
   ag::Tensor<float> out = model.forward(batch.inputs, batch.B, batch.T, {}, &hooks);
   if (logits) *logits = out;
   const int T = batch.T;
-  std::vector<Probe> probes(batch.B);
+  std::vector<findings::Probe> probes(batch.B);
   for (int b = 0; b < batch.B; ++b) {
-    Probe& p = probes[b];
+    findings::Probe& p = probes[b];
     for (int t = 0; t < T; ++t) {
       p.ids.push_back(batch.inputs[static_cast<size_t>(b) * T + t]);
       p.tokens.push_back(task.token_name(p.ids.back()));
@@ -27,7 +27,7 @@ std::vector<Probe> capture_attention(const nn::CausalLM<float>& model, const tra
           hooks.captured(nn::hook_name(nn::Point::attn_pattern, l));  // (B, H, T, T)
       const int H = static_cast<int>(pattern.size(1));
       for (int h = 0; h < H; ++h) {
-        HeadMap m{static_cast<int>(l), h, AttentionWeights(T, std::vector<float>(T))};
+        findings::HeadMap m{static_cast<int>(l), h, findings::AttentionWeights(T, std::vector<float>(T))};
         const float* w = pattern.data() + (static_cast<int64_t>(b) * H + h) * T * T;
         for (int i = 0; i < T; ++i) std::copy(w + i * T, w + (i + 1) * T, m.weights[i].begin());
         p.maps.push_back(std::move(m));

@@ -66,19 +66,19 @@ double composition_score(const MatrixXd& M, const MatrixXd& X, const MatrixXd& Y
   return M.norm() / (X.norm() * Y.norm());
 }
 
-std::vector<CompositionScore> composition_scores(const nn::CausalLM<float>& model) {
+std::vector<findings::CompositionScore> composition_scores(const nn::CausalLM<float>& model) {
   const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
   std::vector<HeadWeights> w;
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) w.push_back(head_weights(model, l, h));
-  std::vector<CompositionScore> out;
+  std::vector<findings::CompositionScore> out;
   for (int la = 0; la < L; ++la)
     for (int ha = 0; ha < H; ++ha) {
       const MatrixXd ov_a = w[la * H + ha].OV();
       for (int lb = la + 1; lb < L; ++lb)
         for (int hb = 0; hb < H; ++hb) {
           const MatrixXd qk_b = w[lb * H + hb].QK(), ov_b = w[lb * H + hb].OV();
-          CompositionScore c{la, ha, lb, hb, 0, 0, 0};
+          findings::CompositionScore c{la, ha, lb, hb, 0, 0, 0};
           c.q = composition_score(ov_a * qk_b, ov_a, qk_b);
           c.k = composition_score(ov_a * qk_b.transpose(), ov_a, qk_b);
           c.v = composition_score(ov_a * ov_b, ov_a, ov_b);
@@ -88,9 +88,9 @@ std::vector<CompositionScore> composition_scores(const nn::CausalLM<float>& mode
   return out;
 }
 
-CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, int pairs, uint64_t seed) {
+findings::CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, int pairs, uint64_t seed) {
   ag::Rng rng(seed);
-  CompositionBaseline b;
+  findings::CompositionBaseline b;
   for (int kind = 0; kind < 3; ++kind) {
     double sum = 0;
     for (int n = 0; n < pairs; ++n) {
@@ -212,13 +212,13 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
   return out;
 }
 
-CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::Batch& held_out, int positions,
-                                bool with_composition) {
+findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::Batch& held_out,
+                                          int positions, bool with_composition) {
   const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
   if (with_composition && L < 2)
     throw std::invalid_argument("composition needs a model with at least 2 layers; this one has " +
                                 std::to_string(L));
-  CircuitsResult r;
+  findings::CircuitsResult r;
   if (with_composition) {
     r.composition = composition_scores(model);
     r.baseline = composition_baseline(model.shape.d_model, model.shape.d_model / H);
@@ -226,12 +226,12 @@ CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::B
   const DirectLogitAttribution dla = direct_logit_attribution(model, held_out);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
-      HeadCircuit c;
+      findings::HeadCircuit c;
       c.layer = l;
       c.head = h;
       c.copying = copying_score(model, l, h);
       if (l == 0) {
-        PositionalMap m{h, positional_qk(model, h, positions)};
+        findings::PositionalMap m{h, positional_qk(model, h, positions)};
         c.prev_token_positional = previous_token_mass(m.weights);
         r.positional.push_back(std::move(m));
       }

@@ -12,8 +12,8 @@
 
 #include <Eigen/Dense>
 
+#include "findings/circuits_view.h"
 #include "nn/transformer.h"
-#include "study/view/circuits_view.h"
 #include "train/tasks.h"
 
 namespace study {
@@ -30,13 +30,13 @@ HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head);
 double composition_score(const Eigen::MatrixXd& M, const Eigen::MatrixXd& X, const Eigen::MatrixXd& Y);
 
 // Every pair (A in layer l, B in layer l' > l), sorted by (from, to).
-std::vector<CompositionScore> composition_scores(const nn::CausalLM<float>& model);
+std::vector<findings::CompositionScore> composition_scores(const nn::CausalLM<float>& model);
 
 // The mean score over `pairs` draws of X = G1 G2 and Y = G3 G4 with standard Gaussian G1, G3 (D x dk) and
 // G2, G4 (dk x D): random matrices with the shapes and rank of OV^A and QK^B (or OV^B). Q and V use M = X Y,
 // K uses M = X Y^T; each kind has its own draws, from ag::Rng(seed).
-CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, int pairs = 100,
-                                         uint64_t seed = 0xC0FFEEULL);
+findings::CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, int pairs = 100,
+                                                   uint64_t seed = 0xC0FFEEULL);
 
 // W_E OV^h W_U (V x V) with W_E = tok_emb.weight, W_U = lm_head.weight^T with ln_f.weight folded in
 // row-wise; the copying score is sum Re(lambda) / sum |lambda| over its eigenvalues.
@@ -64,7 +64,7 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
 // Everything above for `attograd circuits` and the end of training. `positions` is the positional maps'
 // T (the task's sequence length, at most max_len). with_composition false skips the composition scores and
 // the baseline; true on a one-layer model throws std::invalid_argument (composition needs two layers).
-CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::Batch& held_out, int positions,
-                                bool with_composition);
+findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::Batch& held_out,
+                                          int positions, bool with_composition);
 
 }  // namespace study

@@ -61,8 +61,9 @@ std::pair<int, int> default_answer_wrong(const nn::CausalLM<float>& model, const
   return {answer, wrong};
 }
 
-PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::vector<int32_t>& clean,
-                                   const std::vector<int32_t>& corrupt, int answer, int wrong) {
+findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
+                                             const std::vector<int32_t>& clean,
+                                             const std::vector<int32_t>& corrupt, int answer, int wrong) {
   if (clean.empty() || corrupt.empty())
     throw std::invalid_argument("patching: --clean and --corrupt need tokens");
   if (clean.size() != corrupt.size())
@@ -90,7 +91,7 @@ PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::
   resid_points.push_back(nn::hook_name(nn::Point::resid_post, L - 1));
   for (const std::string& p : resid_points) cache.capture(p);
   for (int l = 0; l < L; ++l) cache.capture(nn::hook_name(nn::Point::attn_z, l));
-  PatchingResult r;
+  findings::PatchingResult r;
   r.answer = answer;
   r.wrong = wrong;
   r.clean = logit_diff(model.forward(clean, 1, T, {}, &cache), 0, answer, wrong);
@@ -134,9 +135,10 @@ PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::
       r.head_all.push_back({l, h, rec[T]});
     }
   }
-  std::sort(r.head_z.begin(), r.head_z.end(), [](const HeadPositionPatch& a, const HeadPositionPatch& b) {
-    return std::tie(a.layer, a.head, a.position) < std::tie(b.layer, b.head, b.position);
-  });
+  std::sort(r.head_z.begin(), r.head_z.end(),
+            [](const findings::HeadPositionPatch& a, const findings::HeadPositionPatch& b) {
+              return std::tie(a.layer, a.head, a.position) < std::tie(b.layer, b.head, b.position);
+            });
   return r;
 }
 

@@ -12,8 +12,8 @@
 #include <optional>
 #include <vector>
 
+#include "findings/patching_view.h"
 #include "nn/transformer.h"
-#include "study/view/patching_view.h"
 
 namespace study {
 
@@ -28,7 +28,8 @@ std::pair<int, int> default_answer_wrong(const nn::CausalLM<float>& model, const
 // Every patch of the list above. Throws std::invalid_argument (one line) when the inputs differ in length or
 // are empty, when answer or wrong is outside the vocabulary or they are equal, and when the clean and
 // corrupt logit differences are equal (nothing to recover). Token labels are left empty for the caller.
-PatchingResult activation_patching(const nn::CausalLM<float>& model, const std::vector<int32_t>& clean,
-                                   const std::vector<int32_t>& corrupt, int answer, int wrong);
+findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
+                                             const std::vector<int32_t>& clean,
+                                             const std::vector<int32_t>& corrupt, int answer, int wrong);
 
 }  // namespace study

@@ -3,22 +3,17 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "findings/patching_view.h"
+#include "findings/phase_change.h"
+#include "findings/report_html.h"
+#include "findings/svg_heatmap.h"
 #include "io/atomic_file.h"
+#include "io/run_layout.h"
 #include "study/capture.h"
 #include "study/circuits.h"
-#include "study/view/patching_view.h"
-#include "study/view/phase_change.h"
-#include "study/view/report_html.h"
-#include "study/view/svg_heatmap.h"
 #include "train/metrics_log.h"
 
 namespace study {
-
-namespace {
-std::string history_path(const std::string& run_dir, int64_t step) {
-  return run_dir + "/scores/" + attention_step_name(step) + ".json";
-}
-}  // namespace
 
 Study::Study(const train::Task& task, const train::Config& config, const train::Batch& eval_set)
     : task_(task),
@@ -29,40 +24,42 @@ Study::Study(const train::Task& task, const train::Config& config, const train::
 
 void Study::dump_attention(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const {
   if (probes_.B == 0) return;
-  AttentionDump dump{step, capture_attention(model, task_, probes_)};
-  const std::string stem = run_dir + "/attention/" + attention_step_name(step);
-  write_attention_dump(stem + ".json", dump);
+  findings::AttentionDump dump{step, capture_attention(model, task_, probes_)};
+  const std::string stem = io::layout::attention_stem(run_dir, step);
+  findings::write_attention_dump(stem + ".json", dump);
   // The SVG shows the first probe; the JSON (and report.html) hold all of them.
-  SvgOptions svg;
+  findings::SvgOptions svg;
   svg.title = config_.name + ", step " + std::to_string(step) + ", probe 0";
-  io::write_text_file_atomically(stem + ".svg", svg_attention_grid(dump.probes[0], svg));
+  io::write_text_file_atomically(stem + ".svg", findings::svg_attention_grid(dump.probes[0], svg));
 }
 
-HeadScoresFile Study::head_scores(const nn::CausalLM<float>& model, int64_t step) const {
-  const std::vector<Probe> probes = capture_attention(model, task_, score_set_);
+findings::HeadScoresFile Study::head_scores(const nn::CausalLM<float>& model, int64_t step) const {
+  const std::vector<findings::Probe> probes = capture_attention(model, task_, score_set_);
   std::vector<std::vector<std::vector<int>>> ideal;
-  for (const Probe& p : probes)
+  for (const findings::Probe& p : probes)
     ideal.push_back(task_.ideal_keys(std::vector<int32_t>(p.ids.begin(), p.ids.end())));
-  return HeadScoresFile{step, compute_head_scores(probes, ideal, capture_attention(model, task_, repeated_))};
+  return findings::HeadScoresFile{
+      step, findings::compute_head_scores(probes, ideal, capture_attention(model, task_, repeated_))};
 }
 
 void Study::record_scores(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step,
                           double wall_seconds) const {
-  HeadScoresFile scores = head_scores(model, step);
+  findings::HeadScoresFile scores = head_scores(model, step);
   scores.wall_seconds = wall_seconds;
-  write_head_scores(history_path(run_dir, step), scores);
+  findings::write_head_scores(io::layout::score_history_json(run_dir, step), scores);
 }
 
 std::string Study::finish(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step,
                           double wall_seconds) const {
-  HeadScoresFile scores = head_scores(model, step);
+  findings::HeadScoresFile scores = head_scores(model, step);
   scores.wall_seconds = wall_seconds;
-  write_head_scores(history_path(run_dir, step), scores);  // the last step belongs to the history too
+  findings::write_head_scores(io::layout::score_history_json(run_dir, step),
+                              scores);  // the last step belongs to the history too
   scores.phase_change = run_phase_change(run_dir);
-  write_head_scores(run_dir + "/scores.json", scores);
+  findings::write_head_scores(io::layout::scores_json(run_dir), scores);
   write_run_report(run_dir, config_.name);
-  return "head scores at step " + std::to_string(step) + " (RUN/scores.json):\n" +
-         head_scores_table(scores.heads);
+  return "head scores at step " + std::to_string(step) + " (" + io::layout::scores_json("RUN") + "):\n" +
+         findings::head_scores_table(scores.heads);
 }
 
 RunStudy::RunStudy(const train::Config& config, const std::string& run_dir)
@@ -78,10 +75,10 @@ double RunStudy::wall_seconds(int64_t step) {
     if (step == 0) {
       // A fresh run: scores recorded by an earlier run in this folder are not this run's history.
       std::error_code ignored;
-      std::filesystem::remove_all(run_dir_ + "/scores", ignored);
+      std::filesystem::remove_all(io::layout::score_history_dir(run_dir_), ignored);
     } else {
       // A resumed run: the time recorded at the last dump before the checkpoint it resumed from.
-      for (const HeadScoresFile& f : read_score_history(run_dir_))
+      for (const findings::HeadScoresFile& f : read_score_history(run_dir_))
         if (f.step < step && f.wall_seconds) earlier_seconds_ = *f.wall_seconds;
     }
   }
@@ -101,71 +98,72 @@ void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool fin
   // The last step is dumped even off the period, so the report always shows the final maps.
   if (!dumped_now) study_.dump_attention(model, run_dir_, step);
   score_table_ = study_.finish(model, run_dir_, step, wall);
-  const CircuitsResult circuits =
+  const findings::CircuitsResult circuits =
       write_circuits_files(model, *task_, config_, run_dir_, step, model.blocks.size() >= 2);
-  score_table_ +=
-      "\ncircuits at step " + std::to_string(step) + " (RUN/circuits.json):\n" + circuits_table(circuits);
+  score_table_ += "\ncircuits at step " + std::to_string(step) + " (" + io::layout::circuits_json("RUN") +
+                  "):\n" + findings::circuits_table(circuits);
 }
 
-CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
-                                    const train::Config& config, const std::string& run_dir, int64_t step,
-                                    bool with_composition) {
+findings::CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
+                                              const train::Config& config, const std::string& run_dir,
+                                              int64_t step, bool with_composition) {
   const train::Batch held_out = task.eval_set(config.seed, config.train.eval_size);
   const int positions = std::min<int>(task.seq_len(), static_cast<int>(model.shape.max_len));
-  CircuitsResult r = analyse_circuits(model, held_out, positions, with_composition);
+  findings::CircuitsResult r = analyse_circuits(model, held_out, positions, with_composition);
   r.step = step;
-  write_circuits(run_dir + "/circuits.json", r);
+  findings::write_circuits(io::layout::circuits_json(run_dir), r);
   const std::string title = config.name + ", step " + std::to_string(step);
   if (!r.composition.empty())
-    io::write_text_file_atomically(run_dir + "/circuits/composition.svg",
-                                   svg_composition(r, title + ": composition scores"));
+    io::write_text_file_atomically(io::layout::composition_svg(run_dir),
+                                   findings::svg_composition(r, title + ": composition scores"));
   if (!r.positional.empty())
-    io::write_text_file_atomically(run_dir + "/circuits/positional_qk.svg",
-                                   svg_positional(r, title + ": layer 0 positional QK (positions alone)"));
+    io::write_text_file_atomically(
+        io::layout::positional_qk_svg(run_dir),
+        findings::svg_positional(r, title + ": layer 0 positional QK (positions alone)"));
   write_run_report(run_dir, config.name);
   return r;
 }
 
-std::vector<HeadScoresFile> read_score_history(const std::string& run_dir) {
+std::vector<findings::HeadScoresFile> read_score_history(const std::string& run_dir) {
   namespace fs = std::filesystem;
-  std::vector<HeadScoresFile> history;
+  std::vector<findings::HeadScoresFile> history;
   std::error_code ec;
-  const std::string dir = run_dir + "/scores";
+  const std::string dir = io::layout::score_history_dir(run_dir);
   if (!fs::is_directory(dir, ec)) return history;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && entry.path().extension() == ".json")
-      history.push_back(read_head_scores(entry.path().string()));
+    if (io::layout::is_step_json(entry.path().filename().string()))
+      history.push_back(findings::read_head_scores(entry.path().string()));
   }
-  std::sort(history.begin(), history.end(),
-            [](const HeadScoresFile& a, const HeadScoresFile& b) { return a.step < b.step; });
+  std::sort(
+      history.begin(), history.end(),
+      [](const findings::HeadScoresFile& a, const findings::HeadScoresFile& b) { return a.step < b.step; });
   return history;
 }
 
-PhaseChange run_phase_change(const std::string& run_dir) {
-  Curve eval_loss;
-  const std::string metrics = run_dir + "/metrics.jsonl";
+findings::PhaseChange run_phase_change(const std::string& run_dir) {
+  findings::Curve eval_loss;
+  const std::string metrics = io::layout::metrics_jsonl(run_dir);
   if (std::filesystem::exists(metrics))
     for (const train::MetricsRecord& r : train::read_metrics_jsonl(metrics))
       if (r.eval_loss) eval_loss.push_back({double(r.step), *r.eval_loss});
-  return phase_change(read_score_history(run_dir), eval_loss);
+  return findings::phase_change(read_score_history(run_dir), eval_loss);
 }
 
 void write_run_report(const std::string& run_dir, const std::string& title) {
-  ReportInputs in;
+  findings::ReportInputs in;
   in.title = title;
-  const std::string metrics = run_dir + "/metrics.jsonl";
+  const std::string metrics = io::layout::metrics_jsonl(run_dir);
   if (std::filesystem::exists(metrics))
     for (const train::MetricsRecord& r : train::read_metrics_jsonl(metrics))
       in.metrics.push_back({r.step, r.loss, r.tokens_per_s, r.eval_loss, r.eval_acc});
-  const std::string scores = run_dir + "/scores.json";
-  if (std::filesystem::exists(scores)) in.scores = read_head_scores(scores);
-  in.dumps = read_attention_dumps(run_dir + "/attention");
+  const std::string scores = io::layout::scores_json(run_dir);
+  if (std::filesystem::exists(scores)) in.scores = findings::read_head_scores(scores);
+  in.dumps = findings::read_attention_dumps(io::layout::attention_dir(run_dir));
   in.score_history = read_score_history(run_dir);
-  if (std::filesystem::exists(run_dir + "/circuits.json"))
-    in.circuits = read_circuits(run_dir + "/circuits.json");
-  in.patchings = read_patchings(run_dir + "/patching", &in.patching_names);
-  write_report_html(run_dir + "/report.html", in);
+  if (std::filesystem::exists(io::layout::circuits_json(run_dir)))
+    in.circuits = findings::read_circuits(io::layout::circuits_json(run_dir));
+  in.patchings = findings::read_patchings(io::layout::patching_dir(run_dir), &in.patching_names);
+  findings::write_report_html(io::layout::report_html(run_dir), in);
 }
 
 }  // namespace study

@@ -9,9 +9,9 @@
 #include <chrono>
 #include <string>
 
+#include "findings/circuits_view.h"
+#include "findings/head_scores.h"
 #include "nn/transformer.h"
-#include "study/view/circuits_view.h"
-#include "study/view/head_scores.h"
 #include "train/trainer.h"
 
 namespace study {
@@ -22,7 +22,7 @@ class Study {
 
   void dump_attention(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step) const;
   // Every head's task, previous-token, first-token and induction scores from the model's maps.
-  HeadScoresFile head_scores(const nn::CausalLM<float>& model, int64_t step) const;
+  findings::HeadScoresFile head_scores(const nn::CausalLM<float>& model, int64_t step) const;
   // The scores at a dumped step, written to RUN/scores/step-NNNNNN.json with the run's training time so far.
   void record_scores(const nn::CausalLM<float>& model, const std::string& run_dir, int64_t step,
                      double wall_seconds) const;
@@ -62,17 +62,17 @@ class RunStudy : public train::TrainObserver {
 };
 
 // The scores recorded at each dumped step (RUN/scores/step-*.json), in step order; empty when none.
-std::vector<HeadScoresFile> read_score_history(const std::string& run_dir);
+std::vector<findings::HeadScoresFile> read_score_history(const std::string& run_dir);
 
 // The phase-change steps of a run folder, from its recorded scores and metrics.jsonl.
-PhaseChange run_phase_change(const std::string& run_dir);
+findings::PhaseChange run_phase_change(const std::string& run_dir);
 
 // The circuit analysis of `model` (study/circuits.h; DLA on the run's held-out set, eval_set(seed,
 // train.eval_size)) written to RUN/circuits.json and RUN/circuits/{composition,positional_qk}.svg, then
 // report.html rebuilt. Composition is computed when with_composition (the model needs >= 2 layers).
-CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
-                                    const train::Config& config, const std::string& run_dir, int64_t step,
-                                    bool with_composition);
+findings::CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
+                                              const train::Config& config, const std::string& run_dir,
+                                              int64_t step, bool with_composition);
 
 // Rebuilds RUN/report.html from the run folder's files (metrics.jsonl, scores.json, scores/*.json,
 // attention/*.json, circuits.json, patching/*.json).

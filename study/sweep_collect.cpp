@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "autograd/timing.h"
+#include "findings/phase_change.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
+#include "io/run_layout.h"
 #include "study/run_study.h"
-#include "study/view/phase_change.h"
 #include "train/checkpoint.h"
 #include "train/metrics_log.h"
 
@@ -16,11 +18,12 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-std::optional<BestHead> best_of(const std::vector<HeadScores>& heads, double HeadScores::*field) {
-  std::optional<BestHead> best;
-  for (const HeadScores& h : heads)
+std::optional<findings::BestHead> best_of(const std::vector<findings::HeadScores>& heads,
+                                          double findings::HeadScores::*field) {
+  std::optional<findings::BestHead> best;
+  for (const findings::HeadScores& h : heads)
     if (std::isfinite(h.*field) && (!best || h.*field > best->value))
-      best = BestHead{h.layer, h.head, h.*field};
+      best = findings::BestHead{h.layer, h.head, h.*field};
   return best;
 }
 
@@ -38,28 +41,29 @@ std::string setting_label(const ordered_json& settings, const ordered_json& grid
   return label.empty() ? "base" : label;
 }
 
-SweepRunSummary read_run(const std::string& dir, const std::string& name, const ordered_json& settings,
-                         const ordered_json& grid) {
+findings::SweepRunSummary read_run(const std::string& dir, const std::string& name,
+                                   const ordered_json& settings, const ordered_json& grid) {
   namespace fs = std::filesystem;
-  SweepRunSummary r;
+  findings::SweepRunSummary r;
   r.name = name;
   r.settings = settings;
   r.setting = setting_label(settings, grid);
-  const std::string run = dir + "/" + name;
+  const std::string run = io::layout::sweep_run(dir, name);
   std::error_code ec;
   if (!fs::is_directory(run, ec)) {
     r.status = "missing";
     return r;
   }
   r.status = "started";
-  if (fs::exists(run + "/config.json")) {
-    const json config = io::parse_json(io::read_text_file(run + "/config.json"), run + "/config.json");
+  const std::string config_path = io::layout::config_json(run);
+  if (fs::exists(config_path)) {
+    const json config = io::parse_json(io::read_text_file(config_path), config_path);
     if (config.contains("train") && config["train"].contains("steps") &&
         config["train"]["steps"].is_number_integer())
       r.steps = config["train"]["steps"].get<int64_t>();
   }
-  if (fs::exists(run + "/metrics.jsonl")) {
-    const std::vector<train::MetricsRecord> log = train::read_metrics_jsonl(run + "/metrics.jsonl");
+  if (fs::exists(io::layout::metrics_jsonl(run))) {
+    const std::vector<train::MetricsRecord> log = train::read_metrics_jsonl(io::layout::metrics_jsonl(run));
     std::vector<double> rates;
     for (const train::MetricsRecord& m : log) {
       r.step = m.step;
@@ -68,23 +72,21 @@ SweepRunSummary read_run(const std::string& dir, const std::string& name, const 
       if (m.eval_acc) r.eval_acc = m.eval_acc;
       if (m.tokens_per_s > 0) rates.push_back(m.tokens_per_s);
     }
-    if (!rates.empty()) {
-      std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
-      r.tokens_per_s = rates[rates.size() / 2];  // the median: one slow window (a busy machine) does not rule
-    }
+    // The median: one slow window (a busy machine) does not rule.
+    if (!rates.empty()) r.tokens_per_s = ag::median(rates);
   }
-  if (fs::exists(train::model_checkpoint_path(run))) r.status = "interrupted";
-  const std::vector<HeadScoresFile> history = read_score_history(run);
-  r.task_curve = best_head_curve(history, &HeadScores::task);
-  r.previous_token_curve = best_head_curve(history, &HeadScores::previous_token);
-  r.induction_curve = best_head_curve(history, &HeadScores::induction);
-  if (fs::exists(run + "/scores.json")) {
-    const HeadScoresFile scores = read_head_scores(run + "/scores.json");
+  if (fs::exists(io::layout::model_checkpoint(run))) r.status = "interrupted";
+  const std::vector<findings::HeadScoresFile> history = read_score_history(run);
+  r.task_curve = findings::best_head_curve(history, &findings::HeadScores::task);
+  r.previous_token_curve = findings::best_head_curve(history, &findings::HeadScores::previous_token);
+  r.induction_curve = findings::best_head_curve(history, &findings::HeadScores::induction);
+  if (fs::exists(io::layout::scores_json(run))) {
+    const findings::HeadScoresFile scores = findings::read_head_scores(io::layout::scores_json(run));
     if (r.steps > 0 && scores.step == r.steps) r.status = "finished";
-    r.task = best_of(scores.heads, &HeadScores::task);
-    r.previous_token = best_of(scores.heads, &HeadScores::previous_token);
-    r.induction = best_of(scores.heads, &HeadScores::induction);
-    r.first_token = best_of(scores.heads, &HeadScores::first_token);
+    r.task = best_of(scores.heads, &findings::HeadScores::task);
+    r.previous_token = best_of(scores.heads, &findings::HeadScores::previous_token);
+    r.induction = best_of(scores.heads, &findings::HeadScores::induction);
+    r.first_token = best_of(scores.heads, &findings::HeadScores::first_token);
     r.wall_seconds = scores.wall_seconds;
     r.phase_change = scores.phase_change ? *scores.phase_change : run_phase_change(run);
   }
@@ -93,8 +95,8 @@ SweepRunSummary read_run(const std::string& dir, const std::string& name, const 
 
 }  // namespace
 
-SweepSummary collect_sweep(const std::string& out_dir) {
-  const std::string path = out_dir + "/sweep.json";
+findings::SweepSummary collect_sweep(const std::string& out_dir) {
+  const std::string path = io::layout::sweep_manifest(out_dir);
   if (!std::filesystem::exists(path))
     throw std::runtime_error(path +
                              ": no sweep manifest (run `attograd sweep SWEEP.json` or with "
@@ -106,7 +108,7 @@ SweepSummary collect_sweep(const std::string& out_dir) {
     io::json_error(path, "/runs", "expected an array");
   if (!manifest.contains("grid") || !manifest["grid"].is_object())
     io::json_error(path, "/grid", "expected an object");
-  SweepSummary sum;
+  findings::SweepSummary sum;
   sum.title = out_dir;
   sum.base = manifest.value("base", "");
   sum.grid = manifest["grid"];
@@ -124,10 +126,11 @@ SweepSummary collect_sweep(const std::string& out_dir) {
   return sum;
 }
 
-void write_sweep_summary(const std::string& out_dir, const SweepSummary& summary) {
-  io::write_text_file_atomically(out_dir + "/summary.json", sweep_summary_to_json(summary).dump(2) + "\n");
-  io::write_text_file_atomically(out_dir + "/summary.csv", sweep_summary_csv(summary));
-  io::write_text_file_atomically(out_dir + "/index.html", sweep_index_html(summary));
+void write_sweep_summary(const std::string& out_dir, const findings::SweepSummary& summary) {
+  io::write_text_file_atomically(io::layout::summary_json(out_dir),
+                                 findings::sweep_summary_to_json(summary).dump(2) + "\n");
+  io::write_text_file_atomically(io::layout::summary_csv(out_dir), findings::sweep_summary_csv(summary));
+  io::write_text_file_atomically(io::layout::sweep_index_html(out_dir), findings::sweep_index_html(summary));
 }
 
 }  // namespace study

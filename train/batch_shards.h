@@ -6,8 +6,8 @@
 //
 // Why: at tiny and small widths the ops of a step are too short to split each over two threads (their
 // joins and the operands written by the other core cost more than the second core gains), while a whole
-// half batch per thread needs one join per step and keeps each shard's activations in its own core's cache.
-// On the Zen 5 of docs/performance.md this took tiny from 44% to 57% of the FMA peak on 2 threads.
+// half batch per thread needs one join per step and keeps each shard's activations in its own core's cache
+// (docs/performance.md has the measurements).
 //
 // The loss is the mean over the whole batch's scored targets, as without shards: shard s's mean is
 // weighted by its share of the scored targets (its backward is seeded with that share), so every

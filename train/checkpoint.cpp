@@ -5,18 +5,10 @@
 #include <filesystem>
 #include <limits>
 
+#include "io/run_layout.h"
 #include "train/safetensors.h"
 
 namespace train {
-
-std::string model_checkpoint_path(const std::string& run_dir) {
-  return run_dir + "/checkpoint/model.safetensors";
-}
-std::string optimizer_checkpoint_path(const std::string& run_dir, int64_t step) {
-  char name[48];
-  std::snprintf(name, sizeof name, "/checkpoint/optimizer-%06lld.safetensors", static_cast<long long>(step));
-  return run_dir + name;
-}
 
 namespace {
 
@@ -55,7 +47,7 @@ void check_tensor_table(const SafetensorsFile& f, const Config& config, const st
 
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
                      AdamW& optimizer, const ag::Rng& data_rng, int64_t step) {
-  std::filesystem::create_directories(run_dir + "/checkpoint");
+  std::filesystem::create_directories(io::layout::checkpoint_dir(run_dir));
   std::vector<NamedArray> state;
   const auto& params = optimizer.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -70,22 +62,22 @@ void save_checkpoint(const std::string& run_dir, const Config& config, const nn:
       {"rng_cached_normal", f64_bits_to_metadata(rs.cached_normal)},
       {"rng_has_cached_normal", rs.has_cached_normal ? "1" : "0"}};
   for (int i = 0; i < 4; ++i) meta["rng_s" + std::to_string(i)] = u64_to_metadata(rs.s[i]);
-  const std::string optimizer_path = optimizer_checkpoint_path(run_dir, step);
+  const std::string optimizer_path = io::layout::optimizer_checkpoint(run_dir, step);
   write_safetensors(optimizer_path, state, meta);
 
   std::vector<NamedArray> tensors;
   for (const auto& p : model.named_parameters())
     tensors.push_back(array_of(p.name, p.tensor->shape(), p.tensor->to_vector()));
   write_safetensors(
-      model_checkpoint_path(run_dir), tensors,
+      io::layout::model_checkpoint(run_dir), tensors,
       {{"config", to_json(config).dump()}, {"step", u64_to_metadata(static_cast<uint64_t>(step))}});
   // The model file now names `step`: older optimiser files belong to no checkpoint any more.
   namespace fs = std::filesystem;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run_dir + "/checkpoint", ec)) {
+  for (const auto& entry : fs::directory_iterator(io::layout::checkpoint_dir(run_dir), ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("optimizer", 0) == 0 && entry.path().string() != optimizer_path &&
-        name.find(".tmp.") == std::string::npos)
+    if (name.rfind(io::layout::optimizer_checkpoint_prefix, 0) == 0 &&
+        entry.path().string() != optimizer_path && !io::layout::is_temp_file(name))
       fs::remove(entry.path(), ec);
   }
 }

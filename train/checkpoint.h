@@ -20,10 +20,6 @@
 
 namespace train {
 
-std::string model_checkpoint_path(const std::string& run_dir);
-// The optimiser file that goes with the model checkpoint of `step`.
-std::string optimizer_checkpoint_path(const std::string& run_dir, int64_t step);
-
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
                      AdamW& optimizer, const ag::Rng& data_rng, int64_t step);
 

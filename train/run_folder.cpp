@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "io/printable.h"
+#include "io/run_layout.h"
 #include "train/checkpoint.h"
 #include "train/model_factory.h"
 
@@ -13,7 +14,7 @@ namespace train {
 LoadedRun load_run(const std::string& run_dir) {
   if (!std::filesystem::is_directory(run_dir))
     throw std::runtime_error(run_dir + ": not a run folder (no such directory)");
-  const std::string path = model_checkpoint_path(run_dir);
+  const std::string path = io::layout::model_checkpoint(run_dir);
   if (!std::filesystem::exists(path))
     throw std::runtime_error(path +
                              ": missing (train the run first, or give the run folder, not the config)");

@@ -9,6 +9,7 @@
 #include "io/atomic_file.h"
 #include "io/json_error.h"
 #include "io/printable.h"
+#include "io/run_layout.h"
 
 namespace train {
 namespace {
@@ -167,7 +168,7 @@ Sweep load_sweep(const std::string& path) {
     } catch (const ConfigError& e) {
       throw ConfigError(path + ": run " + run.name + ": " + e.what());
     }
-    run.config.output.dir = (std::filesystem::path(sweep.out) / run.name).string();
+    run.config.output.dir = io::layout::sweep_run(sweep.out, run.name);
     sweep.runs.push_back(std::move(run));
     // The next point of the product: the last key varies fastest.
     for (size_t k = keys.size(); k-- > 0;) {

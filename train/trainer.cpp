@@ -5,6 +5,7 @@
 
 #include "autograd/threads.h"
 #include "io/atomic_file.h"
+#include "io/run_layout.h"
 #include "train/checkpoint.h"
 
 namespace train {
@@ -19,7 +20,7 @@ void remove_stale_temp_files(const std::string& run_dir) {
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(run_dir, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->path().filename().string().find(".tmp.") != std::string::npos) fs::remove(it->path(), ec);
+    if (io::layout::is_temp_file(it->path().filename().string())) fs::remove(it->path(), ec);
 }
 
 // Calls `fn` on every observer, in order.
@@ -39,11 +40,11 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
 
   fs::create_directories(run);
   remove_stale_temp_files(run);
-  const std::string metrics_path = run + "/metrics.jsonl";
+  const std::string metrics_path = io::layout::metrics_jsonl(run);
   if (options.resume) {
-    step = load_model_checkpoint(model_checkpoint_path(run), model);
-    load_optimizer_checkpoint(optimizer_checkpoint_path(run, step), trainer.optimizer(), trainer.data_rng(),
-                              step);
+    step = load_model_checkpoint(io::layout::model_checkpoint(run), model);
+    load_optimizer_checkpoint(io::layout::optimizer_checkpoint(run, step), trainer.optimizer(),
+                              trainer.data_rng(), step);
     truncate_metrics_jsonl(metrics_path, step);
     notify(options,
            [&](TrainObserver& o) { o.on_message("resuming " + run + " from step " + std::to_string(step)); });
@@ -51,7 +52,7 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
     std::error_code ignored;
     fs::remove(metrics_path, ignored);
   }
-  io::write_text_file_atomically(run + "/config.json", to_json(config).dump(2) + "\n");
+  io::write_text_file_atomically(io::layout::config_json(run), to_json(config).dump(2) + "\n");
 
   const Batch eval_set = trainer.task().eval_set(config.seed, config.train.eval_size);
   MetricsAppender metrics(metrics_path);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/run_command.h"
-#include "study/view/utf8_label.h"
+#include "findings/utf8_label.h"
 
 namespace {
 
@@ -63,7 +63,7 @@ BOOST_AUTO_TEST_CASE(demo_runs_and_fits_80_columns) {
   const auto lines = lines_of(r.out);
   BOOST_TEST(lines.size() > 50u);
   for (const std::string& line : lines)
-    BOOST_TEST(study::display_width(line) <= 80, "too wide: [" << line << "]");
+    BOOST_TEST(findings::display_width(line) <= 80, "too wide: [" << line << "]");
 }
 
 BOOST_AUTO_TEST_CASE(every_section_heading_appears_in_order) {

@@ -122,11 +122,11 @@ BOOST_AUTO_TEST_CASE(ablate_heads_reports_every_head_and_leaves_the_model_as_it_
   }
   BOOST_TEST(train::evaluate(model, batch).loss == before.loss);
 
-  study::HeadScoresFile scores;
+  findings::HeadScoresFile scores;
   for (int l = 0; l < 2; ++l)
-    for (int h = 0; h < 2; ++h) scores.heads.push_back(study::HeadScores{l, h, 0, 0, 0, 0, std::nullopt});
+    for (int h = 0; h < 2; ++h) scores.heads.push_back(findings::HeadScores{l, h, 0, 0, 0, 0, std::nullopt});
   study::merge_ablation(scores, report);
-  for (const study::HeadScores& h : scores.heads) {
+  for (const findings::HeadScores& h : scores.heads) {
     BOOST_TEST_REQUIRE(h.ablation.has_value());
     BOOST_TEST(*h.ablation->zero_loss == report.heads[h.layer * 2 + h.head].zeroed.loss);
   }

@@ -34,13 +34,13 @@ BOOST_AUTO_TEST_CASE(matches_numpy_to_1e_4) {
   const testing::Fixture f("induction_small.json");
   const train::LoadedRun run = train::load_run(kRun);
   const int L = f.meta().at("n_layers"), H = f.meta().at("n_heads"), T = f.meta().at("positions");
-  const study::CircuitsResult r = study::analyse_circuits(*run.model, dla_batch(f), T, true);
+  const findings::CircuitsResult r = study::analyse_circuits(*run.model, dla_batch(f), T, true);
 
   double worst_comp = 0;
   const ag::Tensor<double> comp = f.tensor<double>("composition");  // [3, earlier, later]
   const int64_t n_from = comp.size(1), n_to = comp.size(2);
   BOOST_TEST_REQUIRE(r.composition.size() == static_cast<size_t>(H * H));  // two layers
-  for (const study::CompositionScore& c : r.composition) {
+  for (const findings::CompositionScore& c : r.composition) {
     const int64_t i = c.from_layer * H + c.from_head, j = (c.to_layer - 1) * H + c.to_head;
     const double* base = comp.data() + i * n_to + j;
     worst_comp = std::max({worst_comp, std::fabs(c.q - base[0]), std::fabs(c.k - base[n_from * n_to]),
@@ -51,14 +51,14 @@ BOOST_AUTO_TEST_CASE(matches_numpy_to_1e_4) {
                            prev = f.tensor<double>("prev_token_positional"),
                            maps = f.tensor<double>("positional");
   BOOST_TEST_REQUIRE(r.heads.size() == static_cast<size_t>(L * H));
-  for (const study::HeadCircuit& h : r.heads) {
+  for (const findings::HeadCircuit& h : r.heads) {
     worst_head = std::max({worst_head, std::fabs(h.copying - copying.data()[h.layer * H + h.head]),
                            std::fabs(h.dla - dla.data()[h.layer * H + h.head])});
     BOOST_TEST(h.prev_token_positional.has_value() == (h.layer == 0));
     if (h.prev_token_positional)
       worst_pos = std::max(worst_pos, std::fabs(*h.prev_token_positional - prev.data()[h.head]));
   }
-  for (const study::PositionalMap& m : r.positional)
+  for (const findings::PositionalMap& m : r.positional)
     for (int i = 0; i < T; ++i)
       for (int j = 0; j < T; ++j)
         worst_pos = std::max(worst_pos, std::fabs(m.weights[i][j] - maps.data()[(m.head * T + i) * T + j]));
@@ -89,8 +89,8 @@ BOOST_AUTO_TEST_CASE(hand_checked_scores) {
   X(0, 0) = 1, Y(1, 1) = 1;
   BOOST_TEST(study::composition_score(X * Y, X, Y) == 0.0);
   // The baseline is seeded: the same numbers every time; a different seed gives different draws.
-  const study::CompositionBaseline a = study::composition_baseline(16, 8),
-                                   b = study::composition_baseline(16, 8);
+  const findings::CompositionBaseline a = study::composition_baseline(16, 8),
+                                      b = study::composition_baseline(16, 8);
   BOOST_TEST(a.k == b.k);
   BOOST_TEST(study::composition_baseline(16, 8, 100, 7).k != a.k);
   // Positional maps are causal softmax rows.
@@ -114,20 +114,21 @@ BOOST_AUTO_TEST_CASE(errors_and_json) {
   BOOST_CHECK_THROW(study::positional_qk(*run.model, 0, 99), std::invalid_argument);
   BOOST_CHECK_THROW(study::copying_score(*run.model, 2, 0), std::invalid_argument);
 
-  study::CircuitsResult r = study::analyse_circuits(*run.model, dla_batch(f), 12, false);
+  findings::CircuitsResult r = study::analyse_circuits(*run.model, dla_batch(f), 12, false);
   BOOST_TEST(r.composition.empty());
   BOOST_TEST(!r.baseline.has_value());
-  r.baseline = study::CompositionBaseline{0.1, 0.2, 0.3};
+  r.baseline = findings::CompositionBaseline{0.1, 0.2, 0.3};
   r.composition = {{0, 1, 1, 0, 0.4, 0.5, 0.6}};
-  const nlohmann::json j = study::circuits_to_json(r, false);
+  const nlohmann::json j = findings::circuits_to_json(r, false);
   BOOST_TEST(j["composition"][0]["from"] == nlohmann::json::array({0, 1}));
   BOOST_TEST(j["heads"][0].contains("prev_token_positional"));
   BOOST_TEST(j["heads"][2]["prev_token_positional"].is_null());
-  const study::CircuitsResult back = study::circuits_from_json(study::circuits_to_json(r, true), "c.json");
+  const findings::CircuitsResult back =
+      findings::circuits_from_json(findings::circuits_to_json(r, true), "c.json");
   BOOST_TEST(back.composition[0].k == 0.5);
   BOOST_TEST(back.baseline->v == 0.3);
   BOOST_TEST(back.positional.size() == r.positional.size());
   BOOST_TEST(back.heads[1].copying == r.heads[1].copying);
-  BOOST_TEST(!study::svg_composition(r, "t").empty());
-  BOOST_TEST(!study::svg_positional(r, "t").empty());
+  BOOST_TEST(!findings::svg_composition(r, "t").empty());
+  BOOST_TEST(!findings::svg_positional(r, "t").empty());
 }

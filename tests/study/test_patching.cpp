@@ -33,7 +33,7 @@ BOOST_AUTO_TEST_CASE(matches_pytorch_to_1e_4) {
   const auto [answer, wrong] = study::default_answer_wrong(*run.model, clean, corrupt);
   BOOST_TEST(answer == f.meta().at("answer").get<int>());
   BOOST_TEST(wrong == f.meta().at("wrong").get<int>());
-  const study::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, answer, wrong);
+  const findings::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, answer, wrong);
   BOOST_TEST(std::fabs(r.clean - element(f, "clean_diff", 0)) < 1e-4);
   BOOST_TEST(std::fabs(r.corrupt - element(f, "corrupt_diff", 0)) < 1e-4);
 
@@ -44,11 +44,11 @@ BOOST_AUTO_TEST_CASE(matches_pytorch_to_1e_4) {
   BOOST_TEST_REQUIRE(r.head_z.size() == static_cast<size_t>(L * H * T));
   BOOST_TEST_REQUIRE(r.head_all.size() == static_cast<size_t>(L * H));
   double worst = 0;
-  for (const study::ResidPatch& p : r.resid_pre)
+  for (const findings::ResidPatch& p : r.resid_pre)
     worst = std::max(worst, std::fabs(p.recovered - resid.data()[p.layer * T + p.position]));
-  for (const study::HeadPositionPatch& p : r.head_z)
+  for (const findings::HeadPositionPatch& p : r.head_z)
     worst = std::max(worst, std::fabs(p.recovered - head_z.data()[(p.layer * H + p.head) * T + p.position]));
-  for (const study::HeadPatch& p : r.head_all)
+  for (const findings::HeadPatch& p : r.head_all)
     worst = std::max(worst, std::fabs(p.recovered - head_all.data()[p.layer * H + p.head]));
   BOOST_TEST_MESSAGE("patching: max |recovered - PyTorch| = " << worst);
   BOOST_TEST(worst < 1e-4);
@@ -61,10 +61,10 @@ BOOST_AUTO_TEST_CASE(matches_pytorch_to_1e_4) {
 BOOST_AUTO_TEST_CASE(every_pair_once_and_the_last_resid_post_is_all_or_nothing) {
   const train::LoadedRun run = train::load_run(kRun);
   const std::vector<int32_t> clean{0, 2, 5, 4, 8, 3, 10, 6, 4}, corrupt{0, 2, 5, 4, 9, 3, 10, 6, 4};
-  const study::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, 8, 9);
+  const findings::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, 8, 9);
   const int L = static_cast<int>(run.model->blocks.size()), T = static_cast<int>(clean.size());
   std::set<std::pair<int, int>> seen;
-  for (const study::ResidPatch& p : r.resid_pre) {
+  for (const findings::ResidPatch& p : r.resid_pre) {
     BOOST_TEST(seen.insert({p.layer, p.position}).second);
     BOOST_TEST((p.position >= 0 && p.position < T));
     // After the last layer nothing mixes positions: only the last position's stream reaches the metric.
@@ -87,28 +87,29 @@ BOOST_AUTO_TEST_CASE(bad_inputs_are_errors) {
 }
 
 BOOST_AUTO_TEST_CASE(json_has_the_schema_and_round_trips) {
-  study::PatchingResult r;
+  findings::PatchingResult r;
   r.answer = 3, r.wrong = 4, r.clean = 2.5, r.corrupt = -1.25;
   r.resid_pre = {{0, 0, 0.5}, {1, 0, -0.25}};
   r.head_z = {{0, 1, 0, 0.75}};
   r.head_all = {{0, 1, 1.0}};
   r.clean_tokens = {"BOS"}, r.corrupt_tokens = {"BOS"}, r.answer_token = "2", r.wrong_token = "3";
-  const nlohmann::json j = study::patching_to_json(r, false);
+  const nlohmann::json j = findings::patching_to_json(r, false);
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
   BOOST_TEST((keys == std::set<std::string>{"answer", "wrong", "clean", "corrupt", "resid_pre", "head_z",
                                             "head_all"}));
   BOOST_TEST(j["head_z"][0].size() == 4u);
-  const study::PatchingResult back = study::patching_from_json(study::patching_to_json(r, true), "x.json");
+  const findings::PatchingResult back =
+      findings::patching_from_json(findings::patching_to_json(r, true), "x.json");
   BOOST_TEST(back.resid_pre[1].recovered == -0.25);
   BOOST_TEST(back.head_z[0].head == 1);
   BOOST_TEST(back.answer_token == "2");
   nlohmann::json bad = j;
   bad["head_z"][0].erase("position");
-  BOOST_CHECK_EXCEPTION(study::patching_from_json(bad, "x.json"), std::runtime_error,
+  BOOST_CHECK_EXCEPTION(findings::patching_from_json(bad, "x.json"), std::runtime_error,
                         [](const std::runtime_error& e) {
                           return std::string(e.what()).find("x.json: /head_z/0/position") == 0;
                         });
-  BOOST_TEST(!study::svg_patching(r, "t").empty());
-  BOOST_TEST(study::patching_table(r).find("resid_post 0") != std::string::npos);
+  BOOST_TEST(!findings::svg_patching(r, "t").empty());
+  BOOST_TEST(findings::patching_table(r).find("resid_post 0") != std::string::npos);
 }

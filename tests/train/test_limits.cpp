@@ -13,6 +13,7 @@
 
 #include "common/temp_dir.h"
 #include "io/printable.h"
+#include "io/run_layout.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/model_factory.h"
@@ -95,7 +96,7 @@ std::string optimizer_error(const std::string& run, const Config& config, int64_
   train::AdamW optimizer(params, config.train.weight_decay);
   ag::Rng rng(1);
   return error_of([&] {
-    train::load_optimizer_checkpoint(train::optimizer_checkpoint_path(run, step), optimizer, rng, step);
+    train::load_optimizer_checkpoint(io::layout::optimizer_checkpoint(run, step), optimizer, rng, step);
   });
 }
 
@@ -250,7 +251,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_whose_config_claims_a_bigger_model_is_refused_
   // d_model 12000 would be 2.3 GB: the file's tensors (a few KB) say otherwise, before any allocation.
   nlohmann::json claimed = train::to_json(config);
   claimed["model"]["d_model"] = 12000;
-  set_metadata(train::model_checkpoint_path(run), "config", claimed.dump());
+  set_metadata(io::layout::model_checkpoint(run), "config", claimed.dump());
   const std::string message = error_of([&] { train::load_run(run); });
   BOOST_TEST(contains(message, "model.safetensors: the tensors hold "), message);
   BOOST_TEST(contains(message, "parameters (tensor table)"), message);
@@ -280,7 +281,7 @@ BOOST_AUTO_TEST_CASE(optimizer_metadata_is_range_checked) {
   const std::string run = dir.file("run");
   const Config config = small_config();
   write_checkpoint(run, config, 5);
-  const std::string path = train::optimizer_checkpoint_path(run, 5);
+  const std::string path = io::layout::optimizer_checkpoint(run, 5);
   BOOST_TEST(optimizer_error(run, config, 5) == "");
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {"adam_steps", "9223372036854775807", "adam_steps 9223372036854775807 is more than the step 5"},

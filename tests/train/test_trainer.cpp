@@ -11,6 +11,7 @@
 #include "autograd/threads.h"
 #include "common/temp_dir.h"
 #include "io/atomic_file.h"
+#include "io/run_layout.h"
 #include "study/run_study.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
@@ -163,14 +164,14 @@ BOOST_AUTO_TEST_CASE(a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint
     BOOST_TEST(what.find("at step") != std::string::npos, what);
   }
   // The last checkpoint is loadable and holds finite weights.
-  const train::Config stored = train::config_from_checkpoint(train::model_checkpoint_path(dir.file("run")));
+  const train::Config stored = train::config_from_checkpoint(io::layout::model_checkpoint(dir.file("run")));
   BOOST_TEST(stored.train.lr == 1e6);
 }
 
 BOOST_AUTO_TEST_CASE(a_truncated_checkpoint_is_a_clear_error) {
   testing::TempDir dir;
   train::train_model(small_config(1), {dir.file("run"), false, nullptr, {}});
-  const std::string path = train::model_checkpoint_path(dir.file("run"));
+  const std::string path = io::layout::model_checkpoint(dir.file("run"));
   const std::string bytes = io::read_text_file(path);
   for (size_t cut : {size_t(4), size_t(100), bytes.size() / 2, bytes.size() - 1}) {
     std::ofstream(path, std::ios::binary | std::ios::trunc)

@@ -1,0 +1,177 @@
+// The run folder's layout: the path of every file and folder a training run and a sweep hold, each named
+// once here with what it holds. Every layer that reads or writes a run folder (train/, study/, cli/) takes
+// its paths from these functions; docs/architecture.md "The run folder" states the same layout for users,
+// and the tests check it from outside with literal paths. What a file contains is its writer's business
+// (train/checkpoint.h, train/metrics_log.h, findings/head_scores.h, ...), not this file's.
+//
+// Adding a file to a run: one function here with a comment, its writer and its readers call it, and
+// run_entries() lists it when it sits at the top of the run folder.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace io::layout {
+
+// "step-000500": the stem of a step's files in attention/, scores/ and checkpoint/ (at least six digits,
+// zero-padded, so the names sort by step).
+inline std::string step_stem(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%06lld", static_cast<long long>(step));
+  return buf;
+}
+
+// Whether a file name is a step's JSON file, "step-NNNNNN.json".
+inline bool is_step_json(const std::string& file_name) {
+  const std::string prefix = "step-", suffix = ".json";
+  return file_name.size() > prefix.size() + suffix.size() && file_name.rfind(prefix, 0) == 0 &&
+         file_name.compare(file_name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// ---- A run folder RUN: `attograd train` writes it; eval, forward, attend, compare, ablate, patch and
+// circuits read it.
+
+// RUN/config.json: the resolved config, every default filled in (docs/configs.md).
+inline std::string config_json(const std::string& run) {
+  return run + "/config.json";
+}
+
+// RUN/metrics.jsonl: one JSON object per logged step, appended as training goes (train/metrics_log.h).
+inline std::string metrics_jsonl(const std::string& run) {
+  return run + "/metrics.jsonl";
+}
+
+// RUN/checkpoint/: the last checkpoint, a model file and the optimiser file of its step (train/checkpoint.h).
+inline std::string checkpoint_dir(const std::string& run) {
+  return run + "/checkpoint";
+}
+
+// RUN/checkpoint/model.safetensors: every parameter under its PyTorch name; its metadata holds the
+// resolved config and the step.
+inline std::string model_checkpoint(const std::string& run) {
+  return checkpoint_dir(run) + "/model.safetensors";
+}
+
+// RUN/checkpoint/optimizer-NNNNNN.safetensors: AdamW's moments and the data generator's state at step
+// NNNNNN, the model file's step.
+inline const char* const optimizer_checkpoint_prefix = "optimizer-";
+inline std::string optimizer_checkpoint(const std::string& run, int64_t step) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s%06lld.safetensors", optimizer_checkpoint_prefix,
+                static_cast<long long>(step));
+  return checkpoint_dir(run) + "/" + buf;
+}
+
+// RUN/attention/: the attention maps of the probe inputs at each dump, step-NNNNNN.json (all probes) and
+// step-NNNNNN.svg (probe 0 as a grid of heatmaps).
+inline std::string attention_dir(const std::string& run) {
+  return run + "/attention";
+}
+// RUN/attention/step-NNNNNN, without its extension.
+inline std::string attention_stem(const std::string& run, int64_t step) {
+  return attention_dir(run) + "/" + step_stem(step);
+}
+
+// RUN/scores/: every head's scores at each dump, step-NNNNNN.json, in scores.json's format with the wall
+// time; the history behind report.html's score curves and the phase-change steps.
+inline std::string score_history_dir(const std::string& run) {
+  return run + "/scores";
+}
+inline std::string score_history_json(const std::string& run, int64_t step) {
+  return score_history_dir(run) + "/" + step_stem(step) + ".json";
+}
+
+// RUN/scores.json: every head's scores at the last step, the phase-change steps and, once `attograd
+// ablate` ran, each head's ablation results.
+inline std::string scores_json(const std::string& run) {
+  return run + "/scores.json";
+}
+
+// RUN/circuits.json: what the weights say (composition, copying, positional QK) and the direct logit
+// attribution, at the last step (docs/circuits.md).
+inline std::string circuits_json(const std::string& run) {
+  return run + "/circuits.json";
+}
+
+// RUN/circuits/: circuits.json's pictures, composition.svg (models of two layers or more) and
+// positional_qk.svg.
+inline std::string circuits_dir(const std::string& run) {
+  return run + "/circuits";
+}
+inline std::string composition_svg(const std::string& run) {
+  return circuits_dir(run) + "/composition.svg";
+}
+inline std::string positional_qk_svg(const std::string& run) {
+  return circuits_dir(run) + "/positional_qk.svg";
+}
+
+// RUN/patching/: NAME.json and NAME.svg for each `attograd patch --save NAME`.
+inline std::string patching_dir(const std::string& run) {
+  return run + "/patching";
+}
+// RUN/patching/NAME, without its extension.
+inline std::string patching_stem(const std::string& run, const std::string& name) {
+  return patching_dir(run) + "/" + name;
+}
+
+// RUN/report.html: one self-contained page of everything above.
+inline std::string report_html(const std::string& run) {
+  return run + "/report.html";
+}
+
+// The entries at the top of RUN that a training run and the study tools write (`train --overwrite`
+// removes them, and nothing else, before a new run starts).
+inline std::vector<std::string> run_entries(const std::string& run) {
+  return {checkpoint_dir(run),    metrics_jsonl(run), config_json(run), attention_dir(run),
+          score_history_dir(run), scores_json(run),   report_html(run), patching_dir(run),
+          circuits_json(run),     circuits_dir(run)};
+}
+
+// ---- A sweep folder OUT: `attograd sweep` writes it, with one run folder per grid point.
+
+// OUT/sweep.json: the manifest: the base config, the grid, and each run's folder name and settings.
+inline std::string sweep_manifest(const std::string& out) {
+  return out + "/sweep.json";
+}
+
+// OUT/NAME: the run folder of the run called NAME in the manifest.
+inline std::string sweep_run(const std::string& out, const std::string& name) {
+  return out + "/" + name;
+}
+
+// RUN/train.log: what `attograd train` printed, when the sweep started the run.
+inline std::string train_log(const std::string& run) {
+  return run + "/train.log";
+}
+
+// OUT/slurm-JOB_TASK.log: a Slurm array task's output, named by Slurm from this pattern (--slurm).
+inline std::string slurm_log_pattern(const std::string& out) {
+  return out + "/slurm-%A_%a.log";
+}
+
+// OUT/summary.json, OUT/summary.csv, OUT/index.html: the sweep's summary, one row per run, as JSON, CSV
+// and a page of curves linking each run's report.html.
+inline std::string summary_json(const std::string& out) {
+  return out + "/summary.json";
+}
+inline std::string summary_csv(const std::string& out) {
+  return out + "/summary.csv";
+}
+inline std::string sweep_index_html(const std::string& out) {
+  return out + "/index.html";
+}
+
+// ---- Temporary files, in any folder.
+
+// PATH.tmp.PID.N: io::AtomicFile's file beside PATH while it is written, renamed over PATH when complete;
+// a writer killed mid-write leaves it behind, and the next run removes it.
+inline std::string temp_file(const std::string& path, long pid, unsigned long n) {
+  return path + ".tmp." + std::to_string(pid) + "." + std::to_string(n);
+}
+inline bool is_temp_file(const std::string& file_name) {
+  return file_name.find(".tmp.") != std::string::npos;
+}
+
+}  // namespace io::layout

@@ -1,0 +1,328 @@
+// Pictures of attention maps: the ASCII levels and widths, SVG well-formedness, labels, legend and
+// escaping, the attention dump JSON round trip and its errors, and report.html being self-contained.
+#define BOOST_TEST_MODULE rendering
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "findings/ascii_heatmap.h"
+#include "findings/attention_maps.h"
+#include "findings/report_html.h"
+#include "findings/svg_heatmap.h"
+#include "findings/utf8_label.h"
+#include "io/atomic_file.h"
+#include "io/run_layout.h"
+
+using namespace findings;
+
+namespace {
+
+const std::string kBlank = " ", kLight = "\u2591", kMedium = "\u2592", kDark = "\u2593", kFull = "\u2588";
+
+AttentionWeights uniform_causal(int T) {
+  AttentionWeights w(T, std::vector<float>(T, 0.0f));
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j <= i; ++j) w[i][j] = 1.0f / (i + 1);
+  return w;
+}
+
+// T=17 tokens, some long, as in a reverse task probe; n_layers x n_heads uniform maps with a twist per head.
+Probe probe_17(int layers, int heads) {
+  Probe p;
+  for (int t = 0; t < 17; ++t) {
+    p.ids.push_back(t % 7);
+    p.tokens.push_back(t == 0 ? "<BOS>" : t == 8 ? "SEPARATOR_TOKEN" : std::to_string(t % 7));
+  }
+  for (int l = 0; l < layers; ++l)
+    for (int h = 0; h < heads; ++h) {
+      AttentionWeights w = uniform_causal(17);
+      if (h % 2 == 1)
+        for (int i = 1; i < 17; ++i) {
+          for (int j = 0; j <= i; ++j) w[i][j] = 0;
+          w[i][i - 1] = 1;
+        }
+      p.maps.push_back({l, h, w});
+    }
+  return p;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+void check_fits(const std::string& text, int width) {
+  for (const std::string& line : lines_of(text))
+    BOOST_TEST(display_width(line) <= width, "too wide: [" << line << "]");
+}
+
+// A small XML well-formedness check: every tag opened is closed in order; comments and <? ?> skipped.
+bool balanced_tags(const std::string& xml, std::string& why) {
+  std::vector<std::string> stack;
+  size_t pos = 0;
+  while ((pos = xml.find('<', pos)) != std::string::npos) {
+    const size_t end = xml.find('>', pos);
+    if (end == std::string::npos) return why = "unterminated tag", false;
+    const std::string tag = xml.substr(pos + 1, end - pos - 1);
+    pos = end + 1;
+    if (tag.empty() || tag[0] == '?' || tag[0] == '!') continue;
+    if (tag[0] == '/') {
+      if (stack.empty() || stack.back() != tag.substr(1))
+        return why = "unexpected </" + tag.substr(1) + ">", false;
+      stack.pop_back();
+      continue;
+    }
+    if (tag.back() == '/') continue;
+    stack.push_back(tag.substr(0, tag.find_first_of(" \t\n")));
+  }
+  if (!stack.empty()) return why = "unclosed <" + stack.back() + ">", false;
+  return true;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::string temp_dir(const std::string& name) {
+  const auto d = std::filesystem::temp_directory_path() / ("attograd_test_rendering_" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(five_levels_are_equal_bins_of_the_largest_weight) {
+  BOOST_TEST(heat_level(0.0f, 1.0f) == 0);
+  BOOST_TEST(heat_level(0.19f, 1.0f) == 0);
+  BOOST_TEST(heat_level(0.2f, 1.0f) == 1);
+  BOOST_TEST(heat_level(0.5f, 1.0f) == 2);
+  BOOST_TEST(heat_level(0.7f, 1.0f) == 3);
+  BOOST_TEST(heat_level(0.8f, 1.0f) == 4);
+  BOOST_TEST(heat_level(1.0f, 1.0f) == 4);
+  BOOST_TEST(heat_level(0.25f, 0.5f) == 2);  // scaled by the largest weight, not by 1
+  BOOST_TEST(heat_level(0.5f, 0.0f) == 0);
+  BOOST_TEST(std::string(heat_glyph(0)) == kBlank);
+  BOOST_TEST(std::string(heat_glyph(4)) == kFull);
+}
+
+BOOST_AUTO_TEST_CASE(heatmap_row_shows_the_expected_characters) {
+  AttentionWeights w(5, std::vector<float>(5, 0.0f));
+  w[4] = {0.0f, 0.2f, 0.5f, 0.8f, 1.0f};
+  const std::vector<std::string> t = {"a", "b", "c", "d", "e"};
+  const auto lines = lines_of(ascii_heatmap(w, t, t));
+  BOOST_TEST_REQUIRE(lines.size() == 7u);  // header, 5 rows, legend
+  // Label "e", a space, then five cells of width 6: five glyphs and a gap each.
+  auto cell = [](const std::string& g) {
+    std::string c;
+    for (int k = 0; k < 5; ++k) c += g;
+    return c + " ";
+  };
+  const std::string expected = "e " + cell(kBlank) + cell(kLight) + cell(kMedium) + cell(kFull) + cell(kFull);
+  BOOST_TEST(lines[5] == expected);
+  BOOST_TEST(lines[0] == "  a     b     c     d     e");
+  BOOST_TEST(lines[6].find("max 1.000") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(terminal_pictures_fit_80_columns) {
+  const Probe p = probe_17(2, 4);
+  AsciiOptions o;
+  o.mark_future = true;
+  const std::string heat = ascii_heatmap(p.maps[1].weights, p.tokens, p.tokens, o);
+  check_fits(heat, 80);
+  BOOST_TEST(heat.find("\u00b7") != std::string::npos);           // masked cells drawn
+  BOOST_TEST(heat.find("SEPARATOR_TOKEN") == std::string::npos);  // long labels are cut to fit
+  const std::string grid = ascii_grid(p, o);
+  check_fits(grid, 80);
+  for (const char* title : {"L0 H0", "L0 H3", "L1 H0", "L1 H3"})
+    BOOST_TEST(grid.find(title) != std::string::npos);
+  // Eight heads in one layer must wrap rather than overflow.
+  check_fits(ascii_grid(probe_17(1, 8), o), 80);
+  const std::string table = weight_table(p.maps[0].weights, p.tokens, p.tokens, 2, 80);
+  check_fits(table, 80);
+  BOOST_TEST(table.find("0.50") != std::string::npos);      // row 1 of the uniform map
+  BOOST_TEST(table.find("keys 0..") != std::string::npos);  // 17 columns of numbers need two blocks
+  check_fits(ascii_difference(p.maps[0].weights, p.maps[1].weights, p.tokens, p.tokens, o), 80);
+}
+
+BOOST_AUTO_TEST_CASE(difference_shows_sign_and_legend) {
+  AttentionWeights a = uniform_causal(3), b = uniform_causal(3);
+  a[2] = {0.0f, 0.0f, 1.0f};  // A looks at itself, B spreads evenly
+  const std::vector<std::string> t = {"x", "y", "z"};
+  const std::string d = ascii_difference(a, b, t, t);
+  const auto lines = lines_of(d);
+  BOOST_TEST_REQUIRE(lines.size() >= 5u);
+  BOOST_TEST(lines[3].find("-") != std::string::npos);          // keys 0, 1: B looks more
+  BOOST_TEST(lines[3].find("+" + kFull) != std::string::npos);  // key 2: A looks more, the largest change
+  BOOST_TEST(lines[1] == "x");                                  // identical rows are blank
+  BOOST_TEST(d.find("+ where A looks more") != std::string::npos);
+  BOOST_TEST(ascii_difference(a, a, t, t).find("identical") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(svg_grid_is_well_formed_labelled_and_escaped) {
+  const Probe p = probe_17(2, 3);
+  SvgOptions o;
+  o.title = "reverse <step 500> & more";
+  const std::string svg = svg_attention_grid(p, o);
+  std::string why;
+  BOOST_TEST(balanced_tags(svg, why), why);
+  BOOST_TEST(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0u);
+  for (const char* label :
+       {"layer 0 head 0", "layer 1 head 2", "(0) &lt;BOS&gt;", "(16) 2", "attention weight", "masked",
+        "url(#masked)", "reverse &lt;step 500&gt; &amp; more"})
+    BOOST_TEST(svg.find(label) != std::string::npos, label);
+  BOOST_TEST(svg.find("<BOS>") == std::string::npos);
+  BOOST_TEST(count(svg, "http") == 1u);  // only the SVG namespace: no external references
+  BOOST_TEST(svg.find("linearGradient") != std::string::npos);
+  // 2 layers x 3 heads x 17 x 17 cells, plus one border per panel and the background.
+  BOOST_TEST(count(svg, "<rect") >= 6u * 289u);
+  BOOST_TEST(sequential_colour(0) == "#ffffff");
+  BOOST_TEST(sequential_colour(1) == "#08306b");
+  BOOST_TEST(diverging_colour(0) == "#ffffff");
+}
+
+BOOST_AUTO_TEST_CASE(svg_compare_is_well_formed_and_checks_shapes) {
+  const Probe a = probe_17(1, 2);
+  Probe b = a;
+  b.tokens[3] = "9";
+  b.maps[0].weights[5] = std::vector<float>(17, 0.0f);
+  b.maps[0].weights[5][0] = 1;
+  const std::string svg = svg_compare(a, b);
+  std::string why;
+  BOOST_TEST(balanced_tags(svg, why), why);
+  BOOST_TEST(svg.find("layer 0 head 1 \u00b7 A \u2212 B") != std::string::npos);
+  BOOST_TEST(svg.find("(3) 3/9") != std::string::npos);  // differing tokens shown together
+  BOOST_TEST(svg.find("url(#div)") != std::string::npos);
+  Probe shorter = a;
+  shorter.tokens.pop_back();
+  BOOST_CHECK_THROW(svg_compare(a, shorter), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(attention_dump_round_trip) {
+  AttentionDump d;
+  d.step = 500;
+  d.probes.push_back(probe_17(2, 2));
+  const std::string dir = temp_dir("dumps");
+  const std::string path = dir + "/" + io::layout::step_stem(500) + ".json";
+  BOOST_TEST(io::layout::step_stem(500) == "step-000500");
+  write_attention_dump(path, d);
+  AttentionDump later = d;
+  later.step = 1000;
+  write_attention_dump(dir + "/" + io::layout::step_stem(1000) + ".json", later);
+  const AttentionDump back = read_attention_dump(path);
+  BOOST_TEST(back.step == 500);
+  BOOST_TEST_REQUIRE(back.probes.size() == 1u);
+  BOOST_TEST(back.probes[0].ids == d.probes[0].ids);
+  BOOST_TEST(back.probes[0].tokens == d.probes[0].tokens);
+  BOOST_TEST_REQUIRE(back.probes[0].maps.size() == 4u);
+  for (size_t m = 0; m < 4; ++m) {
+    BOOST_TEST(back.probes[0].maps[m].layer == d.probes[0].maps[m].layer);
+    BOOST_TEST(back.probes[0].maps[m].head == d.probes[0].maps[m].head);
+    for (int i = 0; i < 17; ++i)
+      for (int j = 0; j < 17; ++j)
+        BOOST_TEST(std::fabs(back.probes[0].maps[m].weights[i][j] - d.probes[0].maps[m].weights[i][j]) <=
+                   1e-6);
+  }
+  // The file uses the keys of docs/architecture.md "The run folder".
+  const auto raw = nlohmann::json::parse(io::read_text_file(path));
+  BOOST_TEST(raw["probes"][0]["maps"][0]["weights"][1][0].get<double>() == 0.5);
+  const auto all = read_attention_dumps(dir);
+  BOOST_TEST_REQUIRE(all.size() == 2u);
+  BOOST_TEST(all[0].step == 500);
+  BOOST_TEST(all[1].step == 1000);
+  BOOST_TEST(read_attention_dumps(dir + "/absent").empty());
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(bad_dumps_give_one_line_errors_with_file_and_pointer) {
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      attention_dump_from_json(nlohmann::json::parse(text), "RUN/attention/step-000500.json");
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string short_row = error_of(
+      R"({"step": 500, "probes": [{"ids": [0, 1], "tokens": ["a", "b"],
+          "maps": [{"layer": 0, "head": 0, "weights": [[1, 0], [0.5]]}]}]})");
+  BOOST_TEST(
+      short_row.find("RUN/attention/step-000500.json: /probes/0/maps/0/weights/1: expected 2 weights") == 0u,
+      short_row);
+  BOOST_TEST(short_row.find('\n') == std::string::npos);
+  const std::string tokens =
+      error_of(R"({"step": 1, "probes": [{"ids": [0, 1], "tokens": ["a"], "maps": []}]})");
+  BOOST_TEST(tokens.find("/probes/0/tokens: expected 2 tokens") != std::string::npos, tokens);
+  const std::string weight = error_of(
+      R"({"step": 1, "probes": [{"ids": [0], "tokens": ["a"], "maps": [{"layer": 0, "head": 0, "weights": [[7]]}]}]})");
+  BOOST_TEST(
+      weight.find("/probes/0/maps/0/weights/0/0: expected a weight in [0, 1], got 7") != std::string::npos,
+      weight);
+  BOOST_TEST(error_of(R"({"probes": []})").find(": /: missing required key \"step\"") != std::string::npos);
+  const std::string dup = error_of(
+      R"({"step": 1, "probes": [{"ids": [0], "tokens": ["a"], "maps": [{"layer": 0, "head": 0, "weights": [[1]]},
+          {"layer": 0, "head": 0, "weights": [[1]]}]}]})");
+  BOOST_TEST(dup.find("/probes/0/maps/1: expected each (layer, head) once") != std::string::npos, dup);
+  // Not JSON at all: the file is named too.
+  const std::string dir = temp_dir("bad");
+  io::write_text_file_atomically(dir + "/step-000001.json", "{\"step\": ");
+  try {
+    read_attention_dump(dir + "/step-000001.json");
+    BOOST_FAIL("expected an error");
+  } catch (const std::runtime_error& e) {
+    BOOST_TEST(std::string(e.what()).find(dir + "/step-000001.json: not valid JSON") == 0u, e.what());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(report_is_self_contained_and_has_the_slider) {
+  ReportInputs in;
+  in.title = "induction <test>";
+  for (int s = 0; s <= 1000; s += 50) {
+    ReportMetrics r;
+    r.step = s;
+    r.loss = 2.5 * std::exp(-s / 300.0);
+    r.tokens_per_s = 1e5;
+    if (s % 250 == 0) r.eval_acc = s / 1000.0, r.eval_loss = r.loss * 1.1;
+    in.metrics.push_back(r);
+  }
+  // The brief's size budget: 10 dumps x 4 probes x 8 heads x T=17; one token tries to close the script.
+  for (int k = 0; k < 10; ++k) {
+    AttentionDump d;
+    d.step = 100 * k;
+    for (int p = 0; p < 4; ++p) {
+      Probe pr = probe_17(2, 4);
+      pr.tokens[1] = "</script>";
+      d.probes.push_back(pr);
+    }
+    in.dumps.push_back(d);
+  }
+  in.scores = {1000, compute_head_scores(in.dumps.back().probes, {}, in.dumps.back().probes)};
+  const std::string html = report_html(in);
+  BOOST_TEST(html.size() < 3u * 1024 * 1024, html.size());
+  BOOST_TEST(html.find("type=\"range\"") != std::string::npos);
+  BOOST_TEST(html.find("<select id=\"probe\"") != std::string::npos);
+  BOOST_TEST(html.find("<script type=\"application/json\" id=\"attograd-data\">") != std::string::npos);
+  // Every network-looking reference is the SVG namespace name, which is never fetched.
+  const size_t http = count(html, "http://"), https = count(html, "https://");
+  BOOST_TEST(https == 0u);
+  BOOST_TEST(http == count(html, "http://www.w3.org/2000/svg"));
+  BOOST_TEST(html.find("src=") == std::string::npos);
+  BOOST_TEST(html.find("@import") == std::string::npos);
+  // Two script elements, each closed once: the token "</script>" was escaped inside the JSON.
+  BOOST_TEST(count(html, "</script>") == 2u);
+  BOOST_TEST(html.find("induction &lt;test&gt;") != std::string::npos);
+  BOOST_TEST(html.find("previous-token score") != std::string::npos);
+  BOOST_TEST(html.find("<table class=\"scores\"") != std::string::npos);
+  const std::string dir = temp_dir("report");
+  write_report_html(dir + "/report.html", in);
+  BOOST_TEST(io::read_text_file(dir + "/report.html") == html);
+  std::filesystem::remove_all(dir);
+}
