@@ -1,107 +1,18 @@
-// The toy sequence tasks: seeded generators of causal-LM batches (inputs, targets, which positions are
-// scored), their token names, the ideal attention pattern of their answer rows, and held-out evaluation.
-//
-// Formats (n = task.length, values 0..task.vocab-1; T is the model's input length):
-//   copy       BOS a1..an SEP a1..an            T = 2n+1   scored: the n answers
-//   reverse    BOS a1..an SEP an..a1            T = 2n+1   scored: the n answers
-//   sort       BOS a1..an SEP sorted(a)         T = 2n+1   scored: the n answers
-//   induction  BOS f1..fp x1..xm g1..gq x1..xm   T = 2n     m = ceil(n/2)..n distinct values; p + q = 2(n-m)
-//                                                          fillers from the other values, split at random;
-//                                                          scored: x2..xm of the repeat
-//   modadd     BOS a1 + a2 .. + an = c          T = 2n+1   c = (a1 + .. + an) mod vocab; scored: c
-//   counting   BOS a1..an SEP c1..cn            T = 2n+1   ci = how many times ai occurs in a1..an (1..n,
-//                                                          written as value tokens); scored: the n counts
-//   random     x0..xn, uniform over vocab       T = n      scored: every position (benchmarks only)
-// Token ids: the special tokens first (BOS, SEP, "+", "="), then the values in order; random has no
-// special tokens. Example: reverse with vocab 10 has BOS = 0, SEP = 1 and value k = k + 2.
+// The task registry: every toy task kind by name, with its format, its own validation rule, its generator
+// and how many distinct sequences it can draw. The kinds are listed in train/tasks/registry.cpp, one file
+// each in train/tasks/ (how to add one is at the top of the registry); the shared base class, batching and
+// held-out split are in train/task.h. Every function here reads the registry: no kind is named elsewhere.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "autograd/random.h"
 #include "train/config.h"
+#include "train/task.h"
 
 namespace train {
-
-// B sequences of T model inputs, in the causal-LM convention: inputs are the sequence minus its last token,
-// targets[b*T + t] is the token at t+1 where position t is scored and -1 where it is not.
-struct Batch {
-  int B = 0;
-  int T = 0;
-  std::vector<int32_t> inputs;   // B*T, row-major
-  std::vector<int32_t> targets;  // B*T, -1 where not scored
-};
-
-class Task {
- public:
-  virtual ~Task() = default;
-
-  const TaskConfig& config() const { return config_; }
-  // The model's vocabulary: special tokens plus values.
-  int vocab_size() const { return static_cast<int>(specials_.size()) + values_; }
-  // T, the model's input length (the full sequence is T + 1 tokens).
-  int seq_len() const { return seq_len_; }
-  // The input positions t whose next token is scored in every sequence, in increasing order. Most tasks
-  // score exactly these; induction scores more, wherever its repeated block happens to fall.
-  const std::vector<int>& scored_positions() const { return scored_positions_; }
-  // The positions scored in one full sequence (T + 1 ids).
-  virtual std::vector<int> scored_positions_of(const std::vector<int32_t>& /*sequence*/) const {
-    return scored_positions_;
-  }
-
-  // "BOS", "SEP", "+", "=" for special tokens, the decimal value for the others. Throws std::out_of_range
-  // for an id outside [0, vocab_size()).
-  std::string token_name(int id) const;
-  // The id of a token name as token_name prints it; nothing for an unknown name.
-  std::optional<int> token_id(const std::string& name) const;
-
-  // A training batch drawn from `rng`; never contains a held-out sequence.
-  Batch sample(ag::Rng& rng, int batch_size) const;
-  // n held-out sequences, the same for the same seed, drawn from their own stream (not the training one).
-  Batch eval_set(uint64_t seed, int n) const;
-
-  // For one sequence's inputs (T ids): per input position, the key positions that the ideal attention
-  // pattern of that row looks at; empty for the rows that are not scored (and for every row of random).
-  virtual std::vector<std::vector<int>> ideal_keys(const std::vector<int32_t>& inputs) const = 0;
-  // One paragraph: the format, what is scored and the ideal attention pattern.
-  virtual std::string describe() const = 0;
-
- protected:
-  Task(const TaskConfig& config, std::vector<std::string> specials, int values, int seq_len,
-       std::vector<int> scored_positions);
-  // One full sequence (T + 1 ids) drawn from `rng`.
-  virtual std::vector<int32_t> draw_sequence(ag::Rng& rng) const = 0;
-  // The id of value k.
-  int32_t value_id(int k) const { return static_cast<int32_t>(specials_.size()) + k; }
-  // The value of an id, or -1 for a special token.
-  int value_of(int32_t id) const;
-  int special_id(const std::string& name) const;
-  // Throws std::invalid_argument when `inputs` does not hold T ids.
-  void check_inputs(const std::vector<int32_t>& inputs) const;
-
- private:
-  // Whether a sequence belongs to the held-out set: a fixed hash of its tokens, so that membership does not
-  // depend on the seed and training never sees an evaluation sequence, however small the task's space.
-  bool is_held_out(const std::vector<int32_t>& sequence) const;
-  std::vector<int32_t> draw_from_split(ag::Rng& rng, bool held_out) const;
-  void append(Batch& batch, const std::vector<int32_t>& sequence) const;
-
-  TaskConfig config_;
-  std::vector<std::string> specials_;
-  int values_;
-  int seq_len_;
-  std::vector<int> scored_positions_;
-};
-
-// The task a config describes. Throws std::invalid_argument when find_task_problem finds one.
-std::unique_ptr<Task> make_task(const TaskConfig& config);
-
-// Every task kind, in the order the docs list them.
-const std::vector<std::string>& task_kinds();
 
 // The first thing wrong with a task config: the field under /task and what was expected. Config loading
 // reports it as `<file>: /task/<field>: <message>`.
@@ -109,6 +20,45 @@ struct TaskProblem {
   std::string field;
   std::string message;
 };
+
+// One task kind as the registry holds it. The shared ranges of vocab and length (task.cpp's bounds and the
+// held-out split's minimum of distinct sequences) apply to every kind; `check` adds the kind's own rule.
+struct TaskKind {
+  using Check = std::optional<TaskProblem> (*)(const TaskConfig&);
+  using Count = double (*)(const TaskConfig&);
+  using Make = std::unique_ptr<Task> (*)(const TaskConfig&);
+
+  // The value of task.kind, e.g. "reverse".
+  std::string name;
+  // One line for docs and --help: the sequence (n = task.length, values 0..task.vocab-1), the model's
+  // input length T and what is scored, e.g. "BOS a1..an SEP an..a1; T = 2n+1; scored: the n answers".
+  std::string format;
+  // The smallest task.length the kind accepts.
+  int min_length = 1;
+  // The kind's own rule, checked after the shared ranges; nullptr when it has none.
+  Check check = nullptr;
+  // log10 of how many distinct sequences the kind can draw at this config (enough to tell whether a
+  // held-out split leaves some sequences on each side).
+  Count log10_distinct_sequences = nullptr;
+  // The generator, for a config that passed find_task_problem.
+  Make make = nullptr;
+};
+
+// Every task kind, in the order the docs list them (train/tasks/registry.cpp).
+const std::vector<TaskKind>& task_registry();
+
+// Every task kind's name, in the registry's order.
+const std::vector<std::string>& task_kinds();
+
+// The first thing wrong with a task config: an unknown kind, the shared ranges, the kind's min_length and
+// own rule, then too few distinct sequences for the held-out split.
 std::optional<TaskProblem> find_task_problem(const TaskConfig& config);
+
+// log10 of how many distinct sequences the config's task can draw. Throws std::invalid_argument for an
+// unknown kind.
+double log10_distinct_sequences(const TaskConfig& config);
+
+// The task a config describes. Throws std::invalid_argument when find_task_problem finds one.
+std::unique_ptr<Task> make_task(const TaskConfig& config);
 
 }  // namespace train

@@ -188,18 +188,20 @@ std::vector<Include> includes_of(const fs::path& file) {
   return out;
 }
 
-// Every .h and .cpp under the layer folders of `root`, root-relative with '/' separators, sorted.
+// Every .h and .cpp under the layer folders of `root` and their subfolders (train/tasks/), root-relative
+// with '/' separators, sorted, each once.
 std::vector<std::string> layer_files(const fs::path& root) {
   std::vector<std::string> files;
   for (const Layer& l : layers()) {
     if (!fs::is_directory(root / l.folder)) continue;
-    for (const auto& e : fs::directory_iterator(root / l.folder)) {
+    for (const auto& e : fs::recursive_directory_iterator(root / l.folder)) {
       const std::string ext = e.path().extension().string();
       if (e.is_regular_file() && (ext == ".h" || ext == ".cpp"))
         files.push_back(fs::relative(e.path(), root).generic_string());
     }
   }
   std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
 }
 
@@ -421,13 +423,16 @@ BOOST_AUTO_TEST_CASE(the_checker_finds_upward_includes_libraries_and_cycles) {
   write(root / "findings/bad.cpp",
         "#include \"nn/linear.h\"\n#include <Eigen/Core>\n#include \"linear.h\"\n");
   write(root / "autograd/bad.h", "#pragma once\n\n#include \"nn/linear.h\"\n");
+  write(root / "train/tasks/bad.cpp", "#include \"findings/report.h\"\n");  // a layer's subfolder
   const auto problems = rule_violations(root);
-  BOOST_TEST_REQUIRE(problems.size() == 4u, joined(problems));
+  BOOST_TEST_REQUIRE(problems.size() == 5u, joined(problems));
   BOOST_TEST(problems[0] == "autograd/bad.h:3: includes \"nn/linear.h\": autograd/ may not include nn/");
   BOOST_TEST(problems[1] == "findings/bad.cpp:1: includes \"nn/linear.h\": findings/ may not include nn/");
   BOOST_TEST(problems[2] == "findings/bad.cpp:2: includes <Eigen/Core>: findings/ may not use Eigen/");
   BOOST_TEST(problems[3] ==
              "findings/bad.cpp:3: includes \"linear.h\": not a project header by its path from the root");
+  BOOST_TEST(problems[4] ==
+             "train/tasks/bad.cpp:1: includes \"findings/report.h\": train/ may not include findings/");
 
   // autograd/tensor.h -> nn/linear.h -> autograd/tensor.h: the upward include is also a cycle.
   fs::remove(root / "autograd/bad.h");

@@ -152,10 +152,9 @@ BOOST_AUTO_TEST_CASE(out_of_range_values) {
              "<file>: /train/log_every: must be >= 1, got 0");
   BOOST_TEST(error_of_text(R"({"train": {"schedule": "linear"}})") ==
              "<file>: /train/schedule: expected \"cosine\" or \"constant\", got \"linear\"");
-  BOOST_TEST(
-      error_of_text(R"({"task": {"kind": "add"}})") ==
-      "<file>: /task/kind: unknown task \"add\"; expected one of copy, reverse, sort, induction, modadd, "
-      "counting, random");
+  // The list of kinds that follows is the registry's (tests/train/test_tasks.cpp).
+  BOOST_TEST(error_of_text(R"({"task": {"kind": "add"}})")
+                 .rfind("<file>: /task/kind: unknown task \"add\"; expected one of ", 0) == 0u);
   BOOST_TEST(error_of_text(R"({"name": ""})") == "<file>: /name: must not be empty");
   BOOST_TEST(error_of_text(R"({"train": {"shards": -1}})") == "<file>: /train/shards: must be >= 0, got -1");
   BOOST_TEST(error_of_text(R"({"train": {"batch_size": 4, "shards": 5}})") ==

@@ -1,11 +1,16 @@
 #define BOOST_TEST_MODULE tasks
 #include <boost/test/unit_test.hpp>
 
-// The toy tasks: each format on a sampled batch, the scored mask, token names, determinism, the held-out
-// split and its own stream, the ideal attention keys on hand-built sequences, and exact-match accuracy.
+// The toy tasks. Every registered kind, read from the registry: its entry, well-formed batches, the scored
+// mask, token names, determinism, its minimum length and its row in docs/configs.md. Then each kind's own
+// format and sizes and its ideal attention keys on hand-built sequences; the held-out split and its own
+// stream; validation messages; exact-match accuracy.
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -74,41 +79,151 @@ std::vector<int> range(int first, int last) {
   return out;
 }
 
+// A small config the kind accepts: the first of a few sizes that find_task_problem passes.
+TaskConfig small_config(const std::string& kind) {
+  for (const auto& [vocab, length] : std::vector<std::pair<int, int>>{{12, 6}, {12, 3}, {16, 8}, {32, 12}}) {
+    const TaskConfig config{kind, vocab, length};
+    if (!train::find_task_problem(config)) return config;
+  }
+  BOOST_FAIL(kind << " accepts none of the small configs the tests try");
+  return {};
+}
+
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(sizes_and_scored_positions) {
-  struct Expected {
-    std::string kind;
-    int vocab, length, vocab_size, seq_len;
-    std::vector<int> scored;
-  };
-  const std::vector<Expected> cases = {
-      {"copy", 10, 8, 12, 17, range(9, 16)},
-      {"reverse", 10, 8, 12, 17, range(9, 16)},
-      {"sort", 10, 8, 12, 17, range(9, 16)},
-      {"induction", 16, 10, 17, 20, range(16, 19)},  // the block is 5..10 long: its last 4 rows always
-      {"modadd", 23, 2, 26, 5, {4}},
-      {"modadd", 11, 3, 14, 7, {6}},
-      {"counting", 10, 8, 12, 17, range(9, 16)},
-      {"random", 16, 32, 16, 32, range(0, 31)},
-  };
-  for (const auto& c : cases) {
-    BOOST_TEST_CONTEXT(c.kind << " vocab " << c.vocab << " length " << c.length) {
-      const auto task = task_of(c.kind, c.vocab, c.length);
-      BOOST_TEST(task->vocab_size() == c.vocab_size);
-      BOOST_TEST(task->seq_len() == c.seq_len);
-      BOOST_TEST(task->scored_positions() == c.scored);
+// ---- Every registered task ----
+
+BOOST_AUTO_TEST_CASE(the_registry_names_each_kind_once_with_its_entry_complete) {
+  const auto& registry = train::task_registry();
+  BOOST_TEST_REQUIRE(!registry.empty());
+  std::vector<std::string> names;
+  for (const train::TaskKind& kind : registry) {
+    BOOST_TEST_CONTEXT(kind.name) {
+      BOOST_TEST(!kind.name.empty());
+      BOOST_TEST(std::count(names.begin(), names.end(), kind.name) == 0);
+      // One line for docs and --help.
+      BOOST_TEST(!kind.format.empty());
+      BOOST_TEST(kind.format.find('\n') == std::string::npos);
+      BOOST_TEST(kind.min_length >= 1);
+      BOOST_TEST(kind.log10_distinct_sequences != nullptr);
+      BOOST_TEST(kind.make != nullptr);
+      names.push_back(kind.name);
+    }
+  }
+  BOOST_TEST(train::task_kinds() == names);
+}
+
+BOOST_AUTO_TEST_CASE(every_task_samples_well_formed_batches) {
+  for (const std::string& kind : train::task_kinds()) {
+    BOOST_TEST_CONTEXT(kind) {
+      const TaskConfig config = small_config(kind);
+      const auto task = train::make_task(config);
+      BOOST_TEST(task->config().kind == kind);
       BOOST_TEST(!task->describe().empty());
-      BOOST_TEST(task->config().kind == c.kind);
+      BOOST_TEST(task->vocab_size() >= config.vocab);
+      BOOST_TEST(train::log10_distinct_sequences(config) >= std::log10(50.0));
+      Rng rng(1);
+      const Batch batch = task->sample(rng, 16);
+      check_batch_shape(*task, batch, 16);
+      check_batch_shape(*task, task->eval_set(1, 16), 16);
+      // Ideal keys: one list per input position, causal, and only on the rows the sequence scores.
+      for (int b = 0; b < batch.B; ++b) {
+        const Sequence sequence = full_sequence(batch, b);
+        const Sequence inputs(sequence.begin(), sequence.end() - 1);
+        const auto keys = task->ideal_keys(inputs);
+        BOOST_REQUIRE(keys.size() == size_t(task->seq_len()));
+        const std::vector<int> scored = task->scored_positions_of(sequence);
+        for (int t = 0; t < task->seq_len(); ++t) {
+          for (int key : keys[t]) BOOST_TEST((key >= 0 && key <= t));
+          if (!keys[t].empty()) BOOST_TEST(std::count(scored.begin(), scored.end(), t) == 1);
+        }
+      }
+      BOOST_CHECK_THROW(task->ideal_keys(Sequence(task->seq_len() + 1, 0)), std::invalid_argument);
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(every_task_names_its_tokens_both_ways) {
+  for (const std::string& kind : train::task_kinds()) {
+    BOOST_TEST_CONTEXT(kind) {
+      const auto task = train::make_task(small_config(kind));
+      for (int id = 0; id < task->vocab_size(); ++id) BOOST_TEST(*task->token_id(task->token_name(id)) == id);
+      BOOST_CHECK_THROW(task->token_name(task->vocab_size()), std::out_of_range);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(same_seed_same_batch) {
+  for (const std::string& kind : train::task_kinds()) {
+    BOOST_TEST_CONTEXT(kind) {
+      const auto task = train::make_task(small_config(kind));
+      Rng a(7), b(7), c(8);
+      const Batch first = task->sample(a, 16);
+      const Batch again = task->sample(b, 16);
+      BOOST_TEST(first.inputs == again.inputs);
+      BOOST_TEST(first.targets == again.targets);
+      BOOST_TEST(task->sample(c, 16).inputs != first.inputs);
+      BOOST_TEST(task->eval_set(7, 16).inputs == task->eval_set(7, 16).inputs);
+      BOOST_TEST(task->eval_set(7, 16).inputs != task->eval_set(8, 16).inputs);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_task_refuses_a_length_below_its_minimum) {
+  for (const train::TaskKind& kind : train::task_registry()) {
+    BOOST_TEST_CONTEXT(kind.name) {
+      TaskConfig config = small_config(kind.name);
+      config.length = kind.min_length - 1;
+      const auto problem = train::find_task_problem(config);
+      BOOST_REQUIRE(problem.has_value());
+      BOOST_TEST(problem->field == "length");
+      BOOST_TEST(problem->message == kind.name + " needs length >= " + std::to_string(kind.min_length) +
+                                         ", got " + std::to_string(kind.min_length - 1));
+      BOOST_CHECK_THROW(train::make_task(config), std::invalid_argument);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_kind_is_refused_with_every_registered_kind) {
+  const auto problem = train::find_task_problem(TaskConfig{"nope", 10, 8});
+  BOOST_REQUIRE(problem.has_value());
+  BOOST_TEST(problem->field == "kind");
+  std::string expected;
+  for (const std::string& kind : train::task_kinds()) expected += (expected.empty() ? "" : ", ") + kind;
+  BOOST_TEST(problem->message == "unknown task \"nope\"; expected one of " + expected);
+  BOOST_CHECK_THROW(train::make_task(TaskConfig{"nope", 10, 8}), std::invalid_argument);
+  BOOST_CHECK_THROW(train::log10_distinct_sequences(TaskConfig{"nope", 10, 8}), std::invalid_argument);
+}
+
+// docs/configs.md's task table has one row per registered kind and no other.
+BOOST_AUTO_TEST_CASE(the_docs_task_table_lists_every_registered_kind) {
+  std::ifstream in(std::string(ATTOGRAD_SOURCE_DIR) + "/docs/configs.md");
+  BOOST_TEST_REQUIRE(in.good());
+  std::string line;
+  bool in_table = false;
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) {
+    if (line.rfind("| kind | sequence |", 0) == 0)
+      in_table = true;
+    else if (in_table && line.rfind("| `", 0) == 0)
+      rows.push_back(line.substr(3, line.find('`', 3) - 3));
+    else if (in_table && line.rfind("|", 0) != 0)
+      break;
+  }
+  BOOST_TEST(rows == train::task_kinds(),
+             "docs/configs.md's task table must list the registry's kinds in order");
+}
+
+// ---- Each task's own format ----
 
 BOOST_AUTO_TEST_CASE(copy_reverse_sort_formats) {
   const int n = 8;
   for (const std::string kind : {"copy", "reverse", "sort"}) {
     BOOST_TEST_CONTEXT(kind) {
       const auto task = task_of(kind, 10, n);
+      BOOST_TEST(task->vocab_size() == 12);  // BOS SEP + 10 values
+      BOOST_TEST(task->seq_len() == 2 * n + 1);
+      BOOST_TEST(task->scored_positions() == range(n + 1, 2 * n));
       Rng rng(1);
       const Batch batch = task->sample(rng, 32);
       check_batch_shape(*task, batch, 32);
@@ -128,6 +243,9 @@ BOOST_AUTO_TEST_CASE(copy_reverse_sort_formats) {
 BOOST_AUTO_TEST_CASE(induction_format) {
   const int n = 10;
   const auto task = task_of("induction", 16, n);
+  BOOST_TEST(task->vocab_size() == 17);  // BOS + 16 values
+  BOOST_TEST(task->seq_len() == 2 * n);
+  BOOST_TEST(task->scored_positions() == range(16, 19));  // the block is 5..10 long: its last 4 rows always
   Rng rng(2);
   const Batch batch = task->sample(rng, 64);
   check_batch_shape(*task, batch, 64);
@@ -191,6 +309,9 @@ BOOST_AUTO_TEST_CASE(modadd_format) {
   for (int length : {2, 3}) {
     const int p = 23;
     const auto task = task_of("modadd", p, length);
+    BOOST_TEST(task->vocab_size() == p + 3);  // BOS + = and p values
+    BOOST_TEST(task->seq_len() == 2 * length + 1);
+    BOOST_TEST(task->scored_positions() == std::vector<int>{2 * length});
     Rng rng(3);
     const Batch batch = task->sample(rng, 32);
     check_batch_shape(*task, batch, 32);
@@ -210,6 +331,9 @@ BOOST_AUTO_TEST_CASE(modadd_format) {
 BOOST_AUTO_TEST_CASE(counting_format) {
   const int n = 8;
   const auto task = task_of("counting", 10, n);
+  BOOST_TEST(task->vocab_size() == 12);
+  BOOST_TEST(task->seq_len() == 2 * n + 1);
+  BOOST_TEST(task->scored_positions() == range(n + 1, 2 * n));
   Rng rng(4);
   const Batch batch = task->sample(rng, 32);
   check_batch_shape(*task, batch, 32);
@@ -225,6 +349,9 @@ BOOST_AUTO_TEST_CASE(counting_format) {
 
 BOOST_AUTO_TEST_CASE(random_format) {
   const auto task = task_of("random", 16, 32);
+  BOOST_TEST(task->vocab_size() == 16);
+  BOOST_TEST(task->seq_len() == 32);
+  BOOST_TEST(task->scored_positions() == range(0, 31));
   Rng rng(5);
   const Batch batch = task->sample(rng, 8);
   check_batch_shape(*task, batch, 8);
@@ -255,27 +382,6 @@ BOOST_AUTO_TEST_CASE(token_names_round_trip) {
   BOOST_TEST(modadd->token_name(2) == "=");
   BOOST_TEST(*modadd->token_id("=") == 2);
   BOOST_TEST(*modadd->token_id("0") == 3);
-
-  for (const std::string& kind : train::task_kinds()) {
-    const auto task = task_of(kind, 12, 3);
-    for (int id = 0; id < task->vocab_size(); ++id) BOOST_TEST(*task->token_id(task->token_name(id)) == id);
-  }
-}
-
-BOOST_AUTO_TEST_CASE(same_seed_same_batch) {
-  for (const std::string& kind : train::task_kinds()) {
-    BOOST_TEST_CONTEXT(kind) {
-      const auto task = task_of(kind, 12, kind == "modadd" ? 2 : 6);
-      Rng a(7), b(7), c(8);
-      const Batch first = task->sample(a, 16);
-      const Batch again = task->sample(b, 16);
-      BOOST_TEST(first.inputs == again.inputs);
-      BOOST_TEST(first.targets == again.targets);
-      BOOST_TEST(task->sample(c, 16).inputs != first.inputs);
-      BOOST_TEST(task->eval_set(7, 16).inputs == task->eval_set(7, 16).inputs);
-      BOOST_TEST(task->eval_set(7, 16).inputs != task->eval_set(8, 16).inputs);
-    }
-  }
 }
 
 BOOST_AUTO_TEST_CASE(eval_set_is_its_own_stream_and_held_out) {
@@ -304,8 +410,9 @@ BOOST_AUTO_TEST_CASE(eval_set_is_its_own_stream_and_held_out) {
   BOOST_TEST(held_out.size() < 23u * 23 * 3 / 10);
 }
 
-BOOST_AUTO_TEST_CASE(ideal_keys_on_hand_built_sequences) {
-  using Keys = std::vector<std::vector<int>>;
+using Keys = std::vector<std::vector<int>>;
+
+BOOST_AUTO_TEST_CASE(prompt_answer_ideal_keys_on_hand_built_sequences) {
   // ids: BOS 0, SEP 1, value k = k + 2.  BOS 1 2 3 SEP, then the answers so far (the inputs drop the last).
   const Sequence prompt_123 = {0, 3, 4, 5, 1, 5, 4};
   BOOST_TEST(task_of("copy", 10, 3)->ideal_keys(prompt_123) == (Keys{{}, {}, {}, {}, {1}, {2}, {3}}));
@@ -317,6 +424,11 @@ BOOST_AUTO_TEST_CASE(ideal_keys_on_hand_built_sequences) {
   const Sequence counting = {0, 3, 4, 3, 5, 1, 4, 3, 4};
   BOOST_TEST(task_of("counting", 10, 4)->ideal_keys(counting) ==
              (Keys{{}, {}, {}, {}, {}, {1, 3}, {2}, {1, 3}, {4}}));
+  // A sequence of the wrong length is an error, not a wrong answer.
+  BOOST_CHECK_THROW(task_of("copy", 10, 3)->ideal_keys({0, 3, 4}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(induction_ideal_keys_on_hand_built_sequences) {
   // induction (BOS 0, value k = k + 1), n = 3, so T = 6 and the block is 2 or 3 long.
   // BOS 9 | 5 7 | 4 | 5 7: the repeat's 5 (row 5) looks right after its copy at 2, at the 7 in 3. The gap's
   // 4 (row 4) is a filler: not scored.
@@ -328,12 +440,13 @@ BOOST_AUTO_TEST_CASE(ideal_keys_on_hand_built_sequences) {
   const auto induction = task_of("induction", 10, 4);
   BOOST_TEST(induction->ideal_keys({0, 10, 10, 6, 8, 4, 4, 6}) == (Keys{{}, {}, {}, {}, {}, {}, {}, {4}}));
   BOOST_TEST(induction->scored_positions_of({0, 10, 10, 6, 8, 4, 4, 6, 8}) == std::vector<int>{7});
+}
+
+BOOST_AUTO_TEST_CASE(modadd_and_random_ideal_keys_on_hand_built_sequences) {
   // modadd (BOS 0, "+" 1, "=" 2, value k = k + 3): BOS 3 + 4 = ; the "=" row looks at both operands.
   const Sequence modadd = {0, 6, 1, 7, 2};
   BOOST_TEST(task_of("modadd", 10, 2)->ideal_keys(modadd) == (Keys{{}, {}, {}, {}, {1, 3}}));
   BOOST_TEST(task_of("random", 4, 5)->ideal_keys({0, 1, 2, 3, 0}) == Keys(5));
-  // A sequence of the wrong length is an error, not a wrong answer.
-  BOOST_CHECK_THROW(task_of("copy", 10, 3)->ideal_keys({0, 3, 4}), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(ideal_keys_of_sampled_sequences_point_at_the_answer) {
@@ -386,4 +499,35 @@ BOOST_AUTO_TEST_CASE(bad_task_configs_are_refused) {
   BOOST_TEST(problem->field == "length");
   BOOST_TEST(problem->message == "copy needs length >= 1, got 0");
   BOOST_TEST(!train::find_task_problem(TaskConfig{}).has_value());
+  // Each kind's own rule.
+  const auto induction = train::find_task_problem(TaskConfig{"induction", 5, 8});
+  BOOST_REQUIRE(induction.has_value());
+  BOOST_TEST(induction->field == "vocab");
+  BOOST_TEST(
+      induction->message ==
+      "induction draws up to 12 distinct values (fillers and the repeated block) for length 8, so vocab "
+      "must be at least that, got 5");
+  BOOST_TEST(!train::find_task_problem(TaskConfig{"induction", 12, 8}).has_value());
+  const auto counting = train::find_task_problem(TaskConfig{"counting", 8, 8});
+  BOOST_REQUIRE(counting.has_value());
+  BOOST_TEST(counting->message ==
+             "counting writes counts up to length 8 as value tokens, so vocab must be > 8, got 8");
+  BOOST_TEST(!train::find_task_problem(TaskConfig{"counting", 9, 8}).has_value());
+  // Too few distinct sequences to hold some out: 2^5 = 32 and 7^2 = 49 are below 50, 2^6 = 64 is not.
+  const auto small = train::find_task_problem(TaskConfig{"copy", 2, 5});
+  BOOST_REQUIRE(small.has_value());
+  BOOST_TEST(small->field == "length");
+  BOOST_TEST(
+      small->message ==
+      "copy with vocab 2 and length 5 has fewer than 50 distinct sequences, too few to hold some out for "
+      "evaluation");
+  BOOST_TEST(train::find_task_problem(TaskConfig{"modadd", 7, 2}).has_value());
+  BOOST_TEST(!train::find_task_problem(TaskConfig{"copy", 2, 6}).has_value());
+  BOOST_TEST(train::log10_distinct_sequences(TaskConfig{"copy", 10, 3}) == 3.0,
+             boost::test_tools::tolerance(1e-12));
+  // random draws n+1 tokens; induction n distinct values in order, 10*9*8 = 720.
+  BOOST_TEST(train::log10_distinct_sequences(TaskConfig{"random", 10, 3}) == 4.0,
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(train::log10_distinct_sequences(TaskConfig{"induction", 10, 3}) == std::log10(720.0),
+             boost::test_tools::tolerance(1e-12));
 }
