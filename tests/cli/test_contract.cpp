@@ -1,0 +1,212 @@
+// The contract against the program: docs/architecture.md "The command line" has a section
+// "### `attograd SUB`" per subcommand, with a table whose first column names each argument and option.
+// Every subcommand that `attograd --help` (or a subcommand's --help) lists must have its section, every
+// argument and long option that `attograd SUB --help` lists must be in that section's table, and the
+// section may name no subcommand or option the program lacks. A failure names what is missing where.
+#define BOOST_TEST_MODULE contract
+#include <boost/test/unit_test.hpp>
+#include <cctype>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/run_command.h"
+
+using testing::run_attograd;
+
+namespace {
+
+using Names = std::set<std::string>;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+// The long options ("--name") among the comma-separated names of `spec`, e.g. "-j,--jobs" or "-j, --jobs".
+Names long_options(const std::string& spec) {
+  Names out;
+  for (size_t at = spec.find("--"); at != std::string::npos; at = spec.find("--", at + 2)) {
+    size_t end = at + 2;
+    while (end < spec.size() && (std::isalnum(static_cast<unsigned char>(spec[end])) || spec[end] == '-'))
+      ++end;
+    if (end > at + 2) out.insert(spec.substr(at, end - at));
+  }
+  return out;
+}
+
+std::string first_word(const std::string& s) {
+  const size_t b = s.find_first_not_of(' ');
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find(' ', b) - b);
+}
+
+// What one --help output lists. CLI11 prints a heading line ("Positionals:", "Options:", "Subcommands:")
+// and under it one line per entry, indented by two spaces, its names first ("  -j,--jobs INT  runs at a
+// time"); a description that does not fit goes on a line of its own, indented further.
+struct Help {
+  Names subcommands, positionals, options;
+};
+
+Help parse_help(const std::string& text) {
+  Help h;
+  std::string heading;
+  for (const std::string& line : lines_of(text)) {
+    if (line.empty()) continue;
+    if (line[0] != ' ') {
+      heading = line;
+      continue;
+    }
+    if (line.size() < 3 || line[1] != ' ' || line[2] == ' ') continue;  // not an entry's first line
+    const std::string name = first_word(line);
+    if (heading == "Subcommands:") {
+      h.subcommands.insert(name);
+    } else if (heading == "Positionals:") {
+      h.positionals.insert(name);
+    } else if (heading == "Options:" && name[0] == '-') {
+      for (const std::string& o : long_options(name))
+        if (o != "--help") h.options.insert(o);
+    }
+  }
+  return h;
+}
+
+// One subcommand's section of the contract: the names in the first column of its table.
+struct Section {
+  Names positionals, options;
+};
+
+// The sections of docs/architecture.md's "## The command line", by subcommand ("train", "sweep collect").
+// A section starts at a heading "### `attograd SUB`"; its table rows start with "| `", and their first cell
+// holds an argument ("`RUN_DIR`") or options with their values ("`-j, --jobs N`").
+std::map<std::string, Section> parse_contract(const std::string& doc) {
+  std::map<std::string, Section> sections;
+  bool in_command_line = false;
+  Section* current = nullptr;
+  for (const std::string& line : lines_of(doc)) {
+    if (line.rfind("## ", 0) == 0) {
+      in_command_line = line == "## The command line";
+      current = nullptr;
+      continue;
+    }
+    if (!in_command_line) continue;
+    if (line.rfind("### ", 0) == 0) {
+      const std::string prefix = "### `attograd ";
+      current = nullptr;
+      if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size() && line.back() == '`')
+        current = &sections[line.substr(prefix.size(), line.size() - prefix.size() - 1)];
+      continue;
+    }
+    if (!current || line.rfind("| `", 0) != 0) continue;
+    const size_t cell_end = line.find(" |", 2);
+    std::string cell = line.substr(2, cell_end == std::string::npos ? std::string::npos : cell_end - 2);
+    std::string names;  // the text inside the cell's backquotes
+    for (size_t open = cell.find('`'); open != std::string::npos; open = cell.find('`', open)) {
+      const size_t close = cell.find('`', open + 1);
+      if (close == std::string::npos) break;
+      names += cell.substr(open + 1, close - open - 1) + " ";
+      open = close + 1;
+    }
+    if (names.empty()) continue;
+    if (names[0] == '-') {
+      for (const std::string& o : long_options(names)) current->options.insert(o);
+    } else {
+      current->positionals.insert(first_word(names));
+    }
+  }
+  return sections;
+}
+
+std::string join(const Names& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "(none)" : out;
+}
+
+const std::string kContract = "docs/architecture.md";
+
+// Checks `attograd <path> --help` against the contract's section for `path`, then each of its subcommands.
+void check_subcommand(const std::map<std::string, Section>& contract, const std::string& path, Names& seen) {
+  const testing::CommandResult r = run_attograd(path + " --help");
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0,
+                        "attograd " + path + " --help: exit " + std::to_string(r.exit_code) + ": " + r.err);
+  const Help help = parse_help(r.out);
+  BOOST_REQUIRE_MESSAGE(!help.positionals.empty() || !help.options.empty(),
+                        "attograd " + path + " --help: found no argument and no option in:\n" + r.out);
+  seen.insert(path);
+  const auto it = contract.find(path);
+  BOOST_CHECK_MESSAGE(it != contract.end(), kContract + ": `attograd " + path +
+                                                "` has no section \"### `attograd " + path +
+                                                "`\" under \"## The command line\"");
+  if (it != contract.end()) {
+    const Section& doc = it->second;
+    for (const std::string& p : help.positionals)
+      BOOST_CHECK_MESSAGE(doc.positionals.count(p),
+                          kContract + ": `attograd " + path + "` takes " + p +
+                              ", which its table does not list (it lists: " + join(doc.positionals) + ")");
+    for (const std::string& o : help.options)
+      BOOST_CHECK_MESSAGE(doc.options.count(o), kContract + ": `attograd " + path + "` has option " + o +
+                                                    ", which its table does not list");
+    for (const std::string& p : doc.positionals)
+      BOOST_CHECK_MESSAGE(help.positionals.count(p), kContract + ": the table of `attograd " + path +
+                                                         "` lists " + p + ", which its --help does not (" +
+                                                         join(help.positionals) + ")");
+    for (const std::string& o : doc.options)
+      BOOST_CHECK_MESSAGE(help.options.count(o), kContract + ": the table of `attograd " + path + "` lists " +
+                                                     o + ", which its --help does not (" +
+                                                     join(help.options) + ")");
+  }
+  for (const std::string& sub : help.subcommands) check_subcommand(contract, path + " " + sub, seen);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_help_output_parses_as_the_contract_test_expects) {
+  // The parser above against CLI11's layout, so a change of layout fails here rather than passing vacuously.
+  const Help h = parse_help(
+      "a program\nUsage: attograd sweep [OPTIONS] [SWEEP] [SUBCOMMAND]\n\nPositionals:\n  SWEEP TEXT    the "
+      "file\n\n"
+      "Options:\n  -h,--help     Print this help message and exit\n  -j,--jobs INT:POSITIVE  runs\n"
+      "  --tokens TEXT Excludes: --ids\n                              input, e.g. \"3 1 "
+      "4\"\n\nSubcommands:\n  collect       build the summary\n");
+  BOOST_TEST(h.positionals == Names({"SWEEP"}));
+  BOOST_TEST(h.options == Names({"--jobs", "--tokens"}));
+  BOOST_TEST(h.subcommands == Names({"collect"}));
+}
+
+BOOST_AUTO_TEST_CASE(the_contract_parses_a_section_per_subcommand) {
+  const auto sections = parse_contract(
+      "## The command line\n\n### `attograd sweep`\n\n| argument | meaning |\n|---|---|\n"
+      "| `SWEEP` | the file, `x.json` |\n| `-j, --jobs N` | runs at a time, see `--print-commands` |\n\n"
+      "### `attograd sweep collect`\n\n| `DIR` | the folder |\n\n### Not a subcommand\n\n| `--x` | y |\n"
+      "## Config\n\n### `attograd train`\n");
+  BOOST_TEST(sections.size() == 2u);
+  BOOST_TEST(sections.at("sweep").positionals == Names({"SWEEP"}));
+  BOOST_TEST(sections.at("sweep").options == Names({"--jobs"}));
+  BOOST_TEST(sections.at("sweep collect").positionals == Names({"DIR"}));
+  BOOST_TEST(sections.at("sweep collect").options.empty());
+}
+
+BOOST_AUTO_TEST_CASE(every_subcommand_and_option_of_the_program_is_in_the_contract_and_back) {
+  const std::string doc = testing::read_all(std::string(ATTOGRAD_SOURCE_DIR) + "/" + kContract);
+  BOOST_REQUIRE_MESSAGE(!doc.empty(), kContract + ": cannot read");
+  const std::map<std::string, Section> contract = parse_contract(doc);
+
+  const testing::CommandResult top = run_attograd("--help");
+  BOOST_REQUIRE_EQUAL(top.exit_code, 0);
+  const Help help = parse_help(top.out);
+  BOOST_REQUIRE_MESSAGE(!help.subcommands.empty(), "attograd --help: found no subcommand in:\n" + top.out);
+  Names seen;
+  for (const std::string& sub : help.subcommands) check_subcommand(contract, sub, seen);
+
+  for (const auto& [path, section] : contract)
+    BOOST_CHECK_MESSAGE(seen.count(path), kContract + ": has a section for `attograd " + path +
+                                              "`, which the program's --help does not list");
+}
