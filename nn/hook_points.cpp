@@ -32,11 +32,19 @@ const HookPoint* find_hook_point(const std::string& name) {
 
 std::vector<std::string> hook_point_names(size_t n_layers, bool has_mlp) {
   std::vector<std::string> names;
+  // The points outside the blocks that stand before (or after) the blocks' rows in the table.
+  auto outside = [&](bool after_blocks) {
+    bool block_seen = false;
+    for (const HookPoint& row : kHookPoints) {
+      block_seen = block_seen || row.in_block;
+      if (!row.in_block && block_seen == after_blocks) names.push_back(row.name);
+    }
+  };
+  outside(false);
   for (size_t l = 0; l < n_layers; ++l)
     for (const HookPoint& row : kHookPoints)
       if (row.in_block && (row.needs == Needs::always || has_mlp)) names.push_back(hook_name(row.point, l));
-  for (const HookPoint& row : kHookPoints)
-    if (!row.in_block) names.push_back(row.name);
+  outside(true);
   return names;
 }
 
