@@ -38,27 +38,50 @@ namespace {
 // The values a field accepts beyond its type, checked as soon as its section is read. `note` says, for the
 // docs, what code after that pass checks (a rule between fields, the task's rules).
 struct Valid {
-  enum Kind { kAny, kAtLeast, kAbove, kNotEmpty, kOneOf };
+  enum Kind { kAny, kRange, kNotEmpty, kOneOf };
   Kind kind = kAny;
-  double bound = 0;
-  std::vector<std::string> choices;
+  // kRange: value >= low (value > low when !low_inclusive), and value < high when has_high.
+  double low = 0, high = 0;
+  bool low_inclusive = true, has_high = false;
+  std::vector<std::string> choices;  // kOneOf
   std::string note;
+
+  // A range's upper bound, excluded: above(0).below(1) is the open interval (0, 1).
+  Valid below(double bound) const {
+    Valid valid = *this;
+    valid.high = bound;
+    valid.has_high = true;
+    return valid;
+  }
 };
-Valid at_least(double bound, std::string note = "") {
-  return {Valid::kAtLeast, bound, {}, std::move(note)};
+Valid at_least(double low, std::string note = "") {
+  Valid valid;
+  valid.kind = Valid::kRange;
+  valid.low = low;
+  valid.note = std::move(note);
+  return valid;
 }
-Valid above(double bound) {
-  return {Valid::kAbove, bound, {}, ""};
+Valid above(double low) {
+  Valid valid = at_least(low);
+  valid.low_inclusive = false;
+  return valid;
 }
 Valid not_empty() {
-  return {Valid::kNotEmpty, 0, {}, ""};
+  Valid valid;
+  valid.kind = Valid::kNotEmpty;
+  return valid;
 }
 Valid one_of(std::vector<std::string> choices) {
-  return {Valid::kOneOf, 0, std::move(choices), ""};
+  Valid valid;
+  valid.kind = Valid::kOneOf;
+  valid.choices = std::move(choices);
+  return valid;
 }
 // Nothing to check field by field: the type's range, or a rule that validate() checks after the pass.
 Valid rule(std::string note) {
-  return {Valid::kAny, 0, {}, std::move(note)};
+  Valid valid;
+  valid.note = std::move(note);
+  return valid;
 }
 
 enum Resume { kFixed, kResumable };
@@ -244,6 +267,13 @@ std::string choices_text(const std::vector<std::string>& choices, const std::str
   return text;
 }
 
+// A kRange as error lines and the docs say it: ">= 1", "> 0 and < 1".
+std::string range_text(const Valid& valid) {
+  std::string text = (valid.low_inclusive ? ">= " : "> ") + show_number(valid.low);
+  if (valid.has_high) text += " and < " + show_number(valid.high);
+  return text;
+}
+
 // One object of the document (the root or a section) and the readers for its fields. A missing field keeps
 // the struct's default; a present one must have the right type.
 class Section {
@@ -321,14 +351,15 @@ class Section {
   void check(const char* key, const V& value, const Valid& valid) const {
     if (valid.kind == Valid::kAny) return;
     if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) {
-      const auto shown_value = [&]() {
-        return std::is_integral_v<V> ? json(value).dump() : show_number(value);
-      };
-      if (valid.kind == Valid::kAtLeast && value < valid.bound)
-        fail(pointer(key), "must be >= " + show_number(valid.bound) + ", got " + shown_value());
-      if (valid.kind == Valid::kAbove && !(value > valid.bound))
-        fail(pointer(key), "must be > " + show_number(valid.bound) + ", got " + shown_value());
-      if (valid.kind == Valid::kAtLeast || valid.kind == Valid::kAbove) return;
+      if (valid.kind == Valid::kRange) {
+        const bool low_ok = valid.low_inclusive ? value >= valid.low : value > valid.low;
+        const bool high_ok = !valid.has_high || value < valid.high;
+        if (!low_ok || !high_ok) {
+          const std::string got = std::is_integral_v<V> ? json(value).dump() : show_number(value);
+          fail(pointer(key), "must be " + range_text(valid) + ", got " + got);
+        }
+        return;
+      }
     } else if constexpr (std::is_same_v<V, std::string>) {
       if (valid.kind == Valid::kNotEmpty && value.empty()) fail(pointer(key), "must not be empty");
       if (valid.kind == Valid::kOneOf &&
@@ -688,8 +719,7 @@ std::string type_name() {
 // What docs/configs.md's "valid" column says of a row.
 std::string valid_text(const Valid& valid) {
   std::string text;
-  if (valid.kind == Valid::kAtLeast) text = ">= " + show_number(valid.bound);
-  if (valid.kind == Valid::kAbove) text = "> " + show_number(valid.bound);
+  if (valid.kind == Valid::kRange) text = range_text(valid);
   if (valid.kind == Valid::kNotEmpty) text = "not empty";
   if (valid.kind == Valid::kOneOf) text = choices_text(valid.choices, "`");
   if (!valid.note.empty()) text += (text.empty() ? "" : ", ") + valid.note;
