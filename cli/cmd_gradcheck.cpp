@@ -21,11 +21,11 @@ struct Args {
 // but cap the widths, so a check takes seconds, not hours.
 train::Config shrink(train::Config c, std::string& note) {
   const train::Config original = c;
-  c.model.n_heads = std::min(c.model.n_heads, 2);
+  c.model.n_heads = std::min<int64_t>(c.model.n_heads, 2);
   c.model.d_model = std::min(c.model.d_model, 4 * c.model.n_heads);
   if (c.model.d_model % c.model.n_heads) c.model.d_model = 4 * c.model.n_heads;
-  c.model.d_ff = std::min(c.model.d_ff, 16);
-  c.model.n_layers = std::min(c.model.n_layers, 2);
+  c.model.d_ff = std::min<int64_t>(c.model.d_ff, 16);
+  c.model.n_layers = std::min<int64_t>(c.model.n_layers, 2);
   c.train.batch_size = 2;
   if (c.model.d_model != original.model.d_model || c.model.n_heads != original.model.n_heads ||
       c.model.d_ff != original.model.d_ff || c.model.n_layers != original.model.n_layers)

@@ -11,13 +11,9 @@
 #include <memory>
 
 #include "nn/attention.h"
+#include "nn/model_shape.h"
 
 namespace nn {
-
-struct ModelShape {
-  int64_t vocab = 0, max_len = 0, d_model = 64, n_heads = 4, n_layers = 2, d_ff = 256;
-  bool attention_only = false;
-};
 
 template <typename T>
 class TransformerBlock : public Module<T> {

@@ -1,6 +1,18 @@
 // Config loading (config.h): the file, then the --set overrides, then one validation pass over the
 // merged document. Validation throws a Problem (a JSON pointer and what was expected); load_config turns it
 // into a ConfigError naming whoever wrote that field: the file, or the --set override that set it.
+//
+// How to add a config field:
+//   1. Declare the member, with its type and default, in its section's struct (config.h; the model's in
+//      nn/model_shape.h).
+//   2. Add one row to the section's table below: the JSON key, the member, what it means (one line), the
+//      values it accepts (a range or choice checked right after the section is read, or a rule() that
+//      code after the tables' pass checks), kResumable if `train --resume RUN --set` may change it, and
+//      what a special default stands for ("0 = the task's T").
+//   3. Use its value; run test_train_test_config, which prints docs/configs.md's row for the new field.
+// Reading (with its type and range errors), the unknown-key check, to_json, ==, resume_settable_fields()
+// and docs/configs.md's field table follow from the row. Rules between fields (n_heads divides d_model,
+// max_len covers the task, the memory estimate, the task's own checks) are code in validate().
 #include "train/config.h"
 
 #include <unistd.h>
@@ -14,12 +26,167 @@
 #include <limits>
 #include <set>
 #include <thread>
+#include <type_traits>
+#include <variant>
 
 #include "io/printable.h"
 #include "train/tasks.h"
 
 namespace train {
 namespace {
+
+// The values a field accepts beyond its type, checked as soon as its section is read. `note` says, for the
+// docs, what code after that pass checks (a rule between fields, the task's rules).
+struct Valid {
+  enum Kind { kAny, kRange, kNotEmpty, kOneOf };
+  Kind kind = kAny;
+  // kRange: value >= low (value > low when !low_inclusive), and value < high when has_high.
+  double low = 0, high = 0;
+  bool low_inclusive = true, has_high = false;
+  std::vector<std::string> choices;  // kOneOf
+  std::string note;
+
+  // A range's upper bound, excluded: above(0).below(1) is the open interval (0, 1).
+  Valid below(double bound) const {
+    Valid valid = *this;
+    valid.high = bound;
+    valid.has_high = true;
+    return valid;
+  }
+};
+Valid at_least(double low, std::string note = "") {
+  Valid valid;
+  valid.kind = Valid::kRange;
+  valid.low = low;
+  valid.note = std::move(note);
+  return valid;
+}
+Valid above(double low) {
+  Valid valid = at_least(low);
+  valid.low_inclusive = false;
+  return valid;
+}
+Valid not_empty() {
+  Valid valid;
+  valid.kind = Valid::kNotEmpty;
+  return valid;
+}
+Valid one_of(std::vector<std::string> choices) {
+  Valid valid;
+  valid.kind = Valid::kOneOf;
+  valid.choices = std::move(choices);
+  return valid;
+}
+// Nothing to check field by field: the type's range, or a rule that validate() checks after the pass.
+Valid rule(std::string note) {
+  Valid valid;
+  valid.note = std::move(note);
+  return valid;
+}
+
+enum Resume { kFixed, kResumable };
+
+// One row of a section's table: the JSON key, the member of S it reads into, a one-line meaning, the values
+// it accepts, whether a resumed run may change it, and what its default stands for when it is a placeholder.
+template <typename S>
+struct Field {
+  using Member =
+      std::variant<int S::*, int64_t S::*, uint64_t S::*, double S::*, bool S::*, std::string S::*>;
+  const char* key;
+  Member member;
+  const char* meaning;
+  Valid valid = {};
+  Resume resume = kFixed;
+  const char* default_means = "";  // what the default stands for, when it is a placeholder
+};
+template <typename S>
+using Table = std::vector<Field<S>>;
+
+// The fields at the document's root; the sections follow (for_each_section).
+const Table<Config>& root_fields() {
+  static const Table<Config> fields = {
+      {"name", &Config::name, "the run's name", not_empty()},
+      {"seed", &Config::seed, "seeds parameter init and the training data stream", rule("0 .. 2^64-1")},
+  };
+  return fields;
+}
+
+// train/tasks.h checks these (find_task_problem), after the pass: the limits depend on the kind.
+const Table<TaskConfig>& task_fields() {
+  static const Table<TaskConfig> fields = {
+      {"kind", &TaskConfig::kind, "the toy task to train on", rule("a kind of the Tasks table below")},
+      {"vocab", &TaskConfig::vocab,
+       "value tokens 0..vocab-1, special tokens not counted (the modulus p for modadd)",
+       rule("2 .. 1000000, and the task's own rule below")},
+      {"length", &TaskConfig::length, "n, the values in the prompt (operands for modadd)",
+       rule("1 .. 10000 (at least 2 for induction and modadd), and the task's own rule below")},
+  };
+  return fields;
+}
+
+const Table<ModelConfig>& model_fields() {
+  static const Table<ModelConfig> fields = {
+      {"d_model", &ModelConfig::d_model, "width of the residual stream", at_least(1)},
+      {"n_heads", &ModelConfig::n_heads, "attention heads per layer", at_least(1, "divides `d_model`")},
+      {"n_layers", &ModelConfig::n_layers, "transformer blocks", at_least(1)},
+      {"d_ff", &ModelConfig::d_ff, "hidden width of each MLP (unused when `attention_only`)", at_least(1)},
+      {"attention_only", &ModelConfig::attention_only, "blocks without LN2 and MLP"},
+      {"max_len", &ModelConfig::max_len, "size of the position embedding", rule("0, or >= the task's T"),
+       kFixed, "the task's T"},
+      {"vocab", &ModelConfig::vocab, "rows of the token embedding and the logits",
+       rule("0, or >= the task's vocabulary (values + special tokens)"), kFixed, "the task's vocabulary"},
+  };
+  return fields;
+}
+
+const Table<TrainConfig>& train_fields() {
+  static const Table<TrainConfig> fields = {
+      {"steps", &TrainConfig::steps, "optimizer steps of the whole run", at_least(1), kResumable},
+      {"batch_size", &TrainConfig::batch_size, "sequences per step", at_least(1)},
+      {"lr", &TrainConfig::lr, "peak learning rate of AdamW", above(0)},
+      {"warmup", &TrainConfig::warmup, "steps of linear warmup", at_least(0)},
+      {"schedule", &TrainConfig::schedule, "the learning rate after warmup", one_of({"cosine", "constant"})},
+      {"weight_decay", &TrainConfig::weight_decay,
+       "AdamW's decoupled weight decay; not applied to biases, LayerNorm, embeddings", at_least(0)},
+      {"grad_clip", &TrainConfig::grad_clip, "global gradient norm limit; 0 = no clipping", at_least(0)},
+      {"threads", &TrainConfig::threads, "worker threads (results are the same bits for any count)",
+       at_least(1, "<= 4 x the machine's cores"), kResumable},
+      {"eval_every", &TrainConfig::eval_every, "steps between held-out evaluations", at_least(1), kResumable},
+      {"log_every", &TrainConfig::log_every, "steps between lines of `metrics.jsonl`", at_least(1),
+       kResumable},
+      {"eval_size", &TrainConfig::eval_size, "held-out sequences per evaluation", at_least(1)},
+      {"memory_limit_gb", &TrainConfig::memory_limit_gb,
+       "configs whose memory estimate is above it are refused", at_least(0), kResumable,
+       "the machine's memory"},
+      {"shards", &TrainConfig::shards,
+       "the batch's rows are split into this many shards, run forward and backward at once, one per thread "
+       "(\"Shards and threads\" above)",
+       at_least(0, "<= `train.batch_size`"), kFixed,
+       "2 for models up to 4M parameters (and batches of 2 or more rows), else 1"},
+  };
+  return fields;
+}
+
+const Table<OutputConfig>& output_fields() {
+  static const Table<OutputConfig> fields = {
+      {"dir", &OutputConfig::dir, "the run folder", not_empty(), kFixed, "\"runs/\" + `name`"},
+      {"attention_every", &OutputConfig::attention_every,
+       "steps between attention maps; 0 = none during training", at_least(0), kResumable},
+      {"probes", &OutputConfig::probes, "fixed probe inputs whose attention maps are saved", at_least(0)},
+      {"checkpoint_every", &OutputConfig::checkpoint_every, "steps between checkpoints; 0 = only at the end",
+       at_least(0), kResumable},
+  };
+  return fields;
+}
+
+// Calls f(key, the section's member of Config, its table) for each section, in the document's order.
+template <typename F>
+void for_each_section(F&& f) {
+  f("task", &Config::task, task_fields());
+  f("model", &Config::model, model_fields());
+  f("train", &Config::train, train_fields());
+  f("output", &Config::output, output_fields());
+}
 
 using nlohmann::json;
 
@@ -91,6 +258,22 @@ std::string show_number(double x) {
   return text;
 }
 
+// "a or b", "a, b or c", each in `quote`s: "\"cosine\" or \"constant\"".
+std::string choices_text(const std::vector<std::string>& choices, const std::string& quote) {
+  std::string text;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + quote + choices[i] + quote;
+  }
+  return text;
+}
+
+// A kRange as error lines and the docs say it: ">= 1", "> 0 and < 1".
+std::string range_text(const Valid& valid) {
+  std::string text = (valid.low_inclusive ? ">= " : "> ") + show_number(valid.low);
+  if (valid.has_high) text += " and < " + show_number(valid.high);
+  return text;
+}
+
 // One object of the document (the root or a section) and the readers for its fields. A missing field keeps
 // the struct's default; a present one must have the right type.
 class Section {
@@ -113,16 +296,19 @@ class Section {
     return Section(has(key) ? object_.at(key) : empty, pointer(key));
   }
 
-  void read(const char* key, int& out) const {
+  // int and int64_t fields: any integer their type holds.
+  template <typename Integer>
+  void read(const char* key, Integer& out) const {
+    static_assert(std::is_same_v<Integer, int> || std::is_same_v<Integer, int64_t>);
     if (!has(key)) return;
     const json& value = object_.at(key);
     if (!value.is_number_integer()) fail(pointer(key), "expected an integer, got " + describe(value));
+    using Limits = std::numeric_limits<Integer>;
     const bool fits = value.is_number_unsigned()
-                          ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
-                          : value.get<int64_t>() >= std::numeric_limits<int>::min() &&
-                                value.get<int64_t>() <= std::numeric_limits<int>::max();
+                          ? value.get<uint64_t>() <= static_cast<uint64_t>(Limits::max())
+                          : value.get<int64_t>() >= Limits::min() && value.get<int64_t>() <= Limits::max();
     if (!fits) fail(pointer(key), "integer out of range, got " + describe(value));
-    out = value.get<int>();
+    out = value.get<Integer>();
   }
 
   void read(const char* key, uint64_t& out) const {
@@ -160,18 +346,42 @@ class Section {
       fail(pointer(key), "expected UTF-8 text without control characters, got " + describe(value));
   }
 
-  // Range checks, with the one-line messages the docs show.
-  void at_least(const char* key, int value, int minimum) const {
-    if (value < minimum) {
-      fail(pointer(key), "must be >= " + std::to_string(minimum) + ", got " + std::to_string(value));
+  // A field's Valid, with the one-line messages the docs show.
+  template <typename V>
+  void check(const char* key, const V& value, const Valid& valid) const {
+    if (valid.kind == Valid::kAny) return;
+    if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) {
+      if (valid.kind == Valid::kRange) {
+        const bool low_ok = valid.low_inclusive ? value >= valid.low : value > valid.low;
+        const bool high_ok = !valid.has_high || value < valid.high;
+        if (!low_ok || !high_ok) {
+          const std::string got = std::is_integral_v<V> ? json(value).dump() : show_number(value);
+          fail(pointer(key), "must be " + range_text(valid) + ", got " + got);
+        }
+        return;
+      }
+    } else if constexpr (std::is_same_v<V, std::string>) {
+      if (valid.kind == Valid::kNotEmpty && value.empty()) fail(pointer(key), "must not be empty");
+      if (valid.kind == Valid::kOneOf &&
+          std::find(valid.choices.begin(), valid.choices.end(), value) == valid.choices.end()) {
+        fail(pointer(key), "expected " + choices_text(valid.choices, "\"") + ", got \"" + value + "\"");
+      }
+      if (valid.kind == Valid::kNotEmpty || valid.kind == Valid::kOneOf) return;
     }
+    throw std::logic_error("config field " + pointer(key) + ": its table row asks a check its type lacks");
   }
-  void at_least(const char* key, double value, double minimum) const {
-    if (value < minimum)
-      fail(pointer(key), "must be >= " + show_number(minimum) + ", got " + show_number(value));
-  }
-  void not_empty(const char* key, const std::string& value) const {
-    if (value.empty()) fail(pointer(key), "must not be empty");
+
+  // The table's fields of `s`, read and checked; any other key but `more_keys` (the root's sections) is an
+  // error. A field absent from the document keeps the value `s` holds.
+  template <typename S>
+  void read_fields(const Table<S>& fields, S& s, const std::vector<std::string>& more_keys = {}) const {
+    std::set<std::string> known(more_keys.begin(), more_keys.end());
+    for (const Field<S>& field : fields) known.insert(field.key);
+    reject_unknown_keys(known);
+    for (const Field<S>& field : fields)
+      std::visit([&](auto member) { read(field.key, s.*member); }, field.member);
+    for (const Field<S>& field : fields)
+      std::visit([&](auto member) { check(field.key, s.*member, field.valid); }, field.member);
   }
 
  private:
@@ -209,7 +419,7 @@ void check_memory(const Config& config, int seq_len) {
   const int task_vocab = make_task(config.task)->vocab_size();
   struct Candidate {
     const char* pointer;
-    int value;
+    int64_t value;
     std::function<void(Config&, int&)> reset;
   };
   const std::vector<Candidate> candidates = {
@@ -261,39 +471,24 @@ void check_memory(const Config& config, int seq_len) {
 Config validate(const json& document, bool for_this_machine) {
   Config config;
   const Section root(document, "");
-  root.reject_unknown_keys({"name", "seed", "task", "model", "train", "output"});
-  root.read("name", config.name);
-  root.not_empty("name", config.name);
-  root.read("seed", config.seed);
+  std::vector<std::string> sections;
+  for_each_section([&](const char* key, auto, const auto&) { sections.push_back(key); });
+  root.read_fields(root_fields(), config, sections);
 
   // The task first: the model's limits follow from it.
   const Section task = root.section("task");
-  task.reject_unknown_keys({"kind", "vocab", "length"});
-  TaskConfig& t = config.task;
-  task.read("kind", t.kind);
-  task.read("vocab", t.vocab);
-  task.read("length", t.length);
-  if (auto problem = find_task_problem(t)) fail(task.pointer(problem->field.c_str()), problem->message);
-  const std::unique_ptr<Task> resolved_task = make_task(t);
+  task.read_fields(task_fields(), config.task);
+  if (auto problem = find_task_problem(config.task))
+    fail(task.pointer(problem->field.c_str()), problem->message);
+  const std::unique_ptr<Task> resolved_task = make_task(config.task);
 
   const Section model = root.section("model");
-  model.reject_unknown_keys({"d_model", "n_heads", "n_layers", "d_ff", "attention_only", "max_len", "vocab"});
   ModelConfig& m = config.model;
-  model.read("d_model", m.d_model);
-  model.read("n_heads", m.n_heads);
-  model.read("n_layers", m.n_layers);
-  model.read("d_ff", m.d_ff);
-  model.read("attention_only", m.attention_only);
-  model.read("max_len", m.max_len);
-  model.read("vocab", m.vocab);
-  model.at_least("d_model", m.d_model, 1);
-  model.at_least("n_heads", m.n_heads, 1);
+  model.read_fields(model_fields(), m);
   if (m.d_model % m.n_heads != 0) {
     fail(model.pointer("n_heads"),
          std::to_string(m.n_heads) + " does not divide d_model " + std::to_string(m.d_model));
   }
-  model.at_least("n_layers", m.n_layers, 1);
-  model.at_least("d_ff", m.d_ff, 1);
   const int seq_len = resolved_task->seq_len();
   const int task_vocab = resolved_task->vocab_size();
   if (m.max_len == 0) m.max_len = seq_len;
@@ -309,37 +504,8 @@ Config validate(const json& document, bool for_this_machine) {
   }
 
   const Section train = root.section("train");
-  train.reject_unknown_keys({"steps", "batch_size", "lr", "warmup", "schedule", "weight_decay", "grad_clip",
-                             "threads", "eval_every", "log_every", "eval_size", "memory_limit_gb", "shards"});
   TrainConfig& r = config.train;
-  train.read("steps", r.steps);
-  train.read("batch_size", r.batch_size);
-  train.read("lr", r.lr);
-  train.read("warmup", r.warmup);
-  train.read("schedule", r.schedule);
-  train.read("weight_decay", r.weight_decay);
-  train.read("grad_clip", r.grad_clip);
-  train.read("threads", r.threads);
-  train.read("eval_every", r.eval_every);
-  train.read("log_every", r.log_every);
-  train.read("eval_size", r.eval_size);
-  train.at_least("steps", r.steps, 1);
-  train.at_least("batch_size", r.batch_size, 1);
-  if (!(r.lr > 0)) fail(train.pointer("lr"), "must be > 0, got " + show_number(r.lr));
-  train.at_least("warmup", r.warmup, 0);
-  if (r.schedule != "cosine" && r.schedule != "constant") {
-    fail(train.pointer("schedule"), "expected \"cosine\" or \"constant\", got \"" + r.schedule + "\"");
-  }
-  train.at_least("weight_decay", r.weight_decay, 0.0);
-  train.at_least("grad_clip", r.grad_clip, 0.0);
-  train.at_least("threads", r.threads, 1);
-  train.at_least("eval_every", r.eval_every, 1);
-  train.at_least("log_every", r.log_every, 1);
-  train.at_least("eval_size", r.eval_size, 1);
-  train.read("memory_limit_gb", r.memory_limit_gb);
-  train.at_least("memory_limit_gb", r.memory_limit_gb, 0.0);
-  train.read("shards", r.shards);
-  train.at_least("shards", r.shards, 0);
+  train.read_fields(train_fields(), r);
   if (r.shards > r.batch_size) {
     fail(train.pointer("shards"), "must be <= train.batch_size (" + std::to_string(r.batch_size) + "), got " +
                                       std::to_string(r.shards) + " (0 = the default for the model's size)");
@@ -352,18 +518,8 @@ Config validate(const json& document, bool for_this_machine) {
   }
   check_memory(config, seq_len);
 
-  const Section output = root.section("output");
-  output.reject_unknown_keys({"dir", "attention_every", "probes", "checkpoint_every"});
-  OutputConfig& o = config.output;
-  o.dir = "runs/" + config.name;
-  output.read("dir", o.dir);
-  output.not_empty("dir", o.dir);
-  output.read("attention_every", o.attention_every);
-  output.read("probes", o.probes);
-  output.read("checkpoint_every", o.checkpoint_every);
-  output.at_least("attention_every", o.attention_every, 0);
-  output.at_least("probes", o.probes, 0);
-  output.at_least("checkpoint_every", o.checkpoint_every, 0);
+  config.output.dir = "runs/" + config.name;  // unless the document says otherwise
+  root.section("output").read_fields(output_fields(), config.output);
   return config;
 }
 
@@ -534,6 +690,64 @@ bool is_within(const std::string& pointer, const std::string& prefix) {
          (pointer.size() == prefix.size() || pointer[prefix.size()] == '/');
 }
 
+// The fields of `s` as a JSON object, one key per row.
+template <typename S>
+json fields_to_json(const Table<S>& fields, const S& s) {
+  json object = json::object();
+  for (const Field<S>& field : fields)
+    std::visit([&](auto member) { object[field.key] = s.*member; }, field.member);
+  return object;
+}
+
+template <typename S>
+bool fields_equal(const Table<S>& fields, const S& a, const S& b) {
+  for (const Field<S>& field : fields) {
+    if (!std::visit([&](auto member) { return a.*member == b.*member; }, field.member)) return false;
+  }
+  return true;
+}
+
+// A member's type as the docs name it.
+template <typename V>
+std::string type_name() {
+  if constexpr (std::is_same_v<V, bool>) return "boolean";
+  if constexpr (std::is_integral_v<V>) return "integer";
+  if constexpr (std::is_floating_point_v<V>) return "number";
+  return "string";
+}
+
+// What docs/configs.md's "valid" column says of a row.
+std::string valid_text(const Valid& valid) {
+  std::string text;
+  if (valid.kind == Valid::kRange) text = range_text(valid);
+  if (valid.kind == Valid::kNotEmpty) text = "not empty";
+  if (valid.kind == Valid::kOneOf) text = choices_text(valid.choices, "`");
+  if (!valid.note.empty()) text += (text.empty() ? "" : ", ") + valid.note;
+  return text.empty() ? "any" : text;
+}
+
+template <typename S>
+void add_field_infos(std::vector<FieldInfo>& infos, const std::string& section, const Table<S>& fields) {
+  const S defaults{};
+  for (const Field<S>& field : fields) {
+    std::visit(
+        [&](auto member) {
+          using V = std::remove_reference_t<decltype(defaults.*member)>;
+          const V& value = defaults.*member;
+          std::string shown;
+          if constexpr (std::is_floating_point_v<V>) {
+            shown = show_number(value);
+          } else {
+            shown = json(value).dump();
+          }
+          infos.push_back({section.empty() ? field.key : section + "." + field.key,
+                           type_name<std::decay_t<V>>(), shown, field.default_means, valid_text(field.valid),
+                           field.meaning, field.resume == kResumable});
+        },
+        field.member);
+  }
+}
+
 }  // namespace
 
 double parameter_count(const ModelConfig& m) {
@@ -563,9 +777,12 @@ int max_threads() {
 }
 
 const std::vector<std::string>& resume_settable_fields() {
-  static const std::vector<std::string> fields = {
-      "train.steps",     "train.threads",          "train.memory_limit_gb",  "train.eval_every",
-      "train.log_every", "output.attention_every", "output.checkpoint_every"};
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> paths;
+    for (const FieldInfo& field : config_fields())
+      if (field.resume_settable) paths.push_back(field.path);
+    return paths;
+  }();
   return fields;
 }
 
@@ -643,68 +860,45 @@ Config from_json(nlohmann::json document, const std::string& source,
 }
 
 nlohmann::json to_json(const Config& config) {
-  const TaskConfig& t = config.task;
-  const ModelConfig& m = config.model;
-  const TrainConfig& r = config.train;
-  const OutputConfig& o = config.output;
-  return {
-      {"name", config.name},
-      {"seed", config.seed},
-      {"task", {{"kind", t.kind}, {"vocab", t.vocab}, {"length", t.length}}},
-      {"model",
-       {{"d_model", m.d_model},
-        {"n_heads", m.n_heads},
-        {"n_layers", m.n_layers},
-        {"d_ff", m.d_ff},
-        {"attention_only", m.attention_only},
-        {"max_len", m.max_len},
-        {"vocab", m.vocab}}},
-      {"train",
-       {{"steps", r.steps},
-        {"batch_size", r.batch_size},
-        {"lr", r.lr},
-        {"warmup", r.warmup},
-        {"schedule", r.schedule},
-        {"weight_decay", r.weight_decay},
-        {"grad_clip", r.grad_clip},
-        {"threads", r.threads},
-        {"eval_every", r.eval_every},
-        {"log_every", r.log_every},
-        {"eval_size", r.eval_size},
-        {"memory_limit_gb", r.memory_limit_gb},
-        {"shards", r.shards}}},
-      {"output",
-       {{"dir", o.dir},
-        {"attention_every", o.attention_every},
-        {"probes", o.probes},
-        {"checkpoint_every", o.checkpoint_every}}},
-  };
+  json document = fields_to_json(root_fields(), config);
+  for_each_section([&](const char* key, auto section, const auto& fields) {
+    document[key] = fields_to_json(fields, config.*section);
+  });
+  return document;
+}
+
+const std::vector<FieldInfo>& config_fields() {
+  static const std::vector<FieldInfo> fields = [] {
+    std::vector<FieldInfo> infos;
+    add_field_infos(infos, "", root_fields());
+    for_each_section([&](const char* key, auto, const auto& table) { add_field_infos(infos, key, table); });
+    return infos;
+  }();
+  return fields;
 }
 
 bool operator==(const TaskConfig& a, const TaskConfig& b) {
-  return a.kind == b.kind && a.vocab == b.vocab && a.length == b.length;
+  return fields_equal(task_fields(), a, b);
 }
 
 bool operator==(const ModelConfig& a, const ModelConfig& b) {
-  return a.d_model == b.d_model && a.n_heads == b.n_heads && a.n_layers == b.n_layers && a.d_ff == b.d_ff &&
-         a.attention_only == b.attention_only && a.max_len == b.max_len && a.vocab == b.vocab;
+  return fields_equal(model_fields(), a, b);
 }
 
 bool operator==(const TrainConfig& a, const TrainConfig& b) {
-  return a.steps == b.steps && a.batch_size == b.batch_size && a.lr == b.lr && a.warmup == b.warmup &&
-         a.schedule == b.schedule && a.weight_decay == b.weight_decay && a.grad_clip == b.grad_clip &&
-         a.threads == b.threads && a.eval_every == b.eval_every && a.log_every == b.log_every &&
-         a.eval_size == b.eval_size && a.memory_limit_gb == b.memory_limit_gb && a.shards == b.shards;
+  return fields_equal(train_fields(), a, b);
 }
 
 bool operator==(const OutputConfig& a, const OutputConfig& b) {
-  return a.dir == b.dir && a.attention_every == b.attention_every && a.probes == b.probes &&
-         a.checkpoint_every == b.checkpoint_every;
+  return fields_equal(output_fields(), a, b);
 }
 
 bool operator==(const Config& a, const Config& b) {
-  return a.name == b.name && a.seed == b.seed && a.task == b.task && a.model == b.model &&
-         a.train == b.train && a.output == b.output;
+  bool equal = fields_equal(root_fields(), a, b);
+  for_each_section([&](const char*, auto section, const auto& fields) {
+    equal = equal && fields_equal(fields, a.*section, b.*section);
+  });
+  return equal;
 }
 
 }  // namespace train

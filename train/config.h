@@ -1,6 +1,8 @@
 // The run configuration: typed structs with their defaults, loading from a JSON file plus --set
 // overrides, validation of every field, and the resolved JSON written to RUN/config.json.
-// docs/configs.md is the user's reference for every field below; keep the two in step.
+// Each member below (and of nn::ModelShape, the model section) has one row in its section's field table in
+// train/config.cpp, which says how to add a field; parsing, checks, to_json, == and docs/configs.md's field
+// table follow from those rows.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "nn/model_shape.h"
 
 namespace train {
 
@@ -26,15 +30,9 @@ struct TaskConfig {
   int length = 8;  // number of values in the prompt (operands for modadd, tokens for random)
 };
 
-struct ModelConfig {
-  int d_model = 64;
-  int n_heads = 4;
-  int n_layers = 2;
-  int d_ff = 256;
-  bool attention_only = false;  // blocks without LN2 and MLP
-  int max_len = 0;              // 0 = the task's sequence length (resolved by load_config / from_json)
-  int vocab = 0;                // 0 = the task's vocabulary, special tokens included (resolved likewise)
-};
+// The model section is the model's shape itself: max_len and vocab 0 = the task's sequence length and
+// vocabulary (special tokens included), resolved by load_config / from_json.
+using ModelConfig = nn::ModelShape;
 
 struct TrainConfig {
   int steps = 3000;
@@ -111,13 +109,27 @@ constexpr double kAutoShardsMaxParameters = 4e6;
 int max_threads();
 
 // The fields `attograd train --resume RUN --set ...` may change: those that change neither the model, the
-// data nor the meaning of the logged numbers (train.steps, train.threads, train.memory_limit_gb,
-// train.eval_every, train.log_every, output.attention_every, output.checkpoint_every).
+// data nor the meaning of the logged numbers (train.steps, train.threads, ...; the tables in config.cpp
+// mark them).
 const std::vector<std::string>& resume_settable_fields();
 // Throws ConfigError "--set task.kind=copy: /task/kind: cannot change when resuming ..." for the first
 // override that names another field (or is malformed).
 void check_resume_overrides(const std::vector<std::string>& overrides);
 
+// One field of the tables in config.cpp, as docs/configs.md's field table shows it.
+struct FieldInfo {
+  std::string path;           // "train.steps"
+  std::string type;           // "integer", "number", "boolean" or "string"
+  std::string default_value;  // the default as JSON: 3000, 0.001, "cosine", false
+  std::string default_means;  // what the default stands for ("the task's T"), or ""
+  std::string valid;          // the values accepted (">= 1", "not empty", ...), or "any" (of its type)
+  std::string meaning;        // one line
+  bool resume_settable;       // in resume_settable_fields()
+};
+// Every field, root fields first, then the task, model, train and output sections, each in table order.
+const std::vector<FieldInfo>& config_fields();
+
+// Field by field, as the tables list them (ModelConfig's is here: nn::ModelShape has none of its own).
 bool operator==(const TaskConfig& a, const TaskConfig& b);
 bool operator==(const ModelConfig& a, const ModelConfig& b);
 bool operator==(const TrainConfig& a, const TrainConfig& b);

@@ -3,9 +3,12 @@
 
 // Config loading: every bad-config case gives its exact one-line message, --set overrides go through the
 // same validation, every committed config loads, and the resolved config round-trips.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -314,7 +317,11 @@ BOOST_AUTO_TEST_CASE(resolved_config_round_trips) {
       // Every field is written, the resolved sizes included.
       BOOST_TEST(resolved["model"]["max_len"].get<int>() == config.model.max_len);
       BOOST_TEST(resolved["model"]["vocab"].get<int>() == config.model.vocab);
-      BOOST_TEST(resolved["train"].size() == 13u);
+      for (const train::FieldInfo& field : train::config_fields()) {
+        std::string pointer = "/" + field.path;
+        std::replace(pointer.begin(), pointer.end(), '.', '/');
+        BOOST_TEST(resolved.contains(nlohmann::json::json_pointer(pointer)), pointer);
+      }
       BOOST_TEST(train::from_json(resolved) == config);
       // Through text, as RUN/config.json is written and read back.
       const std::string path = write_config("resolved.json", resolved.dump(2));
@@ -333,4 +340,81 @@ BOOST_AUTO_TEST_CASE(from_json_names_its_source) {
   }
   // Integers built in code are signed; a seed written that way is still accepted.
   BOOST_TEST(train::from_json({{"seed", 7}}).seed == 7u);
+}
+
+namespace {
+
+// A field's row of docs/configs.md's field table: | field | type | default | valid | meaning | resume |.
+std::string doc_row(const train::FieldInfo& field) {
+  std::string default_text = "`" + field.default_value + "`";
+  if (!field.default_means.empty()) default_text += " = " + field.default_means;
+  return "| `" + field.path + "` | " + field.type + " | " + default_text + " | " + field.valid + " | " +
+         field.meaning + " | " + (field.resume_settable ? "yes" : "no") + " |";
+}
+
+}  // namespace
+
+// docs/configs.md's field table is the code's tables (train/config.cpp) row for row: the same fields in the
+// same order, each with the type, default, valid values, meaning and resume column the code declares.
+
+BOOST_AUTO_TEST_CASE(docs_field_table_is_the_code_table) {
+  std::ifstream doc(kSource + "/docs/configs.md");
+  BOOST_TEST_REQUIRE(doc.good());
+  // The rows of the first table after "## Fields", by field.
+  std::vector<std::string> doc_paths;
+  std::map<std::string, std::string> doc_rows;
+  bool in_section = false, in_table = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Fields";
+    if (!in_section) continue;
+    if (line.rfind("|", 0) == 0) {
+      in_table = true;
+      if (line.rfind("| `", 0) != 0) continue;  // the header and its rule
+      const std::string path = line.substr(3, line.find('`', 3) - 3);
+      doc_paths.push_back(path);
+      doc_rows[path] = line;
+    } else if (in_table) {
+      break;
+    }
+  }
+  std::vector<std::string> code_paths;
+  std::string expected_table;
+  bool same = true;
+  for (const train::FieldInfo& field : train::config_fields()) {
+    code_paths.push_back(field.path);
+    expected_table += doc_row(field) + "\n";
+    BOOST_TEST_CONTEXT(field.path) {
+      BOOST_TEST(doc_rows.count(field.path) == 1u, "missing from docs/configs.md's field table");
+      const auto row = doc_rows.find(field.path);
+      if (row != doc_rows.end()) BOOST_TEST(row->second == doc_row(field));
+      same = same && row != doc_rows.end() && row->second == doc_row(field);
+    }
+  }
+  for (const std::string& path : doc_paths) {
+    BOOST_TEST_CONTEXT(path) {
+      BOOST_TEST(std::count(code_paths.begin(), code_paths.end(), path) == 1, "not a field of the code");
+    }
+  }
+  BOOST_TEST(doc_paths == code_paths, "docs/configs.md's rows are not in the code's order");
+  if (!same || doc_paths != code_paths)
+    BOOST_ERROR("docs/configs.md's field table rows should be:\n" + expected_table);
+}
+
+BOOST_AUTO_TEST_CASE(resume_settable_fields_follow_the_tables) {
+  std::vector<std::string> marked;
+  for (const train::FieldInfo& field : train::config_fields())
+    if (field.resume_settable) marked.push_back(field.path);
+  BOOST_TEST(train::resume_settable_fields() == marked);
+  // The fields that change neither the model, the data nor the meaning of what was logged may change; the
+  // others may not.
+  for (const char* path : {"train.steps", "train.threads", "train.memory_limit_gb", "train.eval_every",
+                           "train.log_every", "output.attention_every", "output.checkpoint_every"}) {
+    BOOST_TEST(std::count(marked.begin(), marked.end(), path) == 1, path);
+  }
+  for (const char* path : {"seed", "task.kind", "model.d_model", "train.lr", "train.batch_size",
+                           "train.shards", "train.eval_size", "output.probes"}) {
+    BOOST_TEST(std::count(marked.begin(), marked.end(), path) == 0, path);
+  }
+  BOOST_CHECK_NO_THROW(train::check_resume_overrides({"train.steps=10", "output.checkpoint_every=0"}));
+  BOOST_CHECK_THROW(train::check_resume_overrides({"train.lr=0.1"}), ConfigError);
 }
