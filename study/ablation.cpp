@@ -44,7 +44,8 @@ std::vector<ag::Tensor<float>> mean_head_outputs(const nn::CausalLM<float>& mode
 
 AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch& batch, int chunk) {
   AblationReport report;
-  report.baseline = train::evaluate(model, batch, chunk);
+  nn::Hooks<float> none;  // the reference forward, as the ablated runs take
+  report.baseline = train::evaluate(model, batch, chunk, &none);
   const std::vector<ag::Tensor<float>> means = mean_head_outputs(model, batch, chunk);
   for (size_t l = 0; l < model.blocks.size(); ++l) {
     const std::string point = nn::hook_name(nn::Point::attn_z, l);

@@ -95,7 +95,8 @@ findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
   r.answer = answer;
   r.wrong = wrong;
   r.clean = logit_diff(model.forward(clean, 1, T, {}, &cache), 0, answer, wrong);
-  r.corrupt = logit_diff(model.forward(corrupt, 1, T), 0, answer, wrong);
+  nn::Hooks<float> none;  // the reference forward, as the patched runs take: a metric's rounding is theirs
+  r.corrupt = logit_diff(model.forward(corrupt, 1, T, {}, &none), 0, answer, wrong);
   if (r.clean == r.corrupt)
     throw std::invalid_argument("patching: the clean and corrupt runs give the same logit difference (" +
                                 std::to_string(r.clean) + "); there is nothing to recover");
