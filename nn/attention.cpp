@@ -8,21 +8,25 @@
 namespace nn {
 
 namespace {
-// softmax(Q K^T / sqrt(dk) + mask): (..., T, S), the weights both attention paths share.
+// q k^T / sqrt(dk): (..., T, S). Dot products grow like sqrt(dk); dividing keeps softmax out of saturation,
+// where its gradient vanishes.
 template <typename T>
-ag::Tensor<T> attention_weights(const ag::Tensor<T>& q, const ag::Tensor<T>& k, const ag::Tensor<T>& mask) {
-  const int64_t dk = q.size(-1);
-  // Dot products grow like sqrt(dk); dividing keeps softmax out of saturation, where its gradient vanishes.
-  ag::Tensor<T> scores = ag::scale(ag::matmul(q, ag::transpose(k)), T(1) / std::sqrt(T(dk)));  // (..., T, S)
-  if (mask.defined()) scores = ag::masked_fill(scores, mask, -std::numeric_limits<T>::infinity());
-  return ag::softmax(scores);
+ag::Tensor<T> attention_scores(const ag::Tensor<T>& q, const ag::Tensor<T>& k) {
+  return ag::scale(ag::matmul(q, ag::transpose(k)), T(1) / std::sqrt(T(q.size(-1))));
+}
+
+// softmax(scores, -inf where mask is set): the weights, (..., T, S).
+template <typename T>
+ag::Tensor<T> attention_pattern(const ag::Tensor<T>& scores, const ag::Tensor<T>& mask) {
+  if (!mask.defined()) return ag::softmax(scores);
+  return ag::softmax(ag::masked_fill(scores, mask, -std::numeric_limits<T>::infinity()));
 }
 }  // namespace
 
 template <typename T>
 AttentionResult<T> scaled_dot_product_attention(const ag::Tensor<T>& q, const ag::Tensor<T>& k,
                                                 const ag::Tensor<T>& v, const ag::Tensor<T>& mask) {
-  ag::Tensor<T> weights = attention_weights(q, k, mask);
+  ag::Tensor<T> weights = attention_pattern(attention_scores(q, k), mask);
   return {ag::matmul(weights, v), weights};
 }
 
@@ -87,13 +91,8 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   const ag::Tensor<T> q = at(Point::attn_q, split_heads(wq.forward(x)));
   const ag::Tensor<T> k = at(Point::attn_k, split_heads(wk.forward(x)));
   const ag::Tensor<T> v = at(Point::attn_v, split_heads(wv.forward(x)));
-  // Dot products grow like sqrt(dk); dividing keeps softmax out of saturation, where its gradient vanishes.
-  const ag::Tensor<T> scores =
-      at(Point::attn_scores,
-         ag::scale(ag::matmul(per_head(q), ag::transpose(per_head(k))), T(1) / std::sqrt(T(dk))));
-  const ag::Tensor<T> visible =
-      mask.defined() ? ag::masked_fill(scores, mask, -std::numeric_limits<T>::infinity()) : scores;
-  const ag::Tensor<T> pattern = at(Point::attn_pattern, ag::softmax(visible));
+  const ag::Tensor<T> scores = at(Point::attn_scores, attention_scores(per_head(q), per_head(k)));
+  const ag::Tensor<T> pattern = at(Point::attn_pattern, attention_pattern(scores, mask));
   // (B, H, T, dk) -> (B, T, H, dk)
   const ag::Tensor<T> z = at(Point::attn_z, ag::permute(ag::matmul(pattern, per_head(v)), {0, 2, 1, 3}));
   // Wo mixes the heads.

@@ -43,9 +43,19 @@ std::vector<std::string> hook_point_names(size_t n_layers, bool has_mlp) {
   outside(false);
   for (size_t l = 0; l < n_layers; ++l)
     for (const HookPoint& row : kHookPoints)
-      if (row.in_block && (row.needs == Needs::always || has_mlp)) names.push_back(hook_name(row.point, l));
+      if (row.in_block && model_has(row, has_mlp)) names.push_back(hook_name(row.point, l));
   outside(true);
   return names;
+}
+
+std::string hook_point_summary(size_t n_layers, bool has_mlp) {
+  std::string block, model;
+  for (const HookPoint& row : kHookPoints) {
+    if (!model_has(row, has_mlp)) continue;
+    std::string& list = row.in_block ? block : model;
+    list += (list.empty() ? "" : ", ") + std::string(row.name);
+  }
+  return "blocks.0.." + std::to_string(n_layers - 1) + ".{" + block + "}, " + model;
 }
 
 }  // namespace nn

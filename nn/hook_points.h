@@ -117,7 +117,14 @@ std::string hook_name(Point p, size_t layer = 0);
 // The table row of a full name ("blocks.3.attn.z" -> attn_z's row), or nullptr when the name has no row.
 const HookPoint* find_hook_point(const std::string& name);
 
+// Whether a model with (or without) MLPs has the point.
+inline bool model_has(const HookPoint& row, bool has_mlp) {
+  return row.needs == Needs::always || has_mlp;
+}
+
 // Every point of a model with n_layers blocks, in forward order.
 std::vector<std::string> hook_point_names(size_t n_layers, bool has_mlp);
+// The same points in one line, "blocks.0..N-1.{resid_pre, ...}, ln_f.scale, ..., logits", for an error.
+std::string hook_point_summary(size_t n_layers, bool has_mlp);
 
 }  // namespace nn

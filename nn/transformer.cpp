@@ -32,18 +32,6 @@ ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Ten
 }
 
 namespace {
-// "blocks.0..N-1.{resid_pre, ...}, ln_f.scale, ..., logits": the points of a model, for the error naming an
-// unknown one.
-std::string hook_point_summary(size_t n_layers, bool has_mlp) {
-  std::string block, model;
-  for (const HookPoint& row : kHookPoints) {
-    if (row.in_block && row.needs == Needs::mlp && !has_mlp) continue;
-    std::string& list = row.in_block ? block : model;
-    list += (list.empty() ? "" : ", ") + std::string(row.name);
-  }
-  return "blocks.0.." + std::to_string(n_layers - 1) + ".{" + block + "}, " + model;
-}
-
 // Built in the member initialiser list so the generator is drawn in docs/architecture.md's order.
 template <typename T>
 std::vector<std::unique_ptr<TransformerBlock<T>>> make_blocks(const ModelShape& s, ag::Rng& rng) {
