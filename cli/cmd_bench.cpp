@@ -209,7 +209,7 @@ int run(const Args& a) {
   int warmup = a.warmup;
   for (int step = 0; step < warmup + a.steps; ++step) {
     if (step == warmup && a.warmup > 0 && seconds_since(warmup_start) < kMinWarmupSeconds) ++warmup;
-    const train::Batch batch = trainer.next_batch();
+    const train::Batch batch = trainer.next_batch(step);
     const auto start = Clock::now();
     if (step == warmup) {
       timed_start = start;

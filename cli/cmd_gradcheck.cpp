@@ -40,7 +40,7 @@ train::Config shrink(train::Config c, std::string& note) {
 int run_gradcheck(const Args& a) {
   std::string note = "batch 2";
   const train::Config config = shrink(train::load_config(a.config, a.sets), note);
-  const auto task = train::make_task(config.task);
+  const auto task = train::make_task(config.task, config.seed);
   auto model = train::make_model<double>(config);
   ag::Rng rng(config.seed);
   // LayerNorm weights start at 1 and biases at 0; a small perturbation makes every term of the gradient

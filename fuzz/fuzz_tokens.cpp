@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.vocab = 2 + data[1] % 40;
   config.length = 1 + data[2] % 12;
   if (train::find_task_problem(config)) return 0;
-  const std::unique_ptr<train::Task> task = train::make_task(config);
+  const std::unique_ptr<train::Task> task = train::make_task(config, 1);
   const std::string text(reinterpret_cast<const char*>(data + 3), size - 3);
   try {
     const std::vector<int32_t> ids = train::parse_token_names(*task, text, "--tokens");

@@ -116,6 +116,12 @@ inline std::string patching_stem(const std::string& run, const std::string& name
   return patching_dir(run) + "/" + name;
 }
 
+// RUN/split.json: a finite dataset's split (train/task.h): {"id": "line" or "index", "train": [...],
+// "heldout": [...]}, which sequences were trained on and which held out; absent for a stream.
+inline std::string split_json(const std::string& run) {
+  return run + "/split.json";
+}
+
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
   return run + "/report.html";
@@ -126,7 +132,7 @@ inline std::string report_html(const std::string& run) {
 inline std::vector<std::string> run_entries(const std::string& run) {
   return {checkpoint_dir(run),    metrics_jsonl(run), config_json(run), attention_dir(run),
           score_history_dir(run), scores_json(run),   report_html(run), patching_dir(run),
-          circuits_json(run),     circuits_dir(run)};
+          circuits_json(run),     circuits_dir(run),  split_json(run)};
 }
 
 // ---- A sweep folder OUT: `attograd sweep` writes it, with one run folder per grid point.

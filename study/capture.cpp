@@ -41,13 +41,18 @@ train::Batch repeated_random_batch(const train::Task& task, uint64_t seed, int n
   ag::Rng rng(seed ^ 0x1D0C7104ULL);
   const int T = task.seq_len();
   const int half = std::max(1, (T - 1) / 2);
-  // Value tokens are the ones whose names parse as numbers; specials (BOS, SEP, ...) come first.
+  // Value tokens are the ones whose names parse as numbers; specials (BOS, SEP, ...) come first. A task
+  // with its own token names (a sequence file, text) has no such split: every token but BOS.
+  const std::optional<int> bos = task.token_id("BOS");
   std::vector<int32_t> values;
   for (int id = 0; id < task.vocab_size(); ++id) {
     const std::string name = task.token_name(id);
     if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) values.push_back(id);
   }
-  const std::optional<int> bos = task.token_id("BOS");
+  if (values.empty()) {
+    for (int id = 0; id < task.vocab_size(); ++id)
+      if (id != bos) values.push_back(id);
+  }
   train::Batch out;
   out.B = n;
   out.T = T;

@@ -65,7 +65,7 @@ std::string Study::finish(const nn::CausalLM<float>& model, const std::string& r
 RunStudy::RunStudy(const train::Config& config, const std::string& run_dir)
     : config_(config),
       run_dir_(run_dir),
-      task_(train::make_task(config.task)),
+      task_(train::make_task(config.task, config.seed)),
       eval_set_(task_->eval_set(config.seed, config.train.eval_size)),
       study_(*task_, config_, eval_set_) {}
 

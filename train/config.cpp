@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <set>
@@ -118,8 +119,18 @@ const Table<TaskConfig>& task_fields() {
       {"vocab", &TaskConfig::vocab,
        "value tokens 0..vocab-1, special tokens not counted (the modulus p for modadd)",
        rule("2 .. 1000000, and the task's own rule below")},
-      {"length", &TaskConfig::length, "n, the values in the prompt (operands for modadd)",
+      {"length", &TaskConfig::length, "n, the values in the prompt (operands for modadd); text: the window T",
        rule("1 .. 10000 (at least 2 for induction and modadd), and the task's own rule below")},
+      {"path", &TaskConfig::path, "the data file of sequences (JSONL) and text (UTF-8); stored absolute",
+       rule("a regular file, for sequences and text only")},
+      {"vocab_file", &TaskConfig::vocab_file, "sequences: the vocabulary, one token a line, in id order",
+       rule("a regular file, for sequences only"), kFixed, "the sorted tokens of the file"},
+      {"unit", &TaskConfig::unit, "text: what a token is", one_of({"char", "byte"})},
+      {"train_fraction", &TaskConfig::train_fraction,
+       "the fraction of a finite dataset trained on, split by the seed; the rest is held out",
+       at_least(0).below(1), kFixed,
+       "the kind's own split: built-in kinds stream fresh sequences and hold one in five out; text holds "
+       "its last 10% out"},
   };
   return fields;
 }
@@ -142,7 +153,10 @@ const Table<ModelConfig>& model_fields() {
 const Table<TrainConfig>& train_fields() {
   static const Table<TrainConfig> fields = {
       {"steps", &TrainConfig::steps, "optimizer steps of the whole run", at_least(1), kResumable},
-      {"batch_size", &TrainConfig::batch_size, "sequences per step", at_least(1)},
+      {"batch_size", &TrainConfig::batch_size,
+       "sequences per step; 0 = the whole training set of a finite dataset every step, and every held-out "
+       "sequence in each evaluation",
+       at_least(0, "0 only for a finite dataset")},
       {"lr", &TrainConfig::lr, "peak learning rate of AdamW", above(0)},
       {"warmup", &TrainConfig::warmup, "steps of linear warmup", at_least(0)},
       {"schedule", &TrainConfig::schedule, "the learning rate after warmup", one_of({"cosine", "constant"})},
@@ -416,7 +430,7 @@ void check_memory(const Config& config, int seq_len) {
   const double needed = estimate_memory_bytes(config, seq_len);
   if (needed <= limit) return;
   const Config defaults;
-  const int task_vocab = make_task(config.task)->vocab_size();
+  const int task_vocab = make_task(config.task, config.seed)->vocab_size();
   struct Candidate {
     const char* pointer;
     int64_t value;
@@ -480,7 +494,16 @@ Config validate(const json& document, bool for_this_machine) {
   task.read_fields(task_fields(), config.task);
   if (auto problem = find_task_problem(config.task))
     fail(task.pointer(problem->field.c_str()), problem->message);
-  const std::unique_ptr<Task> resolved_task = make_task(config.task);
+  for (std::string* file : {&config.task.path, &config.task.vocab_file}) {
+    std::error_code ec;
+    if (!file->empty()) *file = std::filesystem::absolute(*file, ec).lexically_normal().string();
+  }
+  std::unique_ptr<Task> resolved_task;
+  try {
+    resolved_task = make_task(config.task, config.seed);
+  } catch (const TaskDataError& e) {
+    fail(task.pointer(e.field().c_str()), e.message());
+  }
 
   const Section model = root.section("model");
   ModelConfig& m = config.model;
@@ -493,9 +516,10 @@ Config validate(const json& document, bool for_this_machine) {
   const int task_vocab = resolved_task->vocab_size();
   if (m.max_len == 0) m.max_len = seq_len;
   if (m.max_len < seq_len) {
-    fail(model.pointer("max_len"), std::to_string(m.max_len) +
-                                       " is shorter than the task's sequence length " +
-                                       std::to_string(seq_len) + " (0 = follow the task)");
+    const std::string note = resolved_task->longest_sequence_note();
+    fail(model.pointer("max_len"),
+         std::to_string(m.max_len) + " is shorter than the task's sequence length " +
+             std::to_string(seq_len) + (note.empty() ? "" : " (" + note + ")") + " (0 = follow the task)");
   }
   if (m.vocab == 0) m.vocab = task_vocab;
   if (m.vocab < task_vocab) {
@@ -506,17 +530,30 @@ Config validate(const json& document, bool for_this_machine) {
   const Section train = root.section("train");
   TrainConfig& r = config.train;
   train.read_fields(train_fields(), r);
-  if (r.shards > r.batch_size) {
-    fail(train.pointer("shards"), "must be <= train.batch_size (" + std::to_string(r.batch_size) + "), got " +
-                                      std::to_string(r.shards) + " (0 = the default for the model's size)");
+  if (r.batch_size == 0 && !resolved_task->finite()) {
+    fail(train.pointer("batch_size"),
+         "0 (the whole training set) needs a finite dataset: task.train_fraction, or a sequences file");
   }
-  if (r.shards == 0) r.shards = default_shards(config);
+  // Sizes follow the rows a step really has: batch_size 0 is the whole training set.
+  Config sized = config;
+  if (r.batch_size == 0) {
+    sized.train.batch_size = static_cast<int>(resolved_task->split_size(false));
+    r.eval_size = static_cast<int>(resolved_task->split_size(true));
+    sized.train.eval_size = r.eval_size;
+  }
+  if (r.shards > sized.train.batch_size) {
+    fail(train.pointer("shards"), "must be <= the rows of a step (" + std::to_string(sized.train.batch_size) +
+                                      "), got " + std::to_string(r.shards) +
+                                      " (0 = the default for the model's size)");
+  }
+  if (r.shards == 0) r.shards = default_shards(sized);
+  sized.train.shards = r.shards;
   if (for_this_machine && r.threads > max_threads()) {
     fail(train.pointer("threads"), "must be <= " + std::to_string(max_threads()) + " (4 x this machine's " +
                                        std::to_string(max_threads() / 4) + " cores), got " +
                                        std::to_string(r.threads));
   }
-  check_memory(config, seq_len);
+  check_memory(sized, seq_len);
 
   config.output.dir = "runs/" + config.name;  // unless the document says otherwise
   root.section("output").read_fields(output_fields(), config.output);

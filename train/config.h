@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/model_shape.h"
@@ -24,10 +25,23 @@ class ConfigError : public std::runtime_error {
 
 // Which toy task to train on; train/tasks.h defines each kind's format and what `vocab` and `length` mean.
 struct TaskConfig {
+  TaskConfig() = default;
+  // A built-in kind at a vocabulary and length, every other field at its default.
+  TaskConfig(std::string kind_, int vocab_, int length_)
+      : kind(std::move(kind_)), vocab(vocab_), length(length_) {}
+
   std::string kind = "reverse";
   // The number of value tokens 0..vocab-1 (the modulus p for modadd), special tokens not included.
   int vocab = 10;
   int length = 8;  // number of values in the prompt (operands for modadd, tokens for random)
+  // The data file of the kinds that read one (sequences: JSONL; text: UTF-8 text). A relative path is taken
+  // from the current folder and stored absolute, so the run's config.json finds it from anywhere.
+  std::string path;
+  std::string vocab_file;     // sequences: the vocabulary, one token a line; empty = the file's tokens
+  std::string unit = "char";  // text: "char" (each distinct character a token) or "byte"
+  // The fraction of a finite dataset trained on, the rest held out, split by the seed; 0 = the kind's own
+  // split (a built-in kind's endless stream with its fixed hold-out; text: the last 10% held out).
+  double train_fraction = 0;
 };
 
 // The model section is the model's shape itself: max_len and vocab 0 = the task's sequence length and

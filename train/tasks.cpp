@@ -41,6 +41,19 @@ std::optional<TaskProblem> find_task_problem(const TaskConfig& config) {
     for (const auto& name : task_kinds()) expected += (expected.empty() ? "" : ", ") + name;
     return TaskProblem{"kind", "unknown task \"" + config.kind + "\"; expected one of " + expected};
   }
+  if (config.train_fraction < 0 || config.train_fraction >= 1 || std::isnan(config.train_fraction))
+    return TaskProblem{"train_fraction", "must be in (0, 1), or 0 for the kind's own split"};
+  if (kind->reads_file) {
+    if (config.path.empty())
+      return TaskProblem{"path", config.kind + " reads its data from a file: set task.path"};
+    if (!config.vocab_file.empty() && config.kind != "sequences")
+      return TaskProblem{"vocab_file", "only sequences reads a vocabulary file"};
+    return kind->check ? kind->check(config) : std::nullopt;
+  }
+  if (!config.path.empty())
+    return TaskProblem{"path",
+                       config.kind + " generates its own data; only the kinds that read a file take a path"};
+  if (!config.vocab_file.empty()) return TaskProblem{"vocab_file", "only sequences reads a vocabulary file"};
   const std::string v = std::to_string(config.vocab);
   const std::string n = std::to_string(config.length);
   if (config.vocab < 2) return TaskProblem{"vocab", "must be >= 2, got " + v};
@@ -71,11 +84,13 @@ double log10_distinct_sequences(const TaskConfig& config) {
   return kind->log10_distinct_sequences(config);
 }
 
-std::unique_ptr<Task> make_task(const TaskConfig& config) {
+std::unique_ptr<Task> make_task(const TaskConfig& config, uint64_t seed) {
   if (auto problem = find_task_problem(config)) {
     throw std::invalid_argument("/task/" + problem->field + ": " + problem->message);
   }
-  return find_kind(config.kind)->make(config);
+  std::unique_ptr<Task> task = find_kind(config.kind)->make(config);
+  task->prepare(seed);
+  return task;
 }
 
 }  // namespace train

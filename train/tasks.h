@@ -35,6 +35,8 @@ struct TaskKind {
   std::string format;
   // The smallest task.length the kind accepts.
   int min_length = 1;
+  // The kind reads its data from task.path: task.vocab and task.length do not apply, the file says.
+  bool reads_file = false;
   // The kind's own rule, checked after the shared ranges; nullptr when it has none.
   Check check = nullptr;
   // log10 of how many distinct sequences the kind can draw at this config (enough to tell whether a
@@ -50,15 +52,17 @@ const std::vector<TaskKind>& task_registry();
 // Every task kind's name, in the registry's order.
 const std::vector<std::string>& task_kinds();
 
-// The first thing wrong with a task config: an unknown kind, the shared ranges, the kind's min_length and
-// own rule, then too few distinct sequences for the held-out split.
+// The first thing wrong with a task config that can be told without reading a file: an unknown kind, the
+// shared ranges, the kind's min_length and own rule, then too few distinct sequences for the held-out split.
 std::optional<TaskProblem> find_task_problem(const TaskConfig& config);
 
 // log10 of how many distinct sequences the config's task can draw. Throws std::invalid_argument for an
 // unknown kind.
 double log10_distinct_sequences(const TaskConfig& config);
 
-// The task a config describes. Throws std::invalid_argument when find_task_problem finds one.
-std::unique_ptr<Task> make_task(const TaskConfig& config);
+// The task a config describes, its finite dataset split by `seed` (the run's seed) where it has one.
+// Throws std::invalid_argument when find_task_problem finds a problem, TaskDataError (also an
+// invalid_argument) for a bad data file or split.
+std::unique_ptr<Task> make_task(const TaskConfig& config, uint64_t seed);
 
 }  // namespace train

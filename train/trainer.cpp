@@ -23,6 +23,14 @@ void remove_stale_temp_files(const std::string& run_dir) {
     if (io::layout::is_temp_file(it->path().filename().string())) fs::remove(it->path(), ec);
 }
 
+// RUN/split.json for a finite dataset: the names of the sequences trained on and held out.
+void write_split(const Task& task, const std::string& run) {
+  if (!task.finite()) return;
+  const nlohmann::json split = {
+      {"id", task.split_id_meaning()}, {"train", task.split_ids(false)}, {"heldout", task.split_ids(true)}};
+  io::write_text_file_atomically(io::layout::split_json(run), split.dump() + "\n");
+}
+
 // Calls `fn` on every observer, in order.
 template <typename Fn>
 void notify(const TrainOptions& options, Fn fn) {
@@ -53,6 +61,7 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
     fs::remove(metrics_path, ignored);
   }
   io::write_text_file_atomically(io::layout::config_json(run), to_json(config).dump(2) + "\n");
+  write_split(trainer.task(), run);
 
   const Batch eval_set = trainer.task().eval_set(config.seed, config.train.eval_size);
   MetricsAppender metrics(metrics_path);
@@ -60,7 +69,6 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
   notify(options, [&](TrainObserver& o) { o.on_start(config, step, model.parameter_count()); });
   if (!options.resume) notify(options, [&](TrainObserver& o) { o.on_model(model, step, false); });
 
-  const int B = config.train.batch_size, T = trainer.task().seq_len();
   TrainResult result;
   using clock = std::chrono::steady_clock;
   // tokens_per_s counts training steps only (sampling, forward, backward, clip, AdamW), not the evaluations,
@@ -68,7 +76,7 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
   double window_seconds = 0;
   const auto run_start = clock::now();
   const int64_t first_step = step;
-  int64_t window_steps = 0;
+  double window_tokens = 0;
   while (step < config.train.steps) {
     if (options.stop && options.stop->load()) {
       result.interrupted = true;
@@ -76,19 +84,20 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
     }
     const auto step_start = clock::now();
     TrainingStep::Result r;
+    Batch batch;
     try {
-      r = trainer.run(trainer.next_batch(), step);
+      batch = trainer.next_batch(step);
+      r = trainer.run(batch, step);
     } catch (const TrainingDiverged& e) {
       throw TrainingDiverged(std::string(e.what()) + "; the last good checkpoint is kept");
     }
     ++step;
-    ++window_steps;
+    window_tokens += double(batch.B) * batch.T;
     result.last_loss = r.loss;
 
     window_seconds += std::chrono::duration<double>(clock::now() - step_start).count();
-    MetricsRecord rec{
-        step, r.loss, r.lr, r.grad_norm, window_steps * double(B) * T / std::max(window_seconds, 1e-9),
-        {},   {}};
+    MetricsRecord rec{step, r.loss, r.lr, r.grad_norm, window_tokens / std::max(window_seconds, 1e-9),
+                      {},   {}};
     if (every(step, config.train.eval_every) || step == config.train.steps) {
       const EvalResult e = evaluate(model, eval_set);
       rec.eval_loss = e.loss;
@@ -102,7 +111,7 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
       metrics.append(rec);
       notify(options, [&](TrainObserver& o) { o.on_log(rec); });
       window_seconds = 0;
-      window_steps = 0;
+      window_tokens = 0;
     }
     notify(options, [&](TrainObserver& o) { o.on_model(model, step, false); });
     if (every(step, config.output.checkpoint_every) && step < config.train.steps)

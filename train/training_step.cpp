@@ -18,7 +18,7 @@ std::vector<OptimParam> optim_params(nn::CausalLM<float>& model) {
 
 TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
     : config_(config),
-      task_(make_task(config.task)),
+      task_(make_task(config.task, config.seed)),
       model_(make_model<float>(config)),
       params_(optim_params(*model_)),
       optimizer_(with_optimizer ? std::make_unique<AdamW>(params_, config.train.weight_decay) : nullptr),
@@ -26,8 +26,8 @@ TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
       // The data stream is separate from the init stream, so changing the model does not change the data.
       data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {}
 
-Batch TrainingStep::next_batch() {
-  return task_->sample(data_rng_, config_.train.batch_size);
+Batch TrainingStep::next_batch(int64_t step) {
+  return task_->training_batch(step, config_.train.batch_size, data_rng_);
 }
 
 ag::Tensor<float> TrainingStep::forward(const Batch& batch) const {

@@ -30,8 +30,9 @@ class TrainingStep {
   // forward() may be used (a forward-pass benchmark).
   explicit TrainingStep(const Config& config, bool with_optimizer = true);
 
-  // The next batch of the data stream (batch_size sequences).
-  Batch next_batch();
+  // The batch of 0-based step `step`: batch_size sequences of the data stream, or a finite dataset's
+  // (train/task.h).
+  Batch next_batch(int64_t step);
 
   struct Result {
     double loss = 0, grad_norm = 0, lr = 0;

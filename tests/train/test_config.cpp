@@ -144,7 +144,9 @@ BOOST_AUTO_TEST_CASE(out_of_range_values) {
   BOOST_TEST(error_of_text(R"({"train": {"lr": -0.5}})") == "<file>: /train/lr: must be > 0, got -0.5");
   BOOST_TEST(error_of_text(R"({"train": {"steps": 0}})") == "<file>: /train/steps: must be >= 1, got 0");
   BOOST_TEST(error_of_text(R"({"train": {"batch_size": 0}})") ==
-             "<file>: /train/batch_size: must be >= 1, got 0");
+             "<file>: /train/batch_size: 0 (the whole training set) needs a finite dataset: "
+             "task.train_fraction, or a "
+             "sequences file");
   BOOST_TEST(error_of_text(R"({"train": {"threads": 0}})") == "<file>: /train/threads: must be >= 1, got 0");
   BOOST_TEST(error_of_text(R"({"train": {"warmup": -1}})") == "<file>: /train/warmup: must be >= 0, got -1");
   BOOST_TEST(error_of_text(R"({"train": {"grad_clip": -1}})") ==
@@ -160,9 +162,10 @@ BOOST_AUTO_TEST_CASE(out_of_range_values) {
                  .rfind("<file>: /task/kind: unknown task \"add\"; expected one of ", 0) == 0u);
   BOOST_TEST(error_of_text(R"({"name": ""})") == "<file>: /name: must not be empty");
   BOOST_TEST(error_of_text(R"({"train": {"shards": -1}})") == "<file>: /train/shards: must be >= 0, got -1");
-  BOOST_TEST(error_of_text(R"({"train": {"batch_size": 4, "shards": 5}})") ==
-             "<file>: /train/shards: must be <= train.batch_size (4), got 5 (0 = the default for the model's "
-             "size)");
+  BOOST_TEST(
+      error_of_text(R"({"train": {"batch_size": 4, "shards": 5}})") ==
+      "<file>: /train/shards: must be <= the rows of a step (4), got 5 (0 = the default for the model's "
+      "size)");
 }
 
 BOOST_AUTO_TEST_CASE(shards_default_by_model_size_and_batch) {

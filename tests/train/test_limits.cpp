@@ -234,7 +234,7 @@ BOOST_AUTO_TEST_CASE(ids_are_plain_decimals_like_token_names) {
 
 BOOST_AUTO_TEST_CASE(token_errors_escape_control_bytes) {
   const Config c = small_config();
-  const auto task = train::make_task(c.task);
+  const auto task = train::make_task(c.task, c.seed);
   const std::string message = error_of([&] { train::parse_token_names(*task, "BOS \x1b[2J", "--tokens"); });
   BOOST_TEST(contains(message, "--tokens: unknown token '\\x1b[2J'"), message);
   BOOST_TEST(one_printable_line(message), message);

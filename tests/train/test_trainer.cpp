@@ -147,6 +147,32 @@ BOOST_AUTO_TEST_CASE(stopping_at_any_step_and_resuming_equals_an_uninterrupted_r
   }
 }
 
+// A finite dataset (modadd, half of its 121 pairs) in batches of 16 that straddle epochs, and in full
+// batches: a step's batch follows from the seed and the step, so stopping anywhere and resuming gives the
+// uninterrupted run's bytes.
+BOOST_AUTO_TEST_CASE(a_finite_dataset_resumes_bit_exactly_in_epochs_and_in_full_batches) {
+  for (const char* batch : {"train.batch_size=16", "train.batch_size=0"}) {
+    testing::TempDir dir;
+    const train::Config config = train::load_config(
+        std::string(ATTOGRAD_SOURCE_DIR) + "/configs/modadd.json",
+        {"task.vocab=11", "task.train_fraction=0.5", batch, "model.d_model=16", "model.n_heads=2",
+         "model.n_layers=1", "model.d_ff=32", "train.steps=30", "train.warmup=5", "train.eval_every=10",
+         "train.log_every=5", "output.attention_every=0", "output.checkpoint_every=10"});
+    const train::TrainResult full = train::train_model(config, {dir.file("full"), false, nullptr, {}});
+    for (int64_t stop : {3, 10, 17}) {
+      const std::string run = dir.file("stopped-" + std::to_string(stop));
+      std::atomic<bool> flag{false};
+      StopAt observer(stop, flag);
+      train::train_model(config, {run, false, &flag, {&observer}});
+      const train::TrainResult resumed = train::train_model(config, {run, true, nullptr, {}});
+      BOOST_TEST(resumed.last_loss == full.last_loss, batch << ", stopped at " << stop);
+      BOOST_TEST(io::read_text_file(run + "/checkpoint/model.safetensors") ==
+                     io::read_text_file(dir.file("full/checkpoint/model.safetensors")),
+                 batch << ": model bytes differ after stopping at " << stop);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint) {
   testing::TempDir dir;
   // A learning rate this large blows the weights up within a few dozen steps.

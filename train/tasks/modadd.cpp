@@ -18,13 +18,26 @@ class ModAddTask : public Task {
       : Task(config, {"BOS", "+", "="}, config.vocab, 2 * config.length + 1, {2 * config.length}) {}
 
   std::vector<int32_t> draw_sequence(ag::Rng& rng) const override {
+    std::vector<int> operands(config().length);
+    for (int& a : operands) a = draw_value(rng, config().vocab);
+    return sequence_of(operands);
+  }
+
+  // Operand list k is the n digits of k in base vocab.
+  uint64_t enumerable_count() const override {
+    return power_up_to(config().vocab, config().length, kMaxEnumerated);
+  }
+  std::vector<int32_t> sequence_at(uint64_t index) const override {
+    return sequence_of(digits(index, config().vocab, config().length));
+  }
+
+  std::vector<int32_t> sequence_of(const std::vector<int>& operands) const {
     std::vector<int32_t> sequence{special_id("BOS")};
     int64_t sum = 0;
-    for (int i = 0; i < config().length; ++i) {
+    for (size_t i = 0; i < operands.size(); ++i) {
       if (i > 0) sequence.push_back(special_id("+"));
-      const int a = draw_value(rng, config().vocab);
-      sum += a;
-      sequence.push_back(value_id(a));
+      sum += operands[i];
+      sequence.push_back(value_id(operands[i]));
     }
     sequence.push_back(special_id("="));
     sequence.push_back(value_id(static_cast<int>(sum % config().vocab)));

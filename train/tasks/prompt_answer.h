@@ -31,9 +31,20 @@ class PromptAnswerTask : public Task {
   virtual std::vector<int> answers(const std::vector<int>& prompt) const = 0;
 
   std::vector<int32_t> draw_sequence(ag::Rng& rng) const override {
-    const int n = config().length;
-    std::vector<int> prompt(n);
+    std::vector<int> prompt(config().length);
     for (int& a : prompt) a = draw_value(rng, config().vocab);
+    return sequence_of(prompt);
+  }
+
+  // Prompt k is the n digits of k in base vocab.
+  uint64_t enumerable_count() const override {
+    return power_up_to(config().vocab, config().length, kMaxEnumerated);
+  }
+  std::vector<int32_t> sequence_at(uint64_t index) const override {
+    return sequence_of(digits(index, config().vocab, config().length));
+  }
+
+  std::vector<int32_t> sequence_of(const std::vector<int>& prompt) const {
     std::vector<int32_t> sequence{special_id("BOS")};
     for (int a : prompt) sequence.push_back(value_id(a));
     sequence.push_back(special_id("SEP"));

@@ -24,6 +24,15 @@ class RandomTask : public Task {
     return sequence;
   }
 
+  uint64_t enumerable_count() const override {
+    return power_up_to(config().vocab, config().length + 1, kMaxEnumerated);
+  }
+  std::vector<int32_t> sequence_at(uint64_t index) const override {
+    std::vector<int32_t> sequence;
+    for (int v : digits(index, config().vocab, config().length + 1)) sequence.push_back(value_id(v));
+    return sequence;
+  }
+
   std::vector<std::vector<int>> ideal_keys(const std::vector<int32_t>& inputs) const override {
     check_inputs(inputs);
     return std::vector<std::vector<int>>(seq_len());

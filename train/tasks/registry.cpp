@@ -40,6 +40,8 @@ TaskKind induction_task();  // train/tasks/induction.cpp
 TaskKind modadd_task();     // train/tasks/modadd.cpp
 TaskKind counting_task();   // train/tasks/counting.cpp
 TaskKind random_task();     // train/tasks/random.cpp
+TaskKind sequences_task();  // train/tasks/sequences.cpp
+TaskKind text_task();       // train/tasks/text.cpp
 
 }  // namespace tasks
 
@@ -54,6 +56,8 @@ const std::vector<TaskKind>& task_registry() {
       tasks::modadd_task(),
       tasks::counting_task(),
       tasks::random_task(),
+      tasks::sequences_task(),
+      tasks::text_task(),
   };
   // clang-format on
   return kinds;
