@@ -76,6 +76,7 @@ int run_generate(const Args& a) {
     prompt = input_from_names(run, join_tokens(a.tokens), argument, &bos_added);
   } else {
     prompt = prompt_ids(task, a.prompt);
+    if (prompt.empty()) throw UsageError("--prompt: expected at least one token");
     // As input_from_names: every sequence of a task with BOS starts with it.
     const std::optional<int> bos = task.token_id("BOS");
     bos_added = bos && prompt.front() != *bos;
