@@ -20,6 +20,7 @@ class UsageError : public std::runtime_error {
 Command add_train(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_forward(CLI::App& app);
+Command add_generate(CLI::App& app);
 Command add_attend(CLI::App& app);
 Command add_compare(CLI::App& app);
 Command add_ablate(CLI::App& app);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(cli::add_train);
   add(cli::add_eval);
   add(cli::add_forward);
+  add(cli::add_generate);
   add(cli::add_attend);
   add(cli::add_compare);
   add(cli::add_ablate);

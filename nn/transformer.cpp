@@ -1,6 +1,7 @@
 #include "nn/transformer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "nn/training_forward.h"
 
@@ -98,6 +99,46 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
     h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
   const HookSite<T> at(hooks);
   return at(Point::logits, lm_head.forward(ln_f.forward(h, at, Point::ln_f_scale, Point::ln_f_out)));
+}
+
+template <typename T>
+ag::Tensor<T> CausalLM<T>::forward_cached(const std::vector<int32_t>& ids, KVCache<T>& cache) const {
+  const int64_t n = static_cast<int64_t>(ids.size()), past = cache.size();
+  if (n < 1) throw std::invalid_argument("CausalLM::forward_cached: no tokens");
+  if (!cache.fits(shape))
+    throw std::invalid_argument("CausalLM::forward_cached: the cache was made for another model shape");
+  if (past + n > shape.max_len)
+    throw std::invalid_argument("CausalLM::forward_cached: " + std::to_string(n) + " new tokens after " +
+                                std::to_string(past) + " cached would make " + std::to_string(past + n) +
+                                " positions, but max_len is " + std::to_string(shape.max_len));
+  ag::NoGradScope no_grad;
+  // The training forward's ops (nn/training_forward.cpp) on the n new rows: embed() for positions
+  // past .. past + n - 1, then each block with attention over the cache instead of ag::attention.
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(past + i);
+  ag::Tensor<T> h = ag::add(tok_emb.forward(ids, {1, n}), pos_emb.forward(positions, {n}));  // (1, n, D)
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const TransformerBlock<T>& block = *blocks[l];
+    const MultiHeadAttention<T>& a = block.attn;
+    const ag::Tensor<T> x = ag::layer_norm(h, block.ln1.weight, block.ln1.bias, block.ln1.eps);
+    const ag::Tensor<T> k = ag::linear(x, a.wk.weight, a.wk.bias);
+    const ag::Tensor<T> v = ag::linear(x, a.wv.weight, a.wv.bias);
+    cache.write(static_cast<int64_t>(l), k.data(), v.data(), n);
+    const ag::Tensor<T> q = ag::linear(x, a.wq.weight, a.wq.bias);
+    ag::Tensor<T> z = ag::Tensor<T>::empty({1, n, shape.d_model});  // the heads side by side
+    cache.attend(static_cast<int64_t>(l), q.data(), n, T(1) / std::sqrt(T(a.dk)), z.data());
+    h = ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h);
+    if (!block.mlp) continue;
+    const LayerNorm<T>& ln2 = *block.ln2;
+    const MLP<T>& mlp = *block.mlp;
+    const ag::Tensor<T> pre =
+        ag::layer_norm_linear(h, ln2.weight, ln2.bias, mlp.fc1.weight, mlp.fc1.bias, ln2.eps);
+    h = ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/h);
+  }
+  ag::Tensor<T> logits =
+      ag::layer_norm_linear(h, ln_f.weight, ln_f.bias, lm_head.weight, lm_head.bias, ln_f.eps);
+  cache.advance(n);
+  return logits;
 }
 
 template class TransformerBlock<float>;

@@ -5,12 +5,14 @@
 // Parameter names (and so checkpoint names) follow docs/architecture.md's table through the Module registry.
 // The modules' forwards are the reference: plain ops, a hook at every point of nn/hook_points.h. Training
 // runs nn/training_forward.cpp, the same function with fused ops and no hooks; CausalLM::forward picks it
-// when it is given no Hooks, and tests/nn/test_hooks.cpp holds the two equal.
+// when it is given no Hooks, and tests/nn/test_hooks.cpp holds the two equal. forward_cached runs the
+// training forward's ops one new position at a time, over a key/value cache (nn/kv_cache.h).
 #pragma once
 
 #include <memory>
 
 #include "nn/attention.h"
+#include "nn/kv_cache.h"
 #include "nn/model_shape.h"
 
 namespace nn {
@@ -41,6 +43,16 @@ class CausalLM : public Module<T> {
   // (nn/training_forward.h): the same numbers up to float rounding.
   ag::Tensor<T> forward(const std::vector<int32_t>& ids, int64_t batch, int64_t t,
                         const std::vector<uint8_t>& is_padding = {}, Hooks<T>* hooks = nullptr) const;
+  // Incremental decoding: ids (n >= 1 tokens, one sequence) read at positions cache.size() ..
+  // cache.size() + n - 1, after the positions the cache holds; returns their logits (1, n, vocab) and
+  // appends their keys and values to the cache. Each position costs its own work per layer, with
+  // attention over the cached keys: feeding a sequence a token at a time is O(T) forwards of one position,
+  // not T full forwards. No graph, no hooks. The logits are forward()'s without hooks (the training forward)
+  // on the whole sequence so far: the same ops on the same rows, to the bit when rows of d_model and d_ff
+  // values fill whole 64-byte lines, else to float rounding (tests/nn/test_kv_cache.cpp). Throws
+  // std::invalid_argument for no ids, an id outside the vocabulary, a cache made for another shape, or
+  // more positions than max_len; the cache is then unchanged.
+  ag::Tensor<T> forward_cached(const std::vector<int32_t>& ids, KVCache<T>& cache) const;
   // Every hook point of this model, in forward order.
   std::vector<std::string> hook_points() const;
 

@@ -1,0 +1,87 @@
+// decode_bench: incremental decoding through the key/value cache against a full forward per token, not a
+// test. For each model shape, nn::generate greedily continues a one-token prompt until the model has read
+// max_len tokens (max_len - 1 new tokens read, max_len drawn), with the cache (each token one position's
+// forward) and without (each token a full forward over the sequence so far), and prints the median time
+// of each, the ratio, and microseconds per generated token. The cache's cost grows as N (attention's share
+// as N^2 / 2 dot products of one query row), the full forwards' as N^2 (N forwards of up to N rows), so the
+// ratio grows with max_len. One thread; both paths give the same tokens (checked).
+// Usage: decode_bench [--reps N]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "autograd/threads.h"
+#include "autograd/timing.h"
+#include "nn/generate.h"
+
+namespace {
+
+struct Case {
+  const char* name;
+  nn::ModelShape shape;
+};
+
+nn::ModelShape make(int64_t vocab, int64_t max_len, int64_t d_model, int64_t heads, int64_t layers,
+                    int64_t d_ff, bool attention_only) {
+  nn::ModelShape s;
+  s.vocab = vocab;
+  s.max_len = max_len;
+  s.d_model = d_model;
+  s.n_heads = heads;
+  s.n_layers = layers;
+  s.d_ff = d_ff;
+  s.attention_only = attention_only;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 21;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(3, std::atoi(argv[i + 1]));
+  ag::set_num_threads(1);
+  const std::vector<Case> cases = {
+      // configs/induction.json: vocab 32 + BOS, length 16 (max_len 32), 2 attention-only layers of 4 heads;
+      // then the same model with longer contexts, to show how each path grows with N.
+      {"induction", make(33, 32, 32, 4, 2, 128, true)},
+      {"induction, max_len 64", make(33, 64, 32, 4, 2, 128, true)},
+      {"induction, max_len 128", make(33, 128, 32, 4, 2, 128, true)},
+      {"induction, max_len 256", make(33, 256, 32, 4, 2, 128, true)},
+      {"induction, max_len 512", make(33, 512, 32, 4, 2, 128, true)},
+      // nanoGPT's CPU "baby GPT" shape: 4 layers, 4 heads, n_embd 128, block 64 (vocab 65 characters).
+      {"baby GPT", make(65, 64, 128, 4, 4, 512, false)},
+      {"baby GPT, max_len 256", make(65, 256, 128, 4, 4, 512, false)},
+  };
+  std::printf("%-24s %8s %7s %12s %12s %8s %14s %14s\n", "model", "max_len", "tokens", "cached ms",
+              "uncached ms", "ratio", "cached us/tok", "uncached us/tok");
+  for (const Case& c : cases) {
+    ag::Rng rng(1);
+    const nn::CausalLM<float> model(c.shape, rng);
+    nn::GenerateOptions o;
+    o.sampling.temperature = 0;
+    const std::vector<int32_t> prompt = {0};
+    nn::Generation cached_g, uncached_g;
+    std::vector<double> cached_t, uncached_t;
+    // Interleaved so drift in machine load hits both alike.
+    for (int r = 0; r < reps; ++r) {
+      o.use_cache = true;
+      cached_t.push_back(ag::median(ag::time_runs(0, 1, [&] { cached_g = nn::generate(model, prompt, o); })));
+      o.use_cache = false;
+      uncached_t.push_back(
+          ag::median(ag::time_runs(0, 1, [&] { uncached_g = nn::generate(model, prompt, o); })));
+    }
+    if (cached_g.ids != uncached_g.ids) {
+      std::fprintf(stderr, "decode_bench: %s: the cached and uncached tokens differ\n", c.name);
+      return 1;
+    }
+    const double cached = ag::median(cached_t), uncached = ag::median(uncached_t);
+    const double n = static_cast<double>(cached_g.ids.size());
+    std::printf("%-24s %8lld %7zu %12.3f %12.3f %7.1fx %14.1f %14.1f\n", c.name,
+                static_cast<long long>(c.shape.max_len), cached_g.ids.size(), 1e3 * cached, 1e3 * uncached,
+                uncached / cached, 1e6 * cached / n, 1e6 * uncached / n);
+  }
+  return 0;
+}

@@ -1,0 +1,118 @@
+#include "nn/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace nn {
+
+void check_sampling_options(const SamplingOptions& o) {
+  if (!std::isfinite(o.temperature) || o.temperature < 0)
+    throw std::invalid_argument("temperature " + std::to_string(o.temperature) +
+                                ": must be a finite number >= 0 (0 = greedy)");
+  if (o.top_k < 0)
+    throw std::invalid_argument("top_k " + std::to_string(o.top_k) + ": must be >= 0 (0 = all tokens)");
+}
+
+template <typename T>
+int32_t sample_token(const T* logits, int64_t vocab, const SamplingOptions& o, ag::Rng& rng) {
+  check_sampling_options(o);
+  if (vocab < 1) throw std::invalid_argument("sample_token: no logits");
+  for (int64_t i = 0; i < vocab; ++i)
+    if (!std::isfinite(logits[i]))
+      throw std::invalid_argument("sample_token: logit " + std::to_string(i) + " is " +
+                                  std::to_string(logits[i]) + ", not a finite number");
+  if (o.temperature == 0) return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
+
+  // The candidates: every id, or the top_k largest logits (ties to the lower id), largest first.
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  const auto larger = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  int64_t k = vocab;
+  if (o.top_k > 0 && o.top_k < vocab) {
+    k = o.top_k;
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), larger);
+  }
+  // softmax(logits / temperature) over the candidates, in double, from their largest logit.
+  T top = logits[ids[0]];
+  for (int64_t i = 1; i < k; ++i) top = std::max(top, logits[ids[i]]);
+  std::vector<double> weights(static_cast<size_t>(k));
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    weights[i] = std::exp((static_cast<double>(logits[ids[i]]) - static_cast<double>(top)) / o.temperature);
+    total += weights[i];
+  }
+  // One uniform draw, walked through the cumulative weights; total >= 1 (the largest weighs exp(0)).
+  const double u = rng.uniform() * total;
+  double cumulative = 0;
+  int64_t last_positive = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    if (weights[i] <= 0) continue;
+    last_positive = i;
+    cumulative += weights[i];
+    if (u < cumulative) return ids[i];
+  }
+  return ids[last_positive];  // u within rounding of total
+}
+
+const char* stop_reason_name(StopReason reason) {
+  return reason == StopReason::max_len ? "max_len" : "max_new";
+}
+
+template <typename T>
+Generation generate(const CausalLM<T>& model, const std::vector<int32_t>& prompt, const GenerateOptions& o) {
+  check_sampling_options(o.sampling);
+  const int64_t max_len = model.shape.max_len, V = model.shape.vocab;
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  if (P < 1) throw std::invalid_argument("generate: empty prompt");
+  if (P > max_len)
+    throw std::invalid_argument("generate: a prompt of " + std::to_string(P) +
+                                " tokens, but the model reads at most max_len " + std::to_string(max_len));
+  ag::NoGradScope no_grad;
+  ag::Rng rng(o.seed);
+  Generation g;
+  std::vector<int32_t> sequence = prompt;  // the tokens read so far (uncached path)
+  KVCache<T> cache(model.shape);
+  // The logits of the last position read.
+  ag::Tensor<T> logits = o.use_cache ? model.forward_cached(prompt, cache) : model.forward(prompt, 1, P);
+  int64_t row = P - 1;
+  while (true) {
+    if (o.max_new >= 0 && static_cast<int64_t>(g.ids.size()) >= o.max_new) {
+      g.stopped = StopReason::max_new;
+      break;
+    }
+    const int32_t next = sample_token(logits.data() + row * V, V, o.sampling, rng);
+    g.ids.push_back(next);
+    if (o.max_new >= 0 && static_cast<int64_t>(g.ids.size()) >= o.max_new) {
+      g.stopped = StopReason::max_new;
+      break;
+    }
+    const int64_t read = P + static_cast<int64_t>(g.ids.size()) - 1;
+    if (read == max_len) {
+      g.stopped = StopReason::max_len;
+      break;
+    }
+    if (o.use_cache) {
+      logits = model.forward_cached({next}, cache);
+      row = 0;
+    } else {
+      sequence.push_back(next);
+      logits = model.forward(sequence, 1, read + 1);
+      row = read;
+    }
+  }
+  return g;
+}
+
+template int32_t sample_token<float>(const float*, int64_t, const SamplingOptions&, ag::Rng&);
+template int32_t sample_token<double>(const double*, int64_t, const SamplingOptions&, ag::Rng&);
+template Generation generate<float>(const CausalLM<float>&, const std::vector<int32_t>&,
+                                    const GenerateOptions&);
+template Generation generate<double>(const CausalLM<double>&, const std::vector<int32_t>&,
+                                     const GenerateOptions&);
+
+}  // namespace nn
