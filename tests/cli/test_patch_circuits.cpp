@@ -1,4 +1,4 @@
-// `attograd patch`, `attograd lens` and `attograd circuits` through the binary: bad inputs are one line and
+// `attograd patch`, `attograd lens`, `attograd detect` and `attograd circuits` through the binary: bad inputs are one line and
 // exit 2, --json prints the documented schema (with --attribution too), --save and circuits write their
 // files and the report shows them, circuits --processed prints without writing, and training a one-layer
 // model ends with per-head circuits but no composition.
@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -134,6 +135,29 @@ BOOST_AUTO_TEST_CASE(lens_json_save_and_errors) {
         std::string(" --tokens ") + kClean + " --answer 3 --wrong 3", std::string(" --ids \"0 99\""),
         std::string("")}) {
     const auto e = run_attograd("lens '" + run + "'" + bad);
+    BOOST_TEST(e.exit_code == 2, bad);
+    BOOST_TEST(one_line(e.err), bad << ": " << e.err);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(detect_json_and_errors) {
+  testing::TempDir dir;
+  const std::string run = copy_fixture_run(dir);
+  const auto r = run_attograd("detect '" + run + "' --pattern previous --n 8 --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j.at("sequences") == 8);
+  BOOST_TEST(j.at("heads").size() == 4u);
+  for (const auto& h : j.at("heads")) BOOST_TEST((h.at("score") >= 0.0 && h.at("score") <= 1.0));
+  const auto one = run_attograd("detect '" + run + "' --pattern induction --mode abs --tokens " + kClean);
+  BOOST_TEST_REQUIRE(one.exit_code == 0, one.err);
+  BOOST_TEST(one.out.find("L1 H") != std::string::npos, one.out);
+  std::ofstream(dir.file("wrong_size.json")) << "{\"pattern\": [[1, 0], [0, 1]]}";
+  for (const std::string& bad :
+       {std::string(" --pattern sideways"), std::string(" --pattern previous --mode max"),
+        " --pattern '" + dir.file("wrong_size.json") + "' --tokens " + kClean,
+        " --pattern '" + dir.file("missing.json") + "'"}) {
+    const auto e = run_attograd("detect '" + run + "'" + bad);
     BOOST_TEST(e.exit_code == 2, bad);
     BOOST_TEST(one_line(e.err), bad << ": " << e.err);
   }
