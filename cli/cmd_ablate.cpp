@@ -1,10 +1,12 @@
 // attograd ablate RUN_DIR [--n N]: a map can mislead, so measure what each head does. For each layer and
 // head: held-out exact-match accuracy and loss with that head's output zeroed, and with it replaced by its
 // mean over the held-out batch; then the scores table with those columns, RUN/scores.json updated with an
-// "ablation" object per head, and RUN/report.html rebuilt.
+// "ablation" object per head, and RUN/report.html rebuilt. With --mode zero|mean|resample [--k K] [--seed S]
+// [--per-position] [--json]: that mode alone, per head (and per head and position), printed only.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
@@ -18,9 +20,52 @@ namespace cli {
 namespace {
 
 struct Args {
-  std::string run;
-  int n = 0;
+  std::string run, mode;
+  int n = 0, k = 4;
+  uint64_t seed = 1;
+  bool per_position = false, json = false;
 };
+
+// --mode: one ablation mode, printed (and --json) without touching scores.json.
+int run_mode(const Args& a, const train::LoadedRun& run, const train::Batch& eval_set) {
+  const study::AblationMode mode = a.mode == "zero"   ? study::AblationMode::zero
+                                   : a.mode == "mean" ? study::AblationMode::mean
+                                                      : study::AblationMode::resample;
+  if (mode == study::AblationMode::resample && eval_set.B < 2)
+    throw UsageError("--mode resample needs at least 2 held-out sequences (--n " +
+                     std::to_string(eval_set.B) + ")");
+  const study::ModeAblationReport r =
+      study::ablate_heads_mode(*run.model, eval_set, mode, a.per_position, a.k, a.seed);
+  if (a.json) {
+    nlohmann::json heads = nlohmann::json::array();
+    for (const study::ModeAblation& h : r.heads)
+      heads.push_back({{"layer", h.layer},
+                       {"head", h.head},
+                       {"position", h.position < 0 ? nlohmann::json(nullptr) : nlohmann::json(h.position)},
+                       {"acc", h.acc},
+                       {"loss", h.loss}});
+    const nlohmann::json j = {{"mode", a.mode},
+                              {"sequences", eval_set.B},
+                              {"k", mode == study::AblationMode::resample ? a.k : 1},
+                              {"baseline", {{"acc", r.baseline.acc}, {"loss", r.baseline.loss}}},
+                              {"heads", heads}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  std::printf("%s (step %lld): %s ablation of each head on %d held-out sequences%s\n", a.run.c_str(),
+              static_cast<long long>(run.step), a.mode.c_str(), eval_set.B,
+              mode == study::AblationMode::resample
+                  ? (", mean of " + std::to_string(a.k) + " resamples").c_str()
+                  : "");
+  std::printf(
+      "baseline: exact match %.4f, loss %.4f\n\n  head   position  exact match    loss   loss change\n",
+      r.baseline.acc, r.baseline.loss);
+  for (const study::ModeAblation& h : r.heads)
+    std::printf("  %-6s %8s  %11.4f  %7.4f  %+12.4f\n", findings::head_name(h.layer, h.head).c_str(),
+                h.position < 0 ? "all" : std::to_string(h.position).c_str(), h.acc, h.loss,
+                h.loss - r.baseline.loss);
+  return 0;
+}
 
 // Scores that describe this checkpoint: every head of the model, computed at its step.
 bool scores_match(const findings::HeadScoresFile& s, const train::LoadedRun& run) {
@@ -41,6 +86,8 @@ int run_ablate(const Args& a) {
   const int n = a.n > 0 ? a.n : run.config.train.eval_size;
   // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
   const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
+  if (!a.mode.empty()) return run_mode(a, run, eval_set);
+  if (a.per_position || a.json) throw UsageError("--per-position and --json go with --mode");
   const std::string scores_path = io::layout::scores_json(a.run);
   findings::HeadScoresFile scores;
   bool have_scores = false;
@@ -94,6 +141,16 @@ Command add_ablate(CLI::App& app) {
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   sub->add_option("--n", a->n, "held-out sequences (default: the config's train.eval_size)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--mode", a->mode,
+                  "one mode alone, printed only: zero, mean, or resample (z from another held-out sequence)")
+      ->check(CLI::IsMember({"zero", "mean", "resample"}));
+  sub->add_option("--k", a->k, "resample: draws to average over (default 4)")->check(CLI::PositiveNumber);
+  sub->add_option("--seed", a->seed, "resample: the draws' seed (default 1)");
+  sub->add_flag("--per-position", a->per_position, "with --mode: also each head at each position alone");
+  sub->add_flag(
+      "--json", a->json,
+      "with --mode: one JSON object {mode, sequences, k, baseline, heads: [{layer, head, position, acc, "
+      "loss}]}");
   return [a] { return run_ablate(*a); };
 }
 

@@ -1,6 +1,7 @@
 // attograd generate RUN_DIR (--prompt TEXT | --tokens T1 T2 ...) [--max-new N] [--temperature X]
 // [--top-k K] [--seed S] [--json]: continues a prompt a token at a time (nn/generate.h), each token drawn
 // from the last position's logits and read in turn through the model's key/value cache.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -22,6 +23,11 @@ namespace {
 // The ids of a --prompt string, before BOS is put in front; throws std::invalid_argument (one line, naming
 // --prompt) for an unknown token or an empty prompt.
 std::vector<int32_t> prompt_ids(const train::Task& task, const std::string& text) {
+  try {
+    if (std::optional<std::vector<int32_t>> ids = task.encode_text(text)) return *ids;  // a text model
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--prompt: " + std::string(e.what()));
+  }
   return train::parse_token_names(task, text, "--prompt");
 }
 
@@ -39,7 +45,10 @@ std::vector<std::string> token_names(const train::Task& task, const std::vector<
 
 // How the text output shows a run of tokens.
 std::string ids_text(const train::Task& task, const std::vector<int32_t>& ids) {
-  return join_tokens(token_names(task, ids));
+  const bool in_vocabulary =
+      std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return id < task.vocab_size(); });
+  // A text model prints its text; the other kinds their token names joined by spaces.
+  return in_vocabulary ? task.decode(ids) : join_tokens(token_names(task, ids));
 }
 
 struct Args {

@@ -25,6 +25,8 @@ Command add_attend(CLI::App& app);
 Command add_compare(CLI::App& app);
 Command add_ablate(CLI::App& app);
 Command add_patch(CLI::App& app);
+Command add_lens(CLI::App& app);
+Command add_detect(CLI::App& app);
 Command add_circuits(CLI::App& app);
 Command add_gradcheck(CLI::App& app);
 Command add_demo(CLI::App& app);

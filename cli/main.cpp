@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   add(cli::add_compare);
   add(cli::add_ablate);
   add(cli::add_patch);
+  add(cli::add_lens);
+  add(cli::add_detect);
   add(cli::add_circuits);
   add(cli::add_gradcheck);
   add(cli::add_demo);

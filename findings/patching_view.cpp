@@ -80,19 +80,160 @@ std::string signed_cell(double v) {
   return std::string(v < 0 && level > 0 ? "-" : " ") + heat_glyph(level);
 }
 
+json head_positions_json(const std::vector<HeadPositionPatch>& list) {
+  json out = json::array();
+  for (const HeadPositionPatch& p : list)
+    out.push_back(
+        {{"layer", p.layer}, {"head", p.head}, {"position", p.position}, {"recovered", p.recovered}});
+  return out;
+}
+json heads_json(const std::vector<HeadPatch>& list) {
+  json out = json::array();
+  for (const HeadPatch& p : list)
+    out.push_back({{"layer", p.layer}, {"head", p.head}, {"recovered", p.recovered}});
+  return out;
+}
+
+// resid_pre, head_z and head_all always; the other kinds when measured.
+json effects_json(const PatchEffects& e) {
+  json resid = json::array();
+  for (const ResidPatch& p : e.resid_pre)
+    resid.push_back({{"layer", p.layer}, {"position", p.position}, {"recovered", p.recovered}});
+  json j = {
+      {"resid_pre", resid}, {"head_z", head_positions_json(e.head_z)}, {"head_all", heads_json(e.head_all)}};
+  if (!e.head_q.empty()) j["head_q"] = head_positions_json(e.head_q);
+  if (!e.head_k.empty()) j["head_k"] = head_positions_json(e.head_k);
+  if (!e.head_v.empty()) j["head_v"] = head_positions_json(e.head_v);
+  if (!e.head_pattern.empty()) j["head_pattern"] = heads_json(e.head_pattern);
+  return j;
+}
+
+// The lists of `e` from j's keys (resid_pre, head_z, head_all required; the others optional).
+void effects_from_json(const json& j, const std::string& source, const std::string& prefix, PatchEffects& e) {
+  const json& resid = array_at(j, "resid_pre", source);
+  for (size_t i = 0; i < resid.size(); ++i) {
+    const std::string ptr = prefix + "/resid_pre/" + std::to_string(i);
+    e.resid_pre.push_back({int_at(resid[i], "layer", source, ptr), int_at(resid[i], "position", source, ptr),
+                           number_at(resid[i], "recovered", source, ptr)});
+  }
+  auto head_positions = [&](const char* key, std::vector<HeadPositionPatch>& out, bool required) {
+    if (!required && !j.contains(key)) return;
+    const json& a = array_at(j, key, source);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string ptr = prefix + "/" + key + "/" + std::to_string(i);
+      out.push_back({int_at(a[i], "layer", source, ptr), int_at(a[i], "head", source, ptr),
+                     int_at(a[i], "position", source, ptr), number_at(a[i], "recovered", source, ptr)});
+      if (out.back().layer < 0 || out.back().head < 0 || out.back().position < 0)
+        io::json_error(source, prefix + "/" + key, "expected layers, heads and positions >= 0");
+    }
+  };
+  auto heads = [&](const char* key, std::vector<HeadPatch>& out, bool required) {
+    if (!required && !j.contains(key)) return;
+    const json& a = array_at(j, key, source);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string ptr = prefix + "/" + key + "/" + std::to_string(i);
+      out.push_back({int_at(a[i], "layer", source, ptr), int_at(a[i], "head", source, ptr),
+                     number_at(a[i], "recovered", source, ptr)});
+    }
+  };
+  head_positions("head_z", e.head_z, true);
+  heads("head_all", e.head_all, true);
+  head_positions("head_q", e.head_q, false);
+  head_positions("head_k", e.head_k, false);
+  head_positions("head_v", e.head_v, false);
+  heads("head_pattern", e.head_pattern, false);
+  for (const ResidPatch& p : e.resid_pre)
+    if (p.layer < 0 || p.position < 0)
+      io::json_error(source, prefix + "/resid_pre", "expected layers and positions >= 0");
+}
+
+double pearson(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  if (n < 2) return NAN;
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < n; ++i) ma += a[i] / n, mb += b[i] / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; ++i)
+    sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : NAN;
+}
+
 }  // namespace
 
+const std::vector<std::string>& patch_kinds() {
+  static const std::vector<std::string> kinds = {"resid_pre", "head_z", "head_all",    "head_q",
+                                                 "head_k",    "head_v", "head_pattern"};
+  return kinds;
+}
+
+std::vector<double> patch_values(const PatchEffects& e, const std::string& kind) {
+  std::vector<double> out;
+  auto heads = [&](const std::vector<HeadPositionPatch>& l) {
+    for (const auto& p : l) out.push_back(p.recovered);
+  };
+  auto whole = [&](const std::vector<HeadPatch>& l) {
+    for (const auto& p : l) out.push_back(p.recovered);
+  };
+  if (kind == "resid_pre")
+    for (const auto& p : e.resid_pre) out.push_back(p.recovered);
+  if (kind == "head_z") heads(e.head_z);
+  if (kind == "head_all") whole(e.head_all);
+  if (kind == "head_q") heads(e.head_q);
+  if (kind == "head_k") heads(e.head_k);
+  if (kind == "head_v") heads(e.head_v);
+  if (kind == "head_pattern") whole(e.head_pattern);
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> attribution_correlations(const PatchingResult& r) {
+  std::vector<std::pair<std::string, double>> out;
+  if (!r.attribution) return out;
+  for (const std::string& kind : patch_kinds()) {
+    const std::vector<double> real = patch_values(r, kind), estimate = patch_values(*r.attribution, kind);
+    if (real.empty() || real.size() != estimate.size()) continue;
+    out.push_back({kind, pearson(real, estimate)});
+  }
+  return out;
+}
+
+std::string attribution_table(const PatchingResult& r) {
+  std::string out;
+  if (!r.attribution) return out;
+  out +=
+      "\nattribution patching: (clean - corrupt) . d metric / d activation on the corrupt run, over (clean - "
+      "corrupt)\n  kind          entries  Pearson r   largest real patch         real  estimate\n";
+  for (const auto& [kind, corr] : attribution_correlations(r)) {
+    const std::vector<double> real = patch_values(r, kind), estimate = patch_values(*r.attribution, kind);
+    size_t arg = 0;
+    for (size_t i = 1; i < real.size(); ++i)
+      if (real[i] > real[arg]) arg = i;
+    std::string where;
+    if (kind == "resid_pre") {
+      const int layer = r.resid_pre[arg].layer, layers = shape_of(r).layers;
+      where = (layer < layers ? "resid_pre " + std::to_string(layer)
+                              : "resid_post " + std::to_string(layer - 1)) +
+              " pos " + std::to_string(r.resid_pre[arg].position);
+    } else if (kind == "head_all" || kind == "head_pattern") {
+      const HeadPatch& p = kind == "head_all" ? r.head_all[arg] : r.head_pattern[arg];
+      where = "L" + std::to_string(p.layer) + " H" + std::to_string(p.head);
+    } else {
+      const std::vector<HeadPositionPatch>& l = kind == "head_z"   ? r.head_z
+                                                : kind == "head_q" ? r.head_q
+                                                : kind == "head_k" ? r.head_k
+                                                                   : r.head_v;
+      where = "L" + std::to_string(l[arg].layer) + " H" + std::to_string(l[arg].head) + " pos " +
+              std::to_string(l[arg].position);
+    }
+    io::append_format(out, "  %-12s %8zu  %9.3f   %-22s %7.3f  %8.3f\n", kind.c_str(), real.size(), corr,
+                      where.c_str(), real[arg], estimate[arg]);
+  }
+  return out;
+}
+
 json patching_to_json(const PatchingResult& r, bool with_labels) {
-  json resid = json::array(), head_z = json::array(), head_all = json::array();
-  for (const ResidPatch& p : r.resid_pre)
-    resid.push_back({{"layer", p.layer}, {"position", p.position}, {"recovered", p.recovered}});
-  for (const HeadPositionPatch& p : r.head_z)
-    head_z.push_back(
-        {{"layer", p.layer}, {"head", p.head}, {"position", p.position}, {"recovered", p.recovered}});
-  for (const HeadPatch& p : r.head_all)
-    head_all.push_back({{"layer", p.layer}, {"head", p.head}, {"recovered", p.recovered}});
-  json j = {{"answer", r.answer}, {"wrong", r.wrong}, {"clean", r.clean},    {"corrupt", r.corrupt},
-            {"resid_pre", resid}, {"head_z", head_z}, {"head_all", head_all}};
+  json j = {{"answer", r.answer}, {"wrong", r.wrong}, {"clean", r.clean}, {"corrupt", r.corrupt}};
+  j.update(effects_json(r));
+  if (r.attribution) j["attribution"] = effects_json(*r.attribution);
   if (with_labels) {
     j["clean_tokens"] = r.clean_tokens;
     j["corrupt_tokens"] = r.corrupt_tokens;
@@ -109,30 +250,12 @@ PatchingResult patching_from_json(const json& j, const std::string& source) {
   r.wrong = int_at(j, "wrong", source, "");
   r.clean = number_at(j, "clean", source, "");
   r.corrupt = number_at(j, "corrupt", source, "");
-  const json& resid = array_at(j, "resid_pre", source);
-  for (size_t i = 0; i < resid.size(); ++i) {
-    const std::string ptr = "/resid_pre/" + std::to_string(i);
-    r.resid_pre.push_back({int_at(resid[i], "layer", source, ptr), int_at(resid[i], "position", source, ptr),
-                           number_at(resid[i], "recovered", source, ptr)});
+  effects_from_json(j, source, "", r);
+  if (j.contains("attribution")) {
+    if (!j["attribution"].is_object()) io::json_error(source, "/attribution", "expected an object");
+    r.attribution.emplace();
+    effects_from_json(j["attribution"], source, "/attribution", *r.attribution);
   }
-  const json& hz = array_at(j, "head_z", source);
-  for (size_t i = 0; i < hz.size(); ++i) {
-    const std::string ptr = "/head_z/" + std::to_string(i);
-    r.head_z.push_back({int_at(hz[i], "layer", source, ptr), int_at(hz[i], "head", source, ptr),
-                        int_at(hz[i], "position", source, ptr), number_at(hz[i], "recovered", source, ptr)});
-  }
-  const json& ha = array_at(j, "head_all", source);
-  for (size_t i = 0; i < ha.size(); ++i) {
-    const std::string ptr = "/head_all/" + std::to_string(i);
-    r.head_all.push_back({int_at(ha[i], "layer", source, ptr), int_at(ha[i], "head", source, ptr),
-                          number_at(ha[i], "recovered", source, ptr)});
-  }
-  for (const ResidPatch& p : r.resid_pre)
-    if (p.layer < 0 || p.position < 0)
-      io::json_error(source, "/resid_pre", "expected layers and positions >= 0");
-  for (const HeadPositionPatch& p : r.head_z)
-    if (p.layer < 0 || p.head < 0 || p.position < 0)
-      io::json_error(source, "/head_z", "expected layers, heads and positions >= 0");
   r.clean_tokens = strings_at(j, "clean_tokens");
   r.corrupt_tokens = strings_at(j, "corrupt_tokens");
   if (j.contains("answer_token") && j["answer_token"].is_string()) r.answer_token = j["answer_token"];

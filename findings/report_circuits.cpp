@@ -97,4 +97,20 @@ std::string report_patching_section(const std::vector<PatchingResult>& patchings
   return out;
 }
 
+std::string report_lens_section(const std::vector<LensResult>& lenses,
+                                const std::vector<std::string>& names) {
+  if (lenses.empty()) return "";
+  std::string out =
+      "<h2>Logit lens and residual decomposition</h2>\n<p class=\"note\">Saved by attograd lens --save NAME: "
+      "the metric read off each layer's residual stream through ln_f (with the actual forward's scale) and "
+      "the unembedding, and each component's direct contribution to it; the components sum to the model's "
+      "metric at each position (red towards the answer, blue against it).</p>\n";
+  for (size_t i = 0; i < lenses.size(); ++i) {
+    const std::string name = i < names.size() ? names[i] : "lens " + std::to_string(i);
+    out += "<h3>" + xml_escape(name) + "</h3>\n<div class=\"row\">" +
+           svg_image(svg_lens(lenses[i], name), name) + "</div>\n";
+  }
+  return out;
+}
+
 }  // namespace findings

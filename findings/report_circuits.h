@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "findings/circuits_view.h"
+#include "findings/lens_view.h"
 #include "findings/patching_view.h"
 
 namespace findings {
 
 // An <h2> section; a short note when there are no circuits.
 std::string report_circuits_section(const std::optional<CircuitsResult>& circuits);
+// An <h2> section with one sub-section per saved logit lens; empty when there are none.
+std::string report_lens_section(const std::vector<LensResult>& lenses, const std::vector<std::string>& names);
 // An <h2> section with one sub-section per saved patching; empty when there are none.
 std::string report_patching_section(const std::vector<PatchingResult>& patchings,
                                     const std::vector<std::string>& names);

@@ -331,7 +331,8 @@ std::string report_html(const ReportInputs& in) {
       "(accuracy with the head zeroed or mean-ablated; the lowest is marked).</p>\n";
   out += scores_table(in.scores.heads) + "\n";
 
-  out += report_circuits_section(in.circuits) + report_patching_section(in.patchings, in.patching_names);
+  out += report_circuits_section(in.circuits) + report_patching_section(in.patchings, in.patching_names) +
+         report_lens_section(in.lenses, in.lens_names);
 
   out += "<h2>Attention over training</h2>\n";
   out +=

@@ -15,6 +15,7 @@
 #include "findings/attention_maps.h"
 #include "findings/circuits_view.h"
 #include "findings/head_scores.h"
+#include "findings/lens_view.h"
 #include "findings/patching_view.h"
 
 namespace findings {
@@ -38,6 +39,8 @@ struct ReportInputs {
   std::optional<CircuitsResult> circuits;   // RUN/circuits.json, when written
   std::vector<PatchingResult> patchings;    // RUN/patching/*.json, by name
   std::vector<std::string> patching_names;  // the files' stems, one per patching
+  std::vector<LensResult> lenses;           // RUN/lens/*.json, by name
+  std::vector<std::string> lens_names;      // the files' stems, one per lens
 };
 
 std::string report_html(const ReportInputs& inputs);

@@ -122,6 +122,15 @@ inline std::string split_json(const std::string& run) {
   return run + "/split.json";
 }
 
+// RUN/lens/: NAME.json and NAME.svg for each `attograd lens --save NAME`.
+inline std::string lens_dir(const std::string& run) {
+  return run + "/lens";
+}
+// RUN/lens/NAME, without its extension.
+inline std::string lens_stem(const std::string& run, const std::string& name) {
+  return lens_dir(run) + "/" + name;
+}
+
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
   return run + "/report.html";
@@ -132,7 +141,7 @@ inline std::string report_html(const std::string& run) {
 inline std::vector<std::string> run_entries(const std::string& run) {
   return {checkpoint_dir(run),    metrics_jsonl(run), config_json(run), attention_dir(run),
           score_history_dir(run), scores_json(run),   report_html(run), patching_dir(run),
-          circuits_json(run),     circuits_dir(run),  split_json(run)};
+          circuits_json(run),     circuits_dir(run),  split_json(run),  lens_dir(run)};
 }
 
 // ---- A sweep folder OUT: `attograd sweep` writes it, with one run folder per grid point.

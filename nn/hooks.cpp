@@ -86,6 +86,26 @@ void Hooks<T>::capture(const std::string& point) {
 }
 
 template <typename T>
+void Hooks<T>::grad(const std::string& point) {
+  add(point, [this, point](const ag::Tensor<T>& value) {
+    if (!ag::grad_enabled())
+      throw std::logic_error("hook " + point +
+                             ": a gradient was asked for, but the forward records no graph (NoGradScope)");
+    ag::Tensor<T> probe = ag::Tensor<T>::zeros(value.shape(), true);
+    probes_[point] = probe;
+    return ag::add(value, probe);
+  });
+}
+
+template <typename T>
+ag::Tensor<T> Hooks<T>::gradient(const std::string& point) const {
+  auto it = probes_.find(point);
+  if (it == probes_.end())
+    throw std::out_of_range("hook " + point + ": no gradient kept there (call grad(point) before forward)");
+  return it->second.grad_tensor();
+}
+
+template <typename T>
 void Hooks<T>::patch(const std::string& point, const ag::Tensor<T>& replacement) {
   add(point, [point, replacement](const ag::Tensor<T>& value) {
     if (replacement.shape() != value.shape())
@@ -134,6 +154,7 @@ template <typename T>
 void Hooks<T>::clear() {
   fns_.clear();
   captured_.clear();
+  probes_.clear();
 }
 
 template <typename T>

@@ -5,7 +5,8 @@
 //
 // The hook points, their names, shapes and axes are declared once in nn/hook_points.h. A hook's replacement
 // flows on through the rest of forward and, when gradients are on, through backward (to the replaced
-// activation's unpatched elements and to the replacement itself).
+// activation's unpatched elements and to the replacement itself). grad(point) keeps the gradient of a
+// scalar with respect to the value at a point, from the backward of that scalar.
 #pragma once
 
 #include <functional>
@@ -47,6 +48,22 @@ class Hooks {
   void patch_head(const std::string& point, int64_t head, const std::vector<int64_t>& positions,
                   const ag::Tensor<T>& source);
 
+  // Keeps d(scalar) / d(value at `point`) for the backward of any scalar computed from the next forward;
+  // read it with gradient(point). The value flows on as value + probe, where probe is a zero tensor of the
+  // value's shape that requires grad: x + 0 is x, so no value changes, and backward leaves in the probe
+  // exactly the gradient at the point (interior nodes drop theirs). Probes at several points give each
+  // point's total derivative (the graph between them is kept). Parameter gradients come from the same
+  // backward when the parameters require grad (as after construction); inside an nn::NoParameterGrads
+  // scope (nn/module.h) the forward records only what lies downstream of the probes and backward computes
+  // no parameter gradient at all. The forward must record a graph: in an ag::NoGradScope the hook throws
+  // std::logic_error naming the point.
+  //   hooks.grad("blocks.0.resid_pre"); metric(model.forward(ids, 1, T, {}, &hooks)).backward();
+  //   const ag::Tensor<double> g = hooks.gradient("blocks.0.resid_pre");  // (1, T, D)
+  void grad(const std::string& point);
+  // The gradient kept by grad(point) (zeros before a backward reached it); throws std::out_of_range
+  // naming the point when grad(point) was not asked for or no forward ran since.
+  ag::Tensor<T> gradient(const std::string& point) const;
+
   // True when some hook is registered at `point`.
   bool has(const std::string& point) const { return fns_.count(point) > 0; }
   bool empty() const { return fns_.empty(); }
@@ -63,6 +80,7 @@ class Hooks {
  private:
   std::map<std::string, std::vector<Fn>> fns_;
   std::map<std::string, ag::Tensor<T>> captured_;
+  std::map<std::string, ag::Tensor<T>> probes_;  // grad(point)'s zero leaves, by point
 };
 
 // What a module's reference forward calls at each hook point: at(Point::attn_z, z) is z after every hook at

@@ -58,4 +58,29 @@ class Module {
   std::vector<std::pair<std::string, Module*>> children_;
 };
 
+// While alive, none of the module's parameters requires grad (each gets its own setting back at the end):
+// a forward records a graph only downstream of other tensors that require grad (Hooks::grad's probes), and
+// a backward computes activation gradients without any parameter gradient, and leaves the parameters'
+// gradient buffers as they were. The flag is on the shared parameters: no training step of the same
+// model may run meanwhile.
+template <typename T>
+class NoParameterGrads {
+ public:
+  explicit NoParameterGrads(const Module<T>& module) : parameters_(module.named_parameters()) {
+    for (const auto& p : parameters_) {
+      was_.push_back(p.tensor->requires_grad());
+      p.tensor->set_requires_grad(false);
+    }
+  }
+  ~NoParameterGrads() {
+    for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].tensor->set_requires_grad(was_[i]);
+  }
+  NoParameterGrads(const NoParameterGrads&) = delete;
+  NoParameterGrads& operator=(const NoParameterGrads&) = delete;
+
+ private:
+  std::vector<typename Module<T>::NamedParameter> parameters_;
+  std::vector<bool> was_;
+};
+
 }  // namespace nn

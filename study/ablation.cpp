@@ -2,6 +2,7 @@
 #include "study/ablation.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -61,6 +62,75 @@ AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch
       a.mean = train::evaluate(model, batch, chunk, &mean);
       report.heads.push_back(a);
     }
+  }
+  return report;
+}
+
+ModeAblationReport ablate_heads_mode(const nn::CausalLM<float>& model, const train::Batch& batch,
+                                     AblationMode mode, bool per_position, int k, uint64_t seed) {
+  if (mode == AblationMode::resample && (k < 1 || batch.B < 2))
+    throw std::invalid_argument("resample ablation needs k >= 1 and at least 2 sequences (k " +
+                                std::to_string(k) + ", " + std::to_string(batch.B) + " sequences)");
+  const int B = batch.B, T = batch.T, chunk = B;  // one forward per evaluation: the sources span the batch
+  ModeAblationReport report;
+  nn::Hooks<float> none;
+  report.baseline = train::evaluate(model, batch, chunk, &none);
+  const size_t L = model.blocks.size();
+  // The sources each mode patches in, per layer: (T, H, dk) for zero and mean, one (B, T, H, dk) per draw
+  // for resample.
+  std::vector<ag::Tensor<float>> means;
+  if (mode == AblationMode::mean) means = mean_head_outputs(model, batch, chunk);
+  std::vector<std::vector<ag::Tensor<float>>> draws(L);  // [layer][draw]
+  if (mode == AblationMode::resample) {
+    nn::Hooks<float> cache;
+    for (size_t l = 0; l < L; ++l) cache.capture(nn::hook_name(nn::Point::attn_z, l));
+    {
+      ag::NoGradScope no_grad;
+      model.forward(batch.inputs, B, T, {}, &cache);
+    }
+    ag::Rng rng(seed);
+    for (int r = 0; r < k; ++r) {
+      // A random derangement: shuffle, then move any fixed point to its neighbour's place.
+      std::vector<int> perm(static_cast<size_t>(B));
+      for (int b = 0; b < B; ++b) perm[b] = b;
+      for (int b = B - 1; b > 0; --b)
+        std::swap(perm[b], perm[static_cast<int>(rng.uniform() * (b + 1)) % (b + 1)]);
+      for (int b = 0; b < B; ++b)
+        if (perm[b] == b) std::swap(perm[b], perm[(b + 1) % B]);
+      for (size_t l = 0; l < L; ++l) {
+        const ag::Tensor<float>& z = cache.captured(nn::hook_name(nn::Point::attn_z, l));  // (B, T, H, dk)
+        const int64_t per = z.numel() / B;
+        std::vector<float> v(static_cast<size_t>(z.numel()));
+        for (int b = 0; b < B; ++b)
+          std::copy(z.data() + perm[b] * per, z.data() + (perm[b] + 1) * per, v.begin() + b * per);
+        draws[l].push_back(ag::Tensor<float>::from(z.shape(), std::move(v)));
+      }
+    }
+  }
+  for (size_t l = 0; l < L; ++l) {
+    const std::string point = nn::hook_name(nn::Point::attn_z, l);
+    const auto& attn = model.blocks[l]->attn;
+    for (int h = 0; h < static_cast<int>(attn.n_heads); ++h)
+      for (int pos = -1; pos < (per_position ? T : 0); ++pos) {
+        const std::vector<int64_t> positions = pos < 0 ? std::vector<int64_t>{} : std::vector<int64_t>{pos};
+        ModeAblation a;
+        a.layer = static_cast<int>(l);
+        a.head = h;
+        a.position = pos;
+        const int runs = mode == AblationMode::resample ? k : 1;
+        for (int r = 0; r < runs; ++r) {
+          nn::Hooks<float> hooks;
+          const ag::Tensor<float> source = mode == AblationMode::zero
+                                               ? ag::Tensor<float>::zeros({T, attn.n_heads, attn.dk})
+                                           : mode == AblationMode::mean ? means[l]
+                                                                        : draws[l][static_cast<size_t>(r)];
+          hooks.patch_head(point, h, positions, source);
+          const train::EvalResult e = train::evaluate(model, batch, chunk, &hooks);
+          a.acc += e.acc / runs;
+          a.loss += e.loss / runs;
+        }
+        report.heads.push_back(a);
+      }
   }
   return report;
 }

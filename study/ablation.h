@@ -6,6 +6,7 @@
 // Not for scores or files: head_scores.h stores the results, the cli writes them.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "findings/head_scores.h"
@@ -32,6 +33,29 @@ struct AblationReport {
 
 // Baseline and, for each head in turn (one patched at a time), zero and mean ablation on `batch`.
 AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch& batch, int chunk = 256);
+
+// One ablation mode on its own (`attograd ablate --mode`): each head's z replaced by
+//   zero      0;
+//   mean      its mean over the batch (mean_head_outputs);
+//   resample  the same head's z from another sequence of the batch (a seeded random permutation without
+//             fixed points), the loss and accuracy averaged over `k` such draws;
+// at every position, or (per_position) at one position at a time.
+enum class AblationMode { zero, mean, resample };
+
+struct ModeAblation {
+  int layer = 0, head = 0;
+  int position = -1;  // -1: every position
+  double acc = 0, loss = 0;
+};
+
+struct ModeAblationReport {
+  train::EvalResult baseline;
+  std::vector<ModeAblation> heads;  // by (layer, head, position), position -1 first
+};
+
+// Throws std::invalid_argument when k < 1 for resample or the batch has fewer than 2 sequences for it.
+ModeAblationReport ablate_heads_mode(const nn::CausalLM<float>& model, const train::Batch& batch,
+                                     AblationMode mode, bool per_position, int k = 4, uint64_t seed = 1);
 
 // Sets `ablation` {zero_acc, mean_acc, zero_loss, mean_loss} on every head of `scores` that the report
 // covers. Throws std::invalid_argument when a head of the report is missing from `scores`.

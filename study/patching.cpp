@@ -5,6 +5,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 namespace study {
 namespace {
@@ -39,6 +40,25 @@ std::vector<double> patched_runs(const nn::CausalLM<float>& model, const std::ve
   return out;
 }
 
+// The errors activation_patching documents.
+void check_inputs(const nn::CausalLM<float>& model, const std::vector<int32_t>& clean,
+                  const std::vector<int32_t>& corrupt, int answer, int wrong) {
+  if (clean.empty() || corrupt.empty())
+    throw std::invalid_argument("patching: --clean and --corrupt need tokens");
+  if (clean.size() != corrupt.size())
+    throw std::invalid_argument("patching: --clean has " + std::to_string(clean.size()) +
+                                " tokens but --corrupt has " + std::to_string(corrupt.size()) +
+                                "; they must have the same length");
+  const int V = static_cast<int>(model.shape.vocab);
+  for (int id : {answer, wrong})
+    if (id < 0 || id >= V)
+      throw std::invalid_argument("patching: token id " + std::to_string(id) + " outside the vocabulary 0.." +
+                                  std::to_string(V - 1));
+  if (answer == wrong)
+    throw std::invalid_argument("patching: --answer and --wrong are the same token (id " +
+                                std::to_string(answer) + "); the metric would be 0");
+}
+
 }  // namespace
 
 int top_prediction(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids) {
@@ -64,20 +84,7 @@ std::pair<int, int> default_answer_wrong(const nn::CausalLM<float>& model, const
 findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
                                              const std::vector<int32_t>& clean,
                                              const std::vector<int32_t>& corrupt, int answer, int wrong) {
-  if (clean.empty() || corrupt.empty())
-    throw std::invalid_argument("patching: --clean and --corrupt need tokens");
-  if (clean.size() != corrupt.size())
-    throw std::invalid_argument("patching: --clean has " + std::to_string(clean.size()) +
-                                " tokens but --corrupt has " + std::to_string(corrupt.size()) +
-                                "; they must have the same length");
-  const int V = static_cast<int>(model.shape.vocab);
-  for (int id : {answer, wrong})
-    if (id < 0 || id >= V)
-      throw std::invalid_argument("patching: token id " + std::to_string(id) + " outside the vocabulary 0.." +
-                                  std::to_string(V - 1));
-  if (answer == wrong)
-    throw std::invalid_argument("patching: --answer and --wrong are the same token (id " +
-                                std::to_string(answer) + "); the metric would be 0");
+  check_inputs(model, clean, corrupt, answer, wrong);
   ag::NoGradScope no_grad;
   const int64_t T = static_cast<int64_t>(clean.size());
   const int L = static_cast<int>(model.blocks.size());
@@ -90,7 +97,10 @@ findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
   for (int l = 0; l < L; ++l) resid_points.push_back(nn::hook_name(nn::Point::resid_pre, l));
   resid_points.push_back(nn::hook_name(nn::Point::resid_post, L - 1));
   for (const std::string& p : resid_points) cache.capture(p);
-  for (int l = 0; l < L; ++l) cache.capture(nn::hook_name(nn::Point::attn_z, l));
+  for (int l = 0; l < L; ++l)
+    for (nn::Point p : {nn::Point::attn_q, nn::Point::attn_k, nn::Point::attn_v, nn::Point::attn_pattern,
+                        nn::Point::attn_z})
+      cache.capture(nn::hook_name(p, l));
   findings::PatchingResult r;
   r.answer = answer;
   r.wrong = wrong;
@@ -115,32 +125,144 @@ findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
         patched_runs(model, corrupt, T, resid_points[l], fn, answer, wrong, r.clean, r.corrupt);
     for (int64_t t = 0; t < T; ++t) r.resid_pre.push_back({l, static_cast<int>(t), rec[t]});
   }
-  // Heads: entry t gets head h's clean z at position t; entry T gets it at every position.
-  for (int l = 0; l < L; ++l) {
-    const std::string point = nn::hook_name(nn::Point::attn_z, l);
-    const ag::Tensor<float> source = cache.captured(point);  // (1, T, H, dk)
-    for (int h = 0; h < H; ++h) {
-      auto fn = [source, T, H, dk, h](const ag::Tensor<float>& value) {
-        ag::Tensor<float> out = ag::Tensor<float>::from(
-            value.shape(), std::vector<float>(value.data(), value.data() + value.numel()));
-        auto put = [&](int64_t b, int64_t t) {
-          const float* from = source.data() + (t * H + h) * dk;
-          std::copy(from, from + dk, out.data() + ((b * T + t) * H + h) * dk);
+  // Heads: for z, q, k and v (each (B, T, H, dk)), entry t gets head h's clean value at position t; for z
+  // entry T gets it at every position.
+  for (int l = 0; l < L; ++l)
+    for (nn::Point kind : {nn::Point::attn_z, nn::Point::attn_q, nn::Point::attn_k, nn::Point::attn_v}) {
+      const std::string point = nn::hook_name(kind, l);
+      const ag::Tensor<float> source = cache.captured(point);  // (1, T, H, dk)
+      const bool all = kind == nn::Point::attn_z;
+      std::vector<findings::HeadPositionPatch>& list = kind == nn::Point::attn_z   ? r.head_z
+                                                       : kind == nn::Point::attn_q ? r.head_q
+                                                       : kind == nn::Point::attn_k ? r.head_k
+                                                                                   : r.head_v;
+      for (int h = 0; h < H; ++h) {
+        auto fn = [source, T, H, dk, h, all](const ag::Tensor<float>& value) {
+          ag::Tensor<float> out = ag::Tensor<float>::from(
+              value.shape(), std::vector<float>(value.data(), value.data() + value.numel()));
+          auto put = [&](int64_t b, int64_t t) {
+            const float* from = source.data() + (t * H + h) * dk;
+            std::copy(from, from + dk, out.data() + ((b * T + t) * H + h) * dk);
+          };
+          for (int64_t t = 0; t < T; ++t) {
+            put(t, t);
+            if (all) put(T, t);
+          }
+          return out;
         };
-        for (int64_t t = 0; t < T; ++t) put(t, t), put(T, t);
-        return out;
-      };
-      const std::vector<double> rec =
-          patched_runs(model, corrupt, T + 1, point, fn, answer, wrong, r.clean, r.corrupt);
-      for (int64_t t = 0; t < T; ++t) r.head_z.push_back({l, h, static_cast<int>(t), rec[t]});
-      r.head_all.push_back({l, h, rec[T]});
+        const std::vector<double> rec =
+            patched_runs(model, corrupt, T + (all ? 1 : 0), point, fn, answer, wrong, r.clean, r.corrupt);
+        for (int64_t t = 0; t < T; ++t) list.push_back({l, h, static_cast<int>(t), rec[t]});
+        if (all) r.head_all.push_back({l, h, rec[T]});
+      }
     }
+  // Patterns: entry h gets head h's whole clean pattern (H, T, S).
+  for (int l = 0; l < L; ++l) {
+    const std::string point = nn::hook_name(nn::Point::attn_pattern, l);
+    const ag::Tensor<float> source = cache.captured(point);  // (1, H, T, T)
+    auto fn = [source, T, H](const ag::Tensor<float>& value) {
+      ag::Tensor<float> out = ag::Tensor<float>::from(
+          value.shape(), std::vector<float>(value.data(), value.data() + value.numel()));
+      for (int64_t h = 0; h < H; ++h)
+        std::copy(source.data() + h * T * T, source.data() + (h + 1) * T * T,
+                  out.data() + (h * H + h) * T * T);
+      return out;
+    };
+    const std::vector<double> rec =
+        patched_runs(model, corrupt, H, point, fn, answer, wrong, r.clean, r.corrupt);
+    for (int h = 0; h < H; ++h) r.head_pattern.push_back({l, h, rec[h]});
   }
-  std::sort(r.head_z.begin(), r.head_z.end(),
-            [](const findings::HeadPositionPatch& a, const findings::HeadPositionPatch& b) {
-              return std::tie(a.layer, a.head, a.position) < std::tie(b.layer, b.head, b.position);
-            });
   return r;
+}
+
+findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
+                                            const std::vector<int32_t>& clean,
+                                            const std::vector<int32_t>& corrupt, int answer, int wrong,
+                                            double* clean_diff, double* corrupt_diff) {
+  check_inputs(model, clean, corrupt, answer, wrong);
+  const int64_t T = static_cast<int64_t>(clean.size());
+  const int L = static_cast<int>(model.blocks.size());
+  const int64_t H = model.shape.n_heads, D = model.shape.d_model, dk = D / H;
+  std::vector<std::string> resid_points;
+  for (int l = 0; l < L; ++l) resid_points.push_back(nn::hook_name(nn::Point::resid_pre, l));
+  resid_points.push_back(nn::hook_name(nn::Point::resid_post, L - 1));
+  const nn::Point head_kinds[] = {nn::Point::attn_z, nn::Point::attn_q, nn::Point::attn_k, nn::Point::attn_v,
+                                  nn::Point::attn_pattern};
+  std::vector<std::string> points = resid_points;
+  for (int l = 0; l < L; ++l)
+    for (nn::Point p : head_kinds) points.push_back(nn::hook_name(p, l));
+
+  // The clean run's activations (no graph).
+  nn::Hooks<float> clean_hooks;
+  for (const std::string& p : points) clean_hooks.capture(p);
+  double clean_metric = 0;
+  {
+    ag::NoGradScope no_grad;
+    clean_metric = logit_diff(model.forward(clean, 1, T, {}, &clean_hooks), 0, answer, wrong);
+  }
+  // The corrupt run's activations and the metric's gradient at each of them, from one backward that
+  // computes no parameter gradient (nn::NoParameterGrads): only the activations' gradients are needed.
+  nn::Hooks<float> hooks;
+  for (const std::string& p : points) {
+    hooks.capture(p);
+    hooks.grad(p);
+  }
+  double corrupt_metric = 0;
+  {
+    nn::NoParameterGrads<float> frozen(model);
+    ag::Tensor<float> logits = model.forward(corrupt, 1, T, {}, &hooks);
+    corrupt_metric = logit_diff(logits, 0, answer, wrong);
+    const int64_t V = logits.size(2);
+    std::vector<float> seed(static_cast<size_t>(logits.numel()), 0.0f);
+    seed[(T - 1) * V + answer] = 1.0f;
+    seed[(T - 1) * V + wrong] = -1.0f;
+    logits.backward(seed);
+  }
+  if (clean_metric == corrupt_metric)
+    throw std::invalid_argument("patching: the clean and corrupt runs give the same logit difference (" +
+                                std::to_string(clean_metric) + "); there is nothing to recover");
+  if (clean_diff) *clean_diff = clean_metric;
+  if (corrupt_diff) *corrupt_diff = corrupt_metric;
+  const double scale = 1.0 / (clean_metric - corrupt_metric);
+  // sum over the elements [offset, offset + n) of (clean - corrupt) * grad.
+  auto term = [&](const std::string& point, const ag::Tensor<float>& grad, int64_t offset, int64_t n) {
+    const float* c = clean_hooks.captured(point).data() + offset;
+    const float* x = hooks.captured(point).data() + offset;
+    const float* g = grad.data() + offset;
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += (double(c[i]) - double(x[i])) * double(g[i]);
+    return s * scale;
+  };
+  findings::PatchEffects e;
+  for (int l = 0; l <= L; ++l) {
+    const ag::Tensor<float> g = hooks.gradient(resid_points[l]);  // (1, T, D)
+    for (int64_t t = 0; t < T; ++t) e.resid_pre.push_back({l, int(t), term(resid_points[l], g, t * D, D)});
+  }
+  for (int l = 0; l < L; ++l)
+    for (nn::Point kind : head_kinds) {
+      const std::string point = nn::hook_name(kind, l);
+      const ag::Tensor<float> g = hooks.gradient(point);
+      if (kind == nn::Point::attn_pattern) {  // (1, H, T, S): the whole head
+        for (int64_t h = 0; h < H; ++h)
+          e.head_pattern.push_back({l, int(h), term(point, g, h * T * T, T * T)});
+        continue;
+      }
+      std::vector<findings::HeadPositionPatch>& list = kind == nn::Point::attn_z   ? e.head_z
+                                                       : kind == nn::Point::attn_q ? e.head_q
+                                                       : kind == nn::Point::attn_k ? e.head_k
+                                                                                   : e.head_v;
+      for (int64_t h = 0; h < H; ++h) {  // (1, T, H, dk)
+        double all = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          const double v = term(point, g, (t * H + h) * dk, dk);
+          list.push_back({l, int(h), int(t), v});
+          all += v;
+        }
+        // The estimate is linear: patching every position at once is the sum over positions.
+        if (kind == nn::Point::attn_z) e.head_all.push_back({l, int(h), all});
+      }
+    }
+  return e;
 }
 
 }  // namespace study

@@ -4,9 +4,15 @@
 // (clean - corrupt), so 1 means the patched activation alone carries the difference and 0 that it carries
 // none of it. Patched, each on its own (through activation hooks, nn/hooks.h; the model is never changed):
 //   resid_pre of every layer at every position, and the last layer's resid_post (as layer n_layers);
-//   every head's z (its output before Wo) at every position, and at all positions at once.
+//   every head's z (its output before Wo) at every position, and at all positions at once;
+//   every head's q, k and v at every position, and every head's whole attention pattern.
 // The patches of one activation run as one batch (entry b patched at position b), so a whole study is
-// n_layers + 1 + n_layers * n_heads forward passes.
+// n_layers + 1 + 4 * n_layers * n_heads + n_layers forward passes.
+// Attribution patching (Nanda's): the first-order estimate of each of those patches,
+//   (clean - corrupt) . d metric / d activation, the gradient taken on the corrupt run,
+// divided by (clean - corrupt) like `recovered`, for all of them from one clean forward and one corrupt
+// forward and backward (the gradients at hook points, nn/hooks.h). Exact for a metric linear in the
+// activation; it misses what saturates (a softmax pushed to 0 or 1, a LayerNorm's scale).
 #pragma once
 
 #include <optional>
@@ -31,5 +37,13 @@ std::pair<int, int> default_answer_wrong(const nn::CausalLM<float>& model, const
 findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
                                              const std::vector<int32_t>& clean,
                                              const std::vector<int32_t>& corrupt, int answer, int wrong);
+
+// The attribution estimates of every patch activation_patching makes (the same lists; head_all is the sum
+// of a head's per-position estimates), and the two unpatched metrics when asked for. The same errors as
+// activation_patching.
+findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
+                                            const std::vector<int32_t>& clean,
+                                            const std::vector<int32_t>& corrupt, int answer, int wrong,
+                                            double* clean_diff = nullptr, double* corrupt_diff = nullptr);
 
 }  // namespace study

@@ -163,6 +163,7 @@ void write_run_report(const std::string& run_dir, const std::string& title) {
   if (std::filesystem::exists(io::layout::circuits_json(run_dir)))
     in.circuits = findings::read_circuits(io::layout::circuits_json(run_dir));
   in.patchings = findings::read_patchings(io::layout::patching_dir(run_dir), &in.patching_names);
+  in.lenses = findings::read_lenses(io::layout::lens_dir(run_dir), &in.lens_names);
   findings::write_report_html(io::layout::report_html(run_dir), in);
 }
 

@@ -1,4 +1,5 @@
-// The study commands end to end: attend, compare, ablate on a tiny run trained once by the real binary.
+// The study commands end to end: attend, compare, ablate (and its single modes) on a tiny run trained once
+// by the real binary.
 #define BOOST_TEST_MODULE study_commands
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -202,6 +203,28 @@ BOOST_AUTO_TEST_CASE(writes_ablation_for_every_head_and_rebuilds_the_report) {
     // The pattern scores are kept next to the ablation.
     BOOST_TEST(h.contains("previous_token"));
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_single_mode_prints_json_and_leaves_scores_alone) {
+  const std::string dir = run_dir();
+  const std::string before = fs::exists(dir + "/scores.json") ? io::read_text_file(dir + "/scores.json") : "";
+  const CommandResult r =
+      run_attograd("ablate " + shell_quote(dir) + " --mode resample --k 2 --n 8 --per-position --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["mode"] == "resample");
+  BOOST_TEST(j["k"] == 2);
+  const int T = static_cast<int>(j["heads"].size()) / 4 - 1;  // 4 heads, each at all positions and at each
+  BOOST_TEST(T >= 2);
+  BOOST_TEST(j["heads"][0]["position"].is_null());
+  BOOST_TEST(j["heads"][1]["position"] == 0);
+  const std::string after = fs::exists(dir + "/scores.json") ? io::read_text_file(dir + "/scores.json") : "";
+  BOOST_TEST((before == after));
+  const CommandResult bad = run_attograd("ablate " + shell_quote(dir) + " --per-position");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(count(bad.err, "\n") == 1u, bad.err);
+  const CommandResult one = run_attograd("ablate " + shell_quote(dir) + " --mode resample --n 1");
+  BOOST_TEST(one.exit_code == 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,14 +4,16 @@
 // captured value changes no bit; the training forward (fused ops) gives the reference forward's logits and
 // gradients and holds less memory; patching one head at one position changes the logits only at that
 // position and after it (causality), and patch_head touches only that head of every point with a head axis;
-// the gradient through every point's replacement matches finite differences in float64; a misspelt point
-// is an error.
+// the gradient through every point's replacement matches finite differences in float64, and so does the
+// gradient kept at every point by Hooks::grad (all points at once, with and without parameter gradients);
+// a misspelt point is an error.
 #define BOOST_TEST_MODULE hooks
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -307,6 +309,85 @@ BOOST_AUTO_TEST_CASE(gradients_through_every_points_replacement_match_finite_dif
       BOOST_TEST(r.worst() < 1e-6, p << ": " << r.report({p}));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_gradient_kept_at_every_point_matches_finite_differences) {
+  // d metric / d(value at p) from one backward with a probe at every point at once, against central
+  // differences of the metric with one element of p's value nudged by a hook. The metric mixes a logit
+  // difference at the last position with the loss, so every position and the softmax matter.
+  const std::vector<int32_t> targets(kA.begin(), kA.end());
+  auto metric_of = [&](const ag::Tensor<double>& logits) {
+    const int64_t V = 11;
+    std::vector<double> pick(static_cast<size_t>(logits.numel()), 0.0);
+    for (int64_t b = 0; b < kBatch; ++b) {
+      pick[((b * kT + kT - 1) * V) + 3] = 1.0;
+      pick[((b * kT + kT - 1) * V) + 7] = -1.0;
+    }
+    return ag::add(ag::sum(ag::mul(logits, ag::Tensor<double>::from(logits.shape(), pick))),
+                   ag::cross_entropy(logits, targets, -1));
+  };
+  for (bool attention_only : {false, true})
+    for (bool parameter_grads : {true, false}) {
+      ag::Rng rng(6);
+      nn::CausalLM<double> model(shape(attention_only), rng);
+      const std::vector<std::string> points = model.hook_points();
+      nn::Hooks<double> probes;
+      for (const std::string& p : points) probes.grad(p);
+      model.zero_grad();
+      {
+        std::optional<nn::NoParameterGrads<double>> off;
+        if (!parameter_grads) off.emplace(model);
+        metric_of(model.forward(kA, kBatch, kT, {}, &probes)).backward();
+      }
+      // Parameter gradients: as a plain backward's when on, none at all when off.
+      for (const auto& p : model.named_parameters()) BOOST_TEST(p.tensor->has_grad() == parameter_grads);
+      if (parameter_grads) {
+        std::vector<std::vector<double>> with_probes;
+        for (const auto& p : model.named_parameters())
+          with_probes.push_back(p.tensor->grad_tensor().to_vector());
+        model.zero_grad();
+        nn::Hooks<double> plain;
+        metric_of(model.forward(kA, kBatch, kT, {}, &plain)).backward();
+        size_t i = 0;
+        for (const auto& p : model.named_parameters())
+          BOOST_TEST((p.tensor->grad_tensor().to_vector() == with_probes[i++]), p.name);
+      }
+      ag::NoGradScope no_grad;
+      for (const std::string& p : points) {
+        const ag::Tensor<double> g = probes.gradient(p);
+        const int64_t n = g.numel();
+        double largest = 0;
+        for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(g.data()[i]));
+        BOOST_TEST(largest > 1e-6, p << ": no gradient reached the point");
+        // About 40 elements spread over the value (every element for small ones).
+        for (int64_t i = 0; i < n; i += std::max<int64_t>(1, n / 40)) {
+          auto nudged = [&](double delta) {
+            nn::Hooks<double> hooks;
+            hooks.add(p, [i, delta](const ag::Tensor<double>& v) {
+              ag::Tensor<double> out = v.detach();
+              out.data()[i] += delta;
+              return out;
+            });
+            return metric_of(model.forward(kA, kBatch, kT, {}, &hooks)).item();
+          };
+          const double eps = 1e-5, numeric = (nudged(eps) - nudged(-eps)) / (2 * eps);
+          BOOST_TEST(
+              std::fabs(g.data()[i] - numeric) <= 1e-7 * std::max(1.0, std::fabs(numeric)),
+              p << " element " << i << ": backward " << g.data()[i] << ", finite differences " << numeric);
+        }
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(a_gradient_needs_a_recorded_forward) {
+  ag::Rng rng(6);
+  const nn::CausalLM<double> model(shape(), rng);
+  nn::Hooks<double> probes;
+  probes.grad("blocks.1.attn.z");
+  ag::NoGradScope no_grad;
+  BOOST_CHECK_THROW(model.forward(kA, kBatch, kT, {}, &probes), std::logic_error);
+  nn::Hooks<double> none;
+  BOOST_CHECK_THROW(none.gradient("blocks.1.attn.z"), std::out_of_range);
 }
 
 BOOST_AUTO_TEST_CASE(gradients_flow_through_a_position_patch_to_its_source_only) {

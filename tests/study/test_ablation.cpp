@@ -1,7 +1,10 @@
 // Head ablation through the C++ API on small random models, where the right answer is known: zeroing a
 // head whose Wo columns are zero changes nothing, zeroing one that feeds Wo changes the logits, and
 // mean-ablating a head with its own mean over a batch of one sequence leaves the logits as they were
-// (while the mean over two different sequences does not).
+// (while the mean over two different sequences does not); the single modes (ablate --mode) give the same
+// numbers as ablate_heads for zero and mean, resampling from identical sequences changes nothing and from
+// different ones something, the same seed gives the same draws, and per-position entries cover every
+// position.
 #define BOOST_TEST_MODULE ablation
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -134,6 +137,60 @@ BOOST_AUTO_TEST_CASE(ablate_heads_reports_every_head_and_leaves_the_model_as_it_
   }
   scores.heads.pop_back();
   BOOST_CHECK_THROW(study::merge_ablation(scores, report), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(single_modes_agree_with_ablate_heads_and_resample_as_defined) {
+  ag::Rng rng(3);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  auto batch_of = [](const std::vector<std::vector<int32_t>>& seqs) {
+    train::Batch b{static_cast<int>(seqs.size()), 6, {}, {}};
+    for (const auto& s : seqs) {
+      b.inputs.insert(b.inputs.end(), s.begin(), s.end());
+      for (int t = 0; t < 6; ++t) b.targets.push_back(t >= 2 && t < 5 ? s[t + 1] : -1);
+    }
+    return b;
+  };
+  const train::Batch mixed = batch_of({kSeq, kOther, kSeq, kOther});
+  const study::AblationReport both = study::ablate_heads(model, mixed);
+  const study::ModeAblationReport zero =
+      study::ablate_heads_mode(model, mixed, study::AblationMode::zero, false);
+  const study::ModeAblationReport mean =
+      study::ablate_heads_mode(model, mixed, study::AblationMode::mean, false);
+  BOOST_TEST_REQUIRE(zero.heads.size() == 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    BOOST_TEST(zero.heads[i].loss == both.heads[i].zeroed.loss, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(mean.heads[i].loss == both.heads[i].mean.loss, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(zero.heads[i].position == -1);
+  }
+  // Resampling among identical sequences puts each head's own z back: nothing changes.
+  const train::Batch same = batch_of({kSeq, kSeq, kSeq});
+  const study::ModeAblationReport own =
+      study::ablate_heads_mode(model, same, study::AblationMode::resample, false, 3);
+  for (const study::ModeAblation& h : own.heads)
+    BOOST_TEST(h.loss == own.baseline.loss, boost::test_tools::tolerance(1e-6));
+  // Among different sequences it does, and the same seed draws the same permutations.
+  const study::ModeAblationReport r1 =
+      study::ablate_heads_mode(model, mixed, study::AblationMode::resample, false, 3, 9);
+  const study::ModeAblationReport r2 =
+      study::ablate_heads_mode(model, mixed, study::AblationMode::resample, false, 3, 9);
+  double moved = 0;
+  for (size_t i = 0; i < r1.heads.size(); ++i) {
+    BOOST_TEST(r1.heads[i].loss == r2.heads[i].loss);
+    moved = std::max(moved, std::fabs(r1.heads[i].loss - r1.baseline.loss));
+  }
+  BOOST_TEST(moved > 1e-4);
+  // Per position: each head at every position alone, after the head at all positions.
+  const study::ModeAblationReport per =
+      study::ablate_heads_mode(model, mixed, study::AblationMode::zero, true);
+  BOOST_TEST(per.heads.size() == 4u * 7u);
+  BOOST_TEST(per.heads[0].position == -1);
+  BOOST_TEST(per.heads[6].position == 5);
+  // One position alone is not the head at every position.
+  BOOST_TEST(per.heads[1].loss != per.heads[0].loss);
+  BOOST_CHECK_THROW(study::ablate_heads_mode(model, batch_of({kSeq}), study::AblationMode::resample, false),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(study::ablate_heads_mode(model, mixed, study::AblationMode::resample, false, 0),
+                    std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -86,6 +86,39 @@ BOOST_AUTO_TEST_CASE(bad_inputs_are_errors) {
   BOOST_CHECK_THROW(study::default_answer_wrong(*run.model, a, a), std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(qkv_pattern_and_attribution_match_pytorch_to_1e_4) {
+  // residual_small.json (tests/fixtures/make_residual_fixture.py): the same checkpoint and inputs, q/k/v and
+  // pattern patched one forward per patch, and attribution patching from torch.autograd.
+  const testing::Fixture f("residual_small.json");
+  const train::LoadedRun run = train::load_run(kRun);
+  const std::vector<int32_t> clean = ids(f.meta().at("clean")), corrupt = ids(f.meta().at("corrupt"));
+  const int answer = f.meta().at("answer"), wrong = f.meta().at("wrong");
+  const findings::PatchingResult r = study::activation_patching(*run.model, clean, corrupt, answer, wrong);
+  double clean_diff = 0, corrupt_diff = 0;
+  const findings::PatchEffects e =
+      study::attribution_patching(*run.model, clean, corrupt, answer, wrong, &clean_diff, &corrupt_diff);
+  BOOST_TEST(std::fabs(clean_diff - element(f, "clean_diff", 0)) < 1e-4);
+  BOOST_TEST(std::fabs(corrupt_diff - element(f, "corrupt_diff", 0)) < 1e-4);
+  // Each kind's list is in the fixture tensor's row-major order.
+  auto worst_of = [&](const std::vector<double>& ours, const std::string& name) {
+    const ag::Tensor<double> ref = f.tensor<double>(name);
+    BOOST_TEST_REQUIRE(ours.size() == static_cast<size_t>(ref.numel()), name);
+    double worst = 0;
+    for (size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::fabs(ours[i] - ref.data()[i]));
+    BOOST_TEST_MESSAGE(name << ": max |ours - PyTorch| = " << worst);
+    return worst;
+  };
+  for (const std::string kind : {"head_q", "head_k", "head_v", "head_pattern"})
+    BOOST_TEST(worst_of(findings::patch_values(r, kind), "patch_" + kind) < 1e-4, kind);
+  for (const std::string& kind : findings::patch_kinds())
+    BOOST_TEST(worst_of(findings::patch_values(e, kind), "attribution_" + kind) < 1e-4, kind);
+  // Not degenerate: the estimates are not all zero (the largest, the last resid_post at the last position,
+  // is 0.48 where the real patch recovers 1: ln_f's scale is not linear).
+  double top = 0;
+  for (double v : findings::patch_values(e, "resid_pre")) top = std::max(top, std::fabs(v));
+  BOOST_TEST(top > 0.4);
+}
+
 BOOST_AUTO_TEST_CASE(json_has_the_schema_and_round_trips) {
   findings::PatchingResult r;
   r.answer = 3, r.wrong = 4, r.clean = 2.5, r.corrupt = -1.25;
@@ -112,4 +145,28 @@ BOOST_AUTO_TEST_CASE(json_has_the_schema_and_round_trips) {
                         });
   BOOST_TEST(!findings::svg_patching(r, "t").empty());
   BOOST_TEST(findings::patching_table(r).find("resid_post 0") != std::string::npos);
+
+  // With the new kinds and the attribution: the same lists under "attribution", read back, and a correlation
+  // per kind both sides have.
+  r.head_q = {{0, 1, 0, 0.5}};
+  r.head_pattern = {{0, 1, 0.25}};
+  r.resid_pre.push_back({1, 1, 0.75});
+  r.attribution = findings::PatchEffects{};
+  r.attribution->resid_pre = {{0, 0, 0.4}, {1, 0, -0.2}, {1, 1, 0.9}};
+  r.attribution->head_z = {{0, 1, 0, 0.7}};
+  const nlohmann::json with = findings::patching_to_json(r, false);
+  BOOST_TEST(with.contains("head_q"));
+  BOOST_TEST(with.contains("head_pattern"));
+  BOOST_TEST(!with.contains("head_k"));
+  BOOST_TEST(with.at("attribution").at("resid_pre").size() == 3u);
+  const findings::PatchingResult again = findings::patching_from_json(with, "x.json");
+  BOOST_TEST_REQUIRE(again.attribution.has_value());
+  BOOST_TEST(again.attribution->resid_pre[2].recovered == 0.9);
+  BOOST_TEST(again.head_pattern[0].recovered == 0.25);
+  const auto corr = findings::attribution_correlations(again);
+  BOOST_TEST_REQUIRE(!corr.empty());
+  BOOST_TEST(corr[0].first == "resid_pre");
+  BOOST_TEST(corr[0].second == 0.975,
+             boost::test_tools::tolerance(0.002));  // (0.5, -0.25, 0.75) vs (0.4, -0.2, 0.9)
+  BOOST_TEST(findings::attribution_table(again).find("resid_pre") != std::string::npos);
 }

@@ -1,0 +1,119 @@
+// Head detectors (see head_detect.h).
+#include "findings/head_detect.h"
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "io/atomic_file.h"
+#include "io/json_error.h"
+
+namespace findings {
+
+std::string DetectionRule::describe() const {
+  if (rule == "offset") return "offset " + std::to_string(offset);
+  if (rule == "matrix")
+    return "matrix " + std::to_string(matrix.size()) + " x " +
+           std::to_string(matrix.empty() ? 0 : matrix[0].size()) + (source.empty() ? "" : " from " + source);
+  return rule;
+}
+
+DetectionRule detection_rule(const std::string& name_or_file) {
+  for (const char* named : {"previous", "duplicate", "induction", "first"})
+    if (name_or_file == named) return {named, 1, {}, ""};
+  if (name_or_file.size() < 5 || name_or_file.compare(name_or_file.size() - 5, 5, ".json") != 0)
+    throw std::invalid_argument("--pattern " + name_or_file +
+                                ": expected previous, duplicate, induction, first or a FILE.json");
+  const nlohmann::json j = io::parse_json(io::read_text_file(name_or_file), name_or_file);
+  DetectionRule r;
+  r.source = name_or_file;
+  if (!j.is_object())
+    io::json_error(name_or_file, "", "expected an object with \"pattern\", \"offset\" or \"rule\"");
+  if (j.contains("pattern")) {
+    const nlohmann::json& p = j["pattern"];
+    if (!p.is_array() || p.empty())
+      io::json_error(name_or_file, "/pattern", "expected a T x T array of numbers");
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (!p[i].is_array() || p[i].size() != p.size())
+        io::json_error(name_or_file, "/pattern/" + std::to_string(i),
+                       "expected a row of " + std::to_string(p.size()) + " numbers (T x T)");
+      std::vector<double> row;
+      for (size_t k = 0; k < p[i].size(); ++k) {
+        if (!p[i][k].is_number() || !std::isfinite(p[i][k].get<double>()))
+          io::json_error(name_or_file, "/pattern/" + std::to_string(i) + "/" + std::to_string(k),
+                         "expected a finite number");
+        row.push_back(p[i][k].get<double>());
+      }
+      r.matrix.push_back(std::move(row));
+    }
+    r.rule = "matrix";
+  } else if (j.contains("offset")) {
+    if (!j["offset"].is_number_integer() || j["offset"].get<int>() < 0)
+      io::json_error(name_or_file, "/offset", "expected an integer >= 0");
+    r.rule = "offset";
+    r.offset = j["offset"].get<int>();
+  } else if (j.contains("rule")) {
+    const std::string name = j["rule"].is_string() ? j["rule"].get<std::string>() : "";
+    if (name != "previous" && name != "duplicate" && name != "induction" && name != "first")
+      io::json_error(name_or_file, "/rule",
+                     "expected \"previous\", \"duplicate\", \"induction\" or \"first\"");
+    r.rule = name;
+  } else {
+    io::json_error(name_or_file, "", "expected a key \"pattern\", \"offset\" or \"rule\"");
+  }
+  return r;
+}
+
+std::vector<std::vector<double>> detection_pattern(const DetectionRule& rule, const std::vector<int>& ids) {
+  const size_t T = ids.size();
+  std::vector<std::vector<double>> d(T, std::vector<double>(T, 0.0));
+  if (rule.rule == "matrix") {
+    if (rule.matrix.size() != T)
+      throw std::invalid_argument("--pattern " + rule.describe() + ": the input has " + std::to_string(T) +
+                                  " tokens; the pattern must be T x T");
+    for (size_t i = 0; i < T; ++i)
+      for (size_t j = 0; j <= i; ++j) d[i][j] = rule.matrix[i][j];  // lower triangle: keys a query can see
+    return d;
+  }
+  for (size_t i = 0; i < T; ++i)
+    for (size_t j = 0; j <= i; ++j) {
+      bool on = false;
+      if (rule.rule == "previous") on = j + 1 == i;
+      if (rule.rule == "offset") on = j + static_cast<size_t>(rule.offset) == i;
+      if (rule.rule == "first") on = j == 0;
+      if (rule.rule == "duplicate") on = j < i && ids[j] == ids[i];
+      if (rule.rule == "induction") on = j >= 1 && j - 1 < i && ids[j - 1] == ids[i];
+      d[i][j] = on ? 1.0 : 0.0;
+    }
+  return d;
+}
+
+double detection_score(const AttentionWeights& a, const std::vector<std::vector<double>>& d,
+                       DetectMode mode) {
+  const size_t T = a.size();
+  if (d.size() != T) throw std::invalid_argument("detection_score: a T x T pattern for a T x T map");
+  if (mode == DetectMode::mul) {
+    double hit = 0, total = 0;
+    for (size_t i = 0; i < T; ++i)
+      for (size_t j = 0; j < T; ++j) hit += double(a[i][j]) * d[i][j], total += double(a[i][j]);
+    return total > 0 ? hit / total : 0.0;
+  }
+  double diff = 0;
+  for (size_t i = 0; i < T; ++i)
+    for (size_t j = 0; j < T; ++j) diff += std::fabs(double(a[i][j]) - d[i][j]);
+  return 1.0 - diff / double(T * T) * double(T);
+}
+
+std::vector<HeadDetection> detect_heads(const std::vector<Probe>& probes, const DetectionRule& rule,
+                                        DetectMode mode) {
+  std::map<std::pair<int, int>, double> sums;
+  for (const Probe& p : probes) {
+    const std::vector<std::vector<double>> d = detection_pattern(rule, p.ids);
+    for (const HeadMap& m : p.maps) sums[{m.layer, m.head}] += detection_score(m.weights, d, mode);
+  }
+  std::vector<HeadDetection> out;
+  for (const auto& [key, sum] : sums) out.push_back({key.first, key.second, sum / double(probes.size())});
+  return out;
+}
+
+}  // namespace findings

@@ -1,0 +1,25 @@
+// Weight processing as TransformerLens does it by default (fold_ln, center_writing_weights,
+// center_unembed), on a copy of the model:
+//   - fold each LayerNorm's weight w and bias b into the Linear that reads it (ln1 into wq, wk, wv; ln2 into
+//     fc1; ln_f into lm_head): W' = W diag(w), bias' = bias + W b, then centre each row of W' over its
+//     inputs (the normalised input has zero mean, so a constant per row reads nothing); the LayerNorm keeps
+//     weight 1 and bias 0;
+//   - centre every weight that writes to the residual stream over d_model: tok_emb and pos_emb rows, wo's
+//     and fc2's columns and their biases (every reader of the stream is a LayerNorm, which removes the mean);
+//   - centre the unembedding over the vocabulary: lm_head.weight's columns and its bias (softmax ignores a
+//     constant added to every logit).
+// The processed model gives the same log-probabilities (to float rounding; the logits differ by a constant
+// per position), and its weights read more directly: a head's W_Q^h already holds ln1's weight, a
+// component's direct logit attribution needs no centring. `attograd circuits --processed` reads it.
+#pragma once
+
+#include <memory>
+
+#include "nn/transformer.h"
+
+namespace study {
+
+template <typename T>
+std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model);
+
+}  // namespace study
