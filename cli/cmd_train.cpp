@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 
@@ -98,7 +99,11 @@ int run(const TrainArgs& a) {
     return 130;
   }
   std::printf("done: step %lld, loss %.4f", static_cast<long long>(r.step), r.last_loss);
-  if (r.final_eval)
+  // A text model's windows are never all right: its held-out number is the loss in bits per character.
+  if (r.final_eval && config.task.kind == "text")
+    std::printf(", held-out loss %.4f (%.4f bits per %s)", r.final_eval->loss, r.final_eval->loss / std::log(2.0),
+                config.task.unit == "byte" ? "byte" : "character");
+  else if (r.final_eval)
     std::printf(", held-out exact match %.2f%% (loss %.4f)", 100 * r.final_eval->acc, r.final_eval->loss);
   std::printf("\nrun folder: %s (report: %s)\n", run_dir.c_str(), io::layout::report_html(run_dir).c_str());
   return 0;
