@@ -8,6 +8,17 @@ constant lr from the config). With --forward, forward passes alone under torch.n
 `attograd bench --forward`). Warm-up steps are excluded. Prints one JSON line with the fields of
 `attograd bench`.
 
+With --text, the config's task is attograd's "text" (configs/text.json): the file at task.path is tokenised
+as train/tasks/text.cpp does (every distinct character, or byte, a token, sorted by code point; the first
+task.train_fraction of the tokens, 0.9 when unset, for training and the rest held out), and the model is
+trained for the config's train.steps (or --steps) on windows of task.length + 1 tokens drawn uniformly from
+the training part (a seeded torch.Generator), with attograd's schedule (linear warmup, then cosine down to a
+tenth of train.lr, or constant) and its AdamW, every position scored. Each step is timed as above (the
+first --warmup steps excluded from the median); after the last step the held-out loss is the mean
+cross-entropy over every position of --eval-n random held-out windows (default the config's
+train.eval_size), as `attograd eval RUN --n N`. The JSON line adds eval_loss and bits_per_token. Progress
+(training and held-out loss every train.eval_every steps) goes to stderr.
+
 Give PyTorch its best setting on this machine (Debian's OpenBLAS 0.3.21 does not know the CPU):
     OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=passive /usr/bin/python3 bench/torch_bench.py \
         bench/configs/small.json --threads 2
@@ -31,7 +42,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 DEFAULT_MODEL = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 256, "attention_only": False}
-DEFAULT_TRAIN = {"batch_size": 64, "lr": 0.001, "weight_decay": 0.01, "grad_clip": 1.0, "threads": 2}
+DEFAULT_TRAIN = {"steps": 3000, "batch_size": 64, "lr": 0.001, "warmup": 100, "schedule": "cosine",
+                 "weight_decay": 0.01, "grad_clip": 1.0, "threads": 2, "eval_every": 250, "eval_size": 512}
+DEFAULT_TEXT_TASK = {"unit": "char", "length": 8, "train_fraction": 0.0}
+TEXT_TRAIN_FRACTION = 0.9  # train/tasks/text.cpp's default: the last 10% held out, as nanoGPT's shakespeare_char
 LAYER_NORM_EPS = 1e-5
 
 
@@ -137,20 +151,75 @@ def set_blas_threads(threads, allow_reference_blas):
         print(message, file=sys.stderr)
 
 
-def load_config(path):
+def load_config(path, text=False):
     with open(path) as f:
         config = json.load(f)
     task = config["task"]
-    if task.get("kind") != "random":
-        sys.exit(f"{path}: /task/kind: expected \"random\", got {task.get('kind')!r}")
+    kind = "text" if text else "random"
+    if task.get("kind") != kind:
+        hint = " (pass --text for a text config)" if task.get("kind") == "text" else ""
+        sys.exit(f"{path}: /task/kind: expected \"{kind}\", got {task.get('kind')!r}{hint}")
+    if text:
+        task = {**DEFAULT_TEXT_TASK, **task}
     return {
         "name": config.get("name", os.path.splitext(os.path.basename(path))[0]),
         "seed": config.get("seed", 42),
-        "vocab": task["vocab"],
+        "task": task,
+        "vocab": task.get("vocab"),  # a text task's vocabulary comes from its file (read_text)
         "seq_len": task["length"],
         "model": {**DEFAULT_MODEL, **config.get("model", {})},
         "train": {**DEFAULT_TRAIN, **config.get("train", {})},
     }
+
+
+def read_text(task):
+    """train/tasks/text.cpp's tokens: the file as ids into its sorted distinct characters (or bytes), and
+    the first held-out position."""
+    with open(task["path"], "rb") as f:
+        data = f.read()
+    units = list(data) if task["unit"] == "byte" else [ord(c) for c in data.decode("utf-8")]
+    alphabet = sorted(set(units))
+    index = {u: i for i, u in enumerate(alphabet)}
+    ids = torch.tensor([index[u] for u in units], dtype=torch.long)
+    fraction = task["train_fraction"] if task["train_fraction"] > 0 else TEXT_TRAIN_FRACTION
+    cut = int(fraction * len(ids))
+    window = task["length"] + 1
+    if cut < window or len(ids) - cut < window:
+        sys.exit(f"{task['path']}: {cut} training and {len(ids) - cut} held-out tokens; each side needs "
+                 f"a window of task.length + 1 = {window}")
+    return ids, len(alphabet), cut
+
+
+def draw_windows(ids, begin, end, window, count, generator):
+    """`count` windows of `window` tokens starting uniformly in [begin, end - window]: [count, window]."""
+    starts = torch.randint(begin, end - window + 1, (count,), generator=generator)
+    return ids[starts.unsqueeze(1) + torch.arange(window)]
+
+
+def learning_rate(train, step):
+    """train/optimizer.cpp's learning_rate: linear warmup, then constant or cosine to 10% of train.lr at
+    the last step."""
+    lr, warmup = train["lr"], train["warmup"]
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    if train["schedule"] == "constant":
+        return lr
+    span = max(1, train["steps"] - warmup - 1)
+    progress = min(1.0, (step - warmup) / span)
+    min_lr = 0.1 * lr
+    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def heldout_loss(model, windows, vocab, batch=50):
+    """Mean cross-entropy over every position of the held-out windows ([n, T + 1])."""
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, len(windows), batch):
+            chunk = windows[i:i + batch]
+            logits = model(chunk[:, :-1])
+            total += F.cross_entropy(logits.reshape(-1, vocab), chunk[:, 1:].reshape(-1),
+                                     reduction="sum").item()
+    return total / (windows.shape[0] * (windows.shape[1] - 1))
 
 
 def make_optimizer(model, train):
@@ -175,36 +244,26 @@ def model_flops_per_step(model, config):
             + 12 * m["n_layers"] * seq_len ** 2 * m["d_model"] * batch)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="bench config JSON (task.kind \"random\")")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
-    parser.add_argument("--threads", type=int, help="intra-op threads (default: the config's train.threads)")
-    parser.add_argument("--peak-gflops", type=float, help="machine peak (attograd's peak_fma_gflops), for mfu")
-    parser.add_argument("--forward", action="store_true",
-                        help="time forward passes under torch.no_grad() instead of training steps")
-    parser.add_argument("--allow-reference-blas", action="store_true",
-                        help="run even when libblas.so.3 is not OpenBLAS (a warning instead of an error)")
-    args = parser.parse_args()
-    if args.steps < 1 or args.warmup < 0:
-        parser.error("--steps must be >= 1 and --warmup >= 0")
+def train_step(model, optimizer, params, inputs, targets, vocab, grad_clip):
+    """One timed training step: forward, cross-entropy on every position, backward, clip, AdamW."""
+    logits = model(inputs)
+    loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    optimizer.step()
+    return loss.item()
 
-    config = load_config(args.config)
-    train, m = config["train"], config["model"]
-    threads = args.threads if args.threads is not None else train["threads"]
-    torch.set_num_threads(threads)
-    set_blas_threads(threads, args.allow_reference_blas)
-    torch.manual_seed(config["seed"])
 
-    batch, seq_len, vocab = train["batch_size"], config["seq_len"], config["vocab"]
-    model = CausalLM(vocab, seq_len, m["d_model"], m["n_heads"], m["n_layers"], m["d_ff"],
-                     m["attention_only"])
-    optimizer = make_optimizer(model, train)
+def bench_random(args, config, model, optimizer):
+    """The random task: --steps timed steps after --warmup, at the config's constant lr."""
+    train, vocab = config["train"], config["vocab"]
+    batch, seq_len = train["batch_size"], config["seq_len"]
     params = list(model.parameters())
-
+    steps = args.steps if args.steps is not None else 20
     step_seconds = []
-    for step in range(args.warmup + args.steps):
+    for step in range(args.warmup + steps):
         sequences = torch.randint(0, vocab, (batch, seq_len + 1))
         inputs, targets = sequences[:, :-1], sequences[:, 1:]
         start = time.perf_counter()
@@ -213,19 +272,110 @@ def main():
                 logits = model(inputs)
             check = logits[-1, -1, -1].item()
         else:
-            logits = model(inputs)
-            loss = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if train["grad_clip"]:
-                torch.nn.utils.clip_grad_norm_(params, train["grad_clip"])
-            optimizer.step()
-            check = loss.item()
+            check = train_step(model, optimizer, params, inputs, targets, vocab, train["grad_clip"])
         elapsed = time.perf_counter() - start
         if not math.isfinite(check):
             sys.exit(f"{args.config}: {'a logit' if args.forward else 'the loss'} became {check} at step {step}")
         if step >= args.warmup:
             step_seconds.append(elapsed)
+    return step_seconds, {}
+
+
+def train_text(args, config, model, optimizer, ids, cut):
+    """The text task: a whole training run of train.steps (or --steps) with attograd's schedule, then the
+    held-out loss. The first --warmup steps are left out of the timings."""
+    train, vocab, seed = config["train"], config["vocab"], config["seed"]
+    batch, window = train["batch_size"], config["seq_len"] + 1
+    if args.steps is not None:
+        train = {**train, "steps": args.steps}
+    params = list(model.parameters())
+    train_stream = torch.Generator().manual_seed(seed)
+    eval_n = args.eval_n if args.eval_n is not None else train["eval_size"]
+    heldout = draw_windows(ids, cut, len(ids), window, max(eval_n, train["eval_size"]),
+                           torch.Generator().manual_seed(seed + 1))
+    step_seconds, recent_losses = [], []
+    run_start = time.perf_counter()
+    for step in range(train["steps"]):
+        sequences = draw_windows(ids, 0, cut, window, batch, train_stream)
+        inputs, targets = sequences[:, :-1], sequences[:, 1:]
+        lr = learning_rate(train, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        start = time.perf_counter()
+        loss = train_step(model, optimizer, params, inputs, targets, vocab, train["grad_clip"])
+        elapsed = time.perf_counter() - start
+        if not math.isfinite(loss):
+            sys.exit(f"{args.config}: the loss became {loss} at step {step}")
+        if step >= args.warmup:
+            step_seconds.append(elapsed)
+        recent_losses = (recent_losses + [loss])[-50:]
+        if (step + 1) % train["eval_every"] == 0 or step + 1 == train["steps"]:
+            held = heldout_loss(model, heldout[:train["eval_size"]], vocab)
+            print(f"step {step + 1}: loss {statistics.mean(recent_losses):.4f} (mean of the last "
+                  f"{len(recent_losses)}), held-out {held:.4f}, lr {lr:.3g}, "
+                  f"{(time.perf_counter() - run_start):.1f} s", file=sys.stderr)
+    train_seconds = time.perf_counter() - run_start
+    if not step_seconds:
+        sys.exit(f"{args.config}: no timed steps ({train['steps']} steps, --warmup {args.warmup})")
+    eval_loss = heldout_loss(model, heldout[:eval_n], vocab)
+    return step_seconds, {
+        "steps": train["steps"],
+        "train_seconds": train_seconds,
+        "train_loss_last50": statistics.mean(recent_losses),
+        "eval_loss": eval_loss,
+        "bits_per_token": eval_loss / math.log(2),
+        "eval_n": eval_n,
+        "vocab": vocab,
+        "train_tokens": cut,
+        "heldout_tokens": len(ids) - cut,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", help="bench config JSON (task.kind \"random\", or \"text\" with --text)")
+    parser.add_argument("--steps", type=int,
+                        help="timed steps (default 20); with --text the training steps (default train.steps)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
+    parser.add_argument("--threads", type=int, help="intra-op threads (default: the config's train.threads)")
+    parser.add_argument("--peak-gflops", type=float, help="machine peak (attograd's peak_fma_gflops), for mfu")
+    parser.add_argument("--forward", action="store_true",
+                        help="time forward passes under torch.no_grad() instead of training steps")
+    parser.add_argument("--text", action="store_true",
+                        help="a text config (configs/text.json): train it and report the held-out loss")
+    parser.add_argument("--eval-n", type=int,
+                        help="with --text: held-out windows of the final loss (default train.eval_size)")
+    parser.add_argument("--allow-reference-blas", action="store_true",
+                        help="run even when libblas.so.3 is not OpenBLAS (a warning instead of an error)")
+    args = parser.parse_args()
+    if (args.steps is not None and args.steps < 1) or args.warmup < 0:
+        parser.error("--steps must be >= 1 and --warmup >= 0")
+    if args.text and args.forward:
+        parser.error("--text trains; it cannot be combined with --forward")
+    if args.eval_n is not None and (not args.text or args.eval_n < 1):
+        parser.error("--eval-n needs --text and must be >= 1")
+
+    config = load_config(args.config, text=args.text)
+    train, m = config["train"], config["model"]
+    threads = args.threads if args.threads is not None else train["threads"]
+    torch.set_num_threads(threads)
+    set_blas_threads(threads, args.allow_reference_blas)
+    torch.manual_seed(config["seed"])
+
+    if args.text:
+        ids, config["vocab"], cut = read_text(config["task"])
+    batch, seq_len = train["batch_size"], config["seq_len"]
+    vocab = max(config["vocab"], m.get("vocab") or 0)  # model.vocab / max_len: 0 = the task's
+    max_len = max(seq_len, m.get("max_len") or 0)
+    config["vocab"] = vocab
+    model = CausalLM(vocab, max_len, m["d_model"], m["n_heads"], m["n_layers"], m["d_ff"],
+                     m["attention_only"])
+    optimizer = make_optimizer(model, train)
+
+    if args.text:
+        step_seconds, extra = train_text(args, config, model, optimizer, ids, cut)
+    else:
+        step_seconds, extra = bench_random(args, config, model, optimizer)
 
     median = statistics.median(step_seconds)
     flops = model_flops_per_step(model, config) / (3 if args.forward else 1)
@@ -233,17 +383,17 @@ def main():
     print(json.dumps({
         "impl": "pytorch",
         "config": config["name"],
-        "mode": "forward" if args.forward else "train",
+        "mode": "text" if args.text else "forward" if args.forward else "train",
         "threads": threads,
         "tokens_per_s": batch * seq_len / median,
         "step_ms_median": median * 1e3,
         "step_ms_min": min(step_seconds) * 1e3,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "params": sum(p.numel() for p in params),
+        "params": sum(p.numel() for p in model.parameters()),
         "gflops_per_s": gflops_per_s,
         "mfu": gflops_per_s / args.peak_gflops if args.peak_gflops else None,
+        **extra,
     }))
-
 
 if __name__ == "__main__":
     main()
