@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(zeroing_a_head_changes_the_output_only_when_wo_reads_it) {
 BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_changes_nothing) {
   ag::Rng rng(11);
   nn::CausalLM<float> model(tiny_shape(), rng);
-  train::Batch one{1, 6, kSeq, std::vector<int32_t>(6, -1)};
+  train::Batch one{1, 6, kSeq, std::vector<int32_t>(6, -1), {}};
   nn::Hooks<float> none;  // the reference forward, as the patched runs
   const ag::Tensor<float> base = logits_of(model, kSeq, 1, 6, &none);
   const auto means = study::mean_head_outputs(model, one);
@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_cha
   }
 
   // The mean over two different sequences is not the first one's own output: the check above can fail.
-  train::Batch two{2, 6, kSeq, std::vector<int32_t>(12, -1)};
+  train::Batch two{2, 6, kSeq, std::vector<int32_t>(12, -1), {}};
   two.inputs.insert(two.inputs.end(), kOther.begin(), kOther.end());
   const auto mixed = study::mean_head_outputs(model, two);
   nn::Hooks<float> mixed_hooks;
@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_cha
   BOOST_TEST(max_abs_diff(base, logits_of(model, kSeq, 1, 6, &mixed_hooks)) > 1e-4f);
 
   // And it is the average of the two sequences' own means.
-  train::Batch other{1, 6, kOther, std::vector<int32_t>(6, -1)};
+  train::Batch other{1, 6, kOther, std::vector<int32_t>(6, -1), {}};
   const auto own_other = study::mean_head_outputs(model, other);
   const std::vector<float> m = head_slice(mixed[1], 1), a = head_slice(means[1], 1),
                            b = head_slice(own_other[1], 1);
@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(mean_ablation_with_the_heads_own_mean_over_one_sequence_cha
 BOOST_AUTO_TEST_CASE(ablate_heads_reports_every_head_and_leaves_the_model_as_it_was) {
   ag::Rng rng(3);
   nn::CausalLM<float> model(tiny_shape(), rng);
-  train::Batch batch{2, 6, kSeq, {}};
+  train::Batch batch{2, 6, kSeq, {}, {}};
   batch.inputs.insert(batch.inputs.end(), kOther.begin(), kOther.end());
   for (int b = 0; b < 2; ++b)
     for (int t = 0; t < 6; ++t) batch.targets.push_back(t >= 3 && t < 5 ? batch.inputs[b * 6 + t + 1] : -1);
@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(single_modes_agree_with_ablate_heads_and_resample_as_define
   ag::Rng rng(3);
   nn::CausalLM<float> model(tiny_shape(), rng);
   auto batch_of = [](const std::vector<std::vector<int32_t>>& seqs) {
-    train::Batch b{static_cast<int>(seqs.size()), 6, {}, {}};
+    train::Batch b{static_cast<int>(seqs.size()), 6, {}, {}, {}};
     for (const auto& s : seqs) {
       b.inputs.insert(b.inputs.end(), s.begin(), s.end());
       for (int t = 0; t < 6; ++t) b.targets.push_back(t >= 2 && t < 5 ? s[t + 1] : -1);
