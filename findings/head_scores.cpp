@@ -33,6 +33,21 @@ json score_json(double v) {
   return std::isfinite(v) ? json(v) : json(nullptr);
 }
 
+// Checks one id per row, each >= 0, and returns the largest id (-1 for none).
+int check_ids(const AttentionWeights& w, const std::vector<int>& ids, const char* what) {
+  check_square(w, what);
+  if (ids.size() != w.size())
+    throw std::invalid_argument(std::string(what) + ": expected " + std::to_string(w.size()) +
+                                " token ids, got " + std::to_string(ids.size()));
+  int max_id = -1;
+  for (int id : ids) {
+    if (id < 0)
+      throw std::invalid_argument(std::string(what) + ": token ids must be >= 0, got " + std::to_string(id));
+    max_id = std::max(max_id, id);
+  }
+  return max_id;
+}
+
 }  // namespace
 
 double ScoreSum::mean() const {
@@ -78,16 +93,7 @@ ScoreSum previous_token_mass(const AttentionWeights& w) {
 }
 
 ScoreSum induction_mass(const AttentionWeights& w, const std::vector<int>& ids) {
-  check_square(w, "induction_mass");
-  if (ids.size() != w.size())
-    throw std::invalid_argument("induction_mass: expected " + std::to_string(w.size()) + " token ids, got " +
-                                std::to_string(ids.size()));
-  int max_id = -1;
-  for (int id : ids) {
-    if (id < 0)
-      throw std::invalid_argument("induction_mass: token ids must be >= 0, got " + std::to_string(id));
-    max_id = std::max(max_id, id);
-  }
+  const int max_id = check_ids(w, ids, "induction_mass");
   // last[id]: the most recent position of id seen so far (one allocation per map, not per row).
   std::vector<int> last(static_cast<size_t>(max_id + 1), -1);
   ScoreSum s;
@@ -112,6 +118,25 @@ ScoreSum first_token_mass(const AttentionWeights& w) {
   return s;
 }
 
+ScoreSum duplicate_token_mass(const AttentionWeights& w, const std::vector<int>& ids) {
+  const int max_id = check_ids(w, ids, "duplicate_token_mass");
+  // seen[id]: whether id occurred before the current row (the row is skipped until it has).
+  std::vector<char> seen(static_cast<size_t>(max_id + 1), 0);
+  ScoreSum s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t id = static_cast<size_t>(ids[i]);
+    if (seen[id]) {
+      double mass = 0;
+      for (size_t j = 0; j < i; ++j)  // every earlier copy, not only the most recent; never the row itself
+        if (ids[j] == ids[i]) mass += w[i][j];
+      s.sum += mass;
+      ++s.rows;
+    }
+    seen[id] = 1;
+  }
+  return s;
+}
+
 std::vector<HeadScores> compute_head_scores(const std::vector<Probe>& probes,
                                             const std::vector<std::vector<std::vector<int>>>& ideal_keys,
                                             const std::vector<Probe>& repeated_probes) {
@@ -120,7 +145,7 @@ std::vector<HeadScores> compute_head_scores(const std::vector<Probe>& probes,
                                 std::to_string(probes.size()) + " probes, got " +
                                 std::to_string(ideal_keys.size()));
   struct Sums {
-    ScoreSum task, previous, induction, first;
+    ScoreSum task, previous, induction, first, duplicate;
   };
   std::map<std::pair<int, int>, Sums> sums;  // every head seen in either set of probes
   for (size_t p = 0; p < probes.size(); ++p) {
@@ -137,8 +162,11 @@ std::vector<HeadScores> compute_head_scores(const std::vector<Probe>& probes,
     }
   }
   for (const Probe& probe : repeated_probes)
-    for (const HeadMap& m : probe.maps)
-      sums[{m.layer, m.head}].induction.add(induction_mass(m.weights, probe.ids));
+    for (const HeadMap& m : probe.maps) {
+      Sums& s = sums[{m.layer, m.head}];
+      s.induction.add(induction_mass(m.weights, probe.ids));
+      s.duplicate.add(duplicate_token_mass(m.weights, probe.ids));
+    }
 
   std::vector<HeadScores> out;
   out.reserve(sums.size());
@@ -150,6 +178,7 @@ std::vector<HeadScores> compute_head_scores(const std::vector<Probe>& probes,
     h.previous_token = s.previous.mean();
     h.induction = s.induction.mean();
     h.first_token = s.first.mean();
+    h.duplicate_token = s.duplicate.mean();
     out.push_back(h);
   }
   return out;
@@ -163,7 +192,8 @@ nlohmann::json head_scores_to_json(const HeadScoresFile& scores) {
               {"task", score_json(h.task)},
               {"previous_token", score_json(h.previous_token)},
               {"induction", score_json(h.induction)},
-              {"first_token", score_json(h.first_token)}};
+              {"first_token", score_json(h.first_token)},
+              {"duplicate_token", score_json(h.duplicate_token)}};
     if (h.ablation) {
       json a = {{"zero_acc", score_json(h.ablation->zero_acc)},
                 {"mean_acc", score_json(h.ablation->mean_acc)}};
@@ -205,6 +235,9 @@ HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string&
         score_value(json_member(o, "previous_token", source, p), source, p + "/previous_token");
     h.induction = score_value(json_member(o, "induction", source, p), source, p + "/induction");
     h.first_token = score_value(json_member(o, "first_token", source, p), source, p + "/first_token");
+    // Optional: scores.json files written before the duplicate-token score have no key (undefined).
+    const auto dup = o.find("duplicate_token");
+    h.duplicate_token = dup == o.end() ? kNaN : score_value(*dup, source, p + "/duplicate_token");
     auto it = o.find("ablation");
     if (it != o.end() && !it->is_null()) {
       const std::string ap = p + "/ablation";
@@ -269,6 +302,7 @@ std::string head_scores_table(const std::vector<HeadScores>& heads) {
       {"prev_tok", [](const HeadScores& h) { return h.previous_token; }, true},
       {"induction", [](const HeadScores& h) { return h.induction; }, true},
       {"first_tok", [](const HeadScores& h) { return h.first_token; }, true},
+      {"dup_tok", [](const HeadScores& h) { return h.duplicate_token; }, true},
   };
   if (any_ablation) {
     cols.push_back(

@@ -39,6 +39,10 @@ ScoreSum previous_token_mass(const AttentionWeights& w);
 ScoreSum induction_mass(const AttentionWeights& w, const std::vector<int>& ids);
 // (d) first token: w[i][0] for every row i (row 0 included: it can only look at itself).
 ScoreSum first_token_mass(const AttentionWeights& w);
+// (e) duplicate token: for each row i whose token ids[i] occurred earlier, the mass sum_{j < i, ids[j] =
+//     ids[i]} w[i][j] on every earlier position holding the same token (TransformerLens's duplicate-token
+//     pattern, as `attograd detect --pattern duplicate` uses it). Rows without an earlier copy are skipped.
+ScoreSum duplicate_token_mass(const AttentionWeights& w, const std::vector<int>& ids);
 
 struct AblationResult {
   double zero_acc = 0;  // held-out exact-match accuracy with the head's output zeroed
@@ -50,7 +54,8 @@ struct HeadScores {
   int layer = 0;
   int head = 0;
   // NaN when undefined (no counted rows, e.g. no task ideal keys); written as null in scores.json.
-  double task = 0, previous_token = 0, induction = 0, first_token = 0;
+  // duplicate_token is NaN, too, when read from a scores.json written before it existed.
+  double task = 0, previous_token = 0, induction = 0, first_token = 0, duplicate_token = 0;
   std::optional<AblationResult> ablation;
 };
 
@@ -73,8 +78,8 @@ struct HeadScoresFile {
 //   probes: task, previous-token and first-token scores are pooled over these (e.g. held-out task inputs).
 //   ideal_keys: empty (task score NaN), or one entry per probe, each empty (probe has no answer rows) or
 //               T entries of ideal key positions per query row.
-//   repeated_probes: the induction score is pooled over these (repeated random sequences); with none, the
-//               induction score is NaN.
+//   repeated_probes: the induction and duplicate-token scores are pooled over these (repeated random
+//               sequences); with none, both are NaN.
 // Throws std::invalid_argument when shapes disagree or a key position is outside [0, T).
 std::vector<HeadScores> compute_head_scores(const std::vector<Probe>& probes,
                                             const std::vector<std::vector<std::vector<int>>>& ideal_keys,
@@ -82,7 +87,8 @@ std::vector<HeadScores> compute_head_scores(const std::vector<Probe>& probes,
 
 nlohmann::json head_scores_to_json(const HeadScoresFile& scores);
 // Validates: "step" integer >= 0, "heads" array of objects with integer "layer", "head" >= 0, and numbers
-// (or null for NaN) "task", "previous_token", "induction", "first_token"; optional "ablation" object with
+// (or null for NaN) "task", "previous_token", "induction", "first_token"; optional number or null
+// "duplicate_token" (absent in files written before it existed: NaN); optional "ablation" object with
 // numbers "zero_acc", "mean_acc" and optional "zero_loss", "mean_loss"; optional "phase_change" object of
 // numbers or nulls ("induction", "task", "previous_token", "eval_loss_fastest_fall") and optional number
 // "wall_seconds". Unknown keys are ignored.

@@ -45,7 +45,8 @@
         el('text', {x: gx, y: y + 14, 'font-size': 13, 'font-weight': 'bold', fill: '#222'}, g, 'layer ' + m.layer + ' head ' + m.head);
         var s = scores[m.layer + ',' + m.head];
         if (s) el('text', {x: gx, y: y + 28, 'font-size': 11, fill: '#555'}, g,
-          (s.task !== null ? 'task ' + fmt(s.task) + '  ' : '') + 'prev ' + fmt(s.previous_token) + '  ind ' + fmt(s.induction) + '  first ' + fmt(s.first_token));
+          (s.task !== null ? 'task ' + fmt(s.task) + '  ' : '') + 'prev ' + fmt(s.previous_token) + '  ind ' + fmt(s.induction) + '  first ' + fmt(s.first_token) +
+          (s.duplicate_token !== undefined && s.duplicate_token !== null ? '  dup ' + fmt(s.duplicate_token) : ''));
         var lg = el('g', {'font-family': 'DejaVu Sans Mono, Menlo, Consolas, monospace', 'font-size': 11, fill: '#333'}, g);
         for (var j = 0; j < T; j++) {
           var cx = gx + (j + 0.5) * cell + 11 * 0.35, cy = gy - 4;

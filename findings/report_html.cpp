@@ -135,14 +135,14 @@ std::string scores_table(const std::vector<HeadScores>& heads) {
       min_mean = std::min(min_mean, h.ablation->mean_acc);
   std::string out =
       "<table class=\"scores\"><thead><tr><th>layer</th><th>head</th><th>task</th><th>previous token</th>"
-      "<th>induction</th><th>first token</th>";
+      "<th>induction</th><th>first token</th><th>duplicate token</th>";
   if (ablation) out += "<th>zeroed: acc</th><th>mean-ablated: acc</th>";
   if (loss) out += "<th>zeroed: loss</th><th>mean-ablated: loss</th>";
   out += "</tr></thead><tbody>";
   for (const HeadScores& h : heads) {
     io::append_format(out, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td>", h.layer, h.head);
     out += score_cell(h.task) + score_cell(h.previous_token) + score_cell(h.induction) +
-           score_cell(h.first_token);
+           score_cell(h.first_token) + score_cell(h.duplicate_token);
     if (ablation) {
       const auto& a = h.ablation;
       io::append_format(out, "<td class=\"num%s\">%s</td>", a && a->zero_acc == min_zero ? " hi low" : "",
@@ -214,7 +214,8 @@ std::string report_html(const ReportInputs& in) {
   const ScoreKind kinds[] = {{"task score", &HeadScores::task},
                              {"previous-token score", &HeadScores::previous_token},
                              {"induction score", &HeadScores::induction},
-                             {"first-token score", &HeadScores::first_token}};
+                             {"first-token score", &HeadScores::first_token},
+                             {"duplicate-token score", &HeadScores::duplicate_token}};
   std::string score_charts;
   for (const ScoreKind& kind : kinds) {
     std::vector<Series> lines(head_index.size());
@@ -262,7 +263,8 @@ std::string report_html(const ReportInputs& in) {
             {"task", val(h.task)},
             {"previous_token", val(h.previous_token)},
             {"induction", val(h.induction)},
-            {"first_token", val(h.first_token)}};
+            {"first_token", val(h.first_token)},
+            {"duplicate_token", val(h.duplicate_token)}};
       }
     }
     hist.push_back(std::move(by_head));
@@ -302,7 +304,8 @@ std::string report_html(const ReportInputs& in) {
       computed_history
           ? "<p class=\"note\">Computed from the attention dumps on their probes: previous-token and "
             "first-token "
-            "scores, and the induction score over each probe's own repeated tokens. The task score needs the "
+            "scores, and the induction and duplicate-token scores over each probe's own repeated tokens. The "
+            "task score needs the "
             "task's ideal keys and appears only in the final table.</p>\n"
           : "<p class=\"note\">Scores at each dumped step, as the trainer computed them.</p>\n";
   if (const auto& pc = in.scores.phase_change) {

@@ -281,7 +281,8 @@ nlohmann::ordered_json sweep_summary_to_json(const SweepSummary& sum) {
                      {{"task", best_json(r.task)},
                       {"previous_token", best_json(r.previous_token)},
                       {"induction", best_json(r.induction)},
-                      {"first_token", best_json(r.first_token)}}},
+                      {"first_token", best_json(r.first_token)},
+                      {"duplicate_token", best_json(r.duplicate_token)}}},
                     {"phase_change",
                      {{"induction", opt(r.phase_change.induction)},
                       {"task", opt(r.phase_change.task)},
@@ -304,7 +305,8 @@ std::string sweep_summary_csv(const SweepSummary& sum) {
   out +=
       ",status,step,train_loss,eval_loss,eval_acc,wall_seconds,tokens_per_s,best_task_head,best_task,"
       "best_previous_token_head,best_previous_token,best_induction_head,best_induction,best_first_token_head,"
-      "best_first_token,phase_induction,phase_task,phase_previous_token,phase_eval_loss_fastest_fall\n";
+      "best_first_token,best_duplicate_token_head,best_duplicate_token,phase_induction,phase_task,"
+      "phase_previous_token,phase_eval_loss_fastest_fall\n";
   const auto best = [](const std::optional<BestHead>& b) {
     if (!b) return std::string(",");
     return "L" + std::to_string(b->layer) + "H" + std::to_string(b->head) + "," +
@@ -317,9 +319,9 @@ std::string sweep_summary_csv(const SweepSummary& sum) {
     out += "," + r.status + "," + std::to_string(r.step) + "," + number(r.train_loss) + "," +
            number(r.eval_loss) + "," + number(r.eval_acc) + "," + number(r.wall_seconds) + "," +
            number(r.tokens_per_s) + "," + best(r.task) + "," + best(r.previous_token) + "," +
-           best(r.induction) + "," + best(r.first_token) + "," + number(r.phase_change.induction) + "," +
-           number(r.phase_change.task) + "," + number(r.phase_change.previous_token) + "," +
-           number(r.phase_change.eval_loss_fall) + "\n";
+           best(r.induction) + "," + best(r.first_token) + "," + best(r.duplicate_token) + "," +
+           number(r.phase_change.induction) + "," + number(r.phase_change.task) + "," +
+           number(r.phase_change.previous_token) + "," + number(r.phase_change.eval_loss_fall) + "\n";
   }
   return out;
 }
@@ -380,6 +382,7 @@ std::string sweep_index_html(const SweepSummary& sum) {
   out +=
       "<th>status</th><th>step</th><th>train loss</th><th>eval loss</th><th>eval acc</th><th>wall s</th>"
       "<th>tokens/s</th><th>task</th><th>prev token</th><th>induction</th><th>first token</th>"
+      "<th>dup token</th>"
       "<th>induction step</th><th>prev-token step</th><th>task step</th><th>loss-fall "
       "step</th></tr></thead><tbody>\n";
   for (const SweepRunSummary& r : sum.runs) {
@@ -396,7 +399,7 @@ std::string sweep_index_html(const SweepSummary& sum) {
     out += "<td>" + xml_escape(r.status) + "</td>" + cell(double(r.step), 0) + cell(r.train_loss, 4) +
            cell(r.eval_loss, 4) + cell(r.eval_acc, 4) + cell(r.wall_seconds, 1) + cell(r.tokens_per_s, 0) +
            best_cell(r.task) + best_cell(r.previous_token) + best_cell(r.induction) +
-           best_cell(r.first_token) + cell(r.phase_change.induction, 0) +
+           best_cell(r.first_token) + best_cell(r.duplicate_token) + cell(r.phase_change.induction, 0) +
            cell(r.phase_change.previous_token, 0) + cell(r.phase_change.task, 0) +
            cell(r.phase_change.eval_loss_fall, 0) + "</tr>\n";
   }

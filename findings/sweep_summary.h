@@ -30,7 +30,8 @@ struct SweepRunSummary {
   int64_t step = 0, steps = 0;      // last logged step, train.steps
   std::optional<double> train_loss, eval_loss, eval_acc;
   std::optional<double> wall_seconds, tokens_per_s;  // the only fields that differ between equal runs
-  std::optional<BestHead> task, previous_token, induction, first_token;  // the best head per score
+  // The best head per score (no phase change or curve for the duplicate-token score).
+  std::optional<BestHead> task, previous_token, induction, first_token, duplicate_token;
   PhaseChange phase_change;
   Curve task_curve, previous_token_curve, induction_curve;  // the best head's score at each dump
 };

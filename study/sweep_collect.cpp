@@ -87,6 +87,7 @@ findings::SweepRunSummary read_run(const std::string& dir, const std::string& na
     r.previous_token = best_of(scores.heads, &findings::HeadScores::previous_token);
     r.induction = best_of(scores.heads, &findings::HeadScores::induction);
     r.first_token = best_of(scores.heads, &findings::HeadScores::first_token);
+    r.duplicate_token = best_of(scores.heads, &findings::HeadScores::duplicate_token);  // none: older run
     r.wall_seconds = scores.wall_seconds;
     r.phase_change = scores.phase_change ? *scores.phase_change : run_phase_change(run);
   }

@@ -200,8 +200,11 @@ BOOST_AUTO_TEST_CASE(writes_ablation_for_every_head_and_rebuilds_the_report) {
       BOOST_TEST_REQUIRE(h["ablation"][k].is_number(), h.dump());
       BOOST_TEST(h["ablation"][k].get<double>() > 0.0);
     }
-    // The pattern scores are kept next to the ablation.
+    // The pattern scores are kept next to the ablation; training computed the duplicate-token score over
+    // its repeated random probes, which always repeat some token.
     BOOST_TEST(h.contains("previous_token"));
+    BOOST_TEST_REQUIRE(h["duplicate_token"].is_number(), h.dump());
+    BOOST_TEST((h["duplicate_token"].get<double>() >= 0.0 && h["duplicate_token"].get<double>() <= 1.0));
   }
 }
 

@@ -204,12 +204,14 @@ BOOST_AUTO_TEST_CASE(printed_commands_through_xargs_then_collect_match_the_sweep
     BOOST_TEST(run["status"] == "finished");
     BOOST_TEST(run["phase_change"].contains("eval_loss_fastest_fall"));
     BOOST_TEST(!run["curves"]["previous_token"].empty());
+    BOOST_TEST(run["best"]["duplicate_token"]["value"].is_number(), run["best"].dump());
   }
   const std::string html = testing::read_all(remote + "/index.html");
   for (const std::string& name : kRuns)
     BOOST_TEST(html.find("href=\"" + name + "/report.html\"") != std::string::npos, name);
   const std::string csv = testing::read_all(remote + "/summary.csv");
   BOOST_TEST(count_lines(csv) == 5, csv);
+  BOOST_TEST(csv.find(",best_duplicate_token_head,best_duplicate_token,") != std::string::npos);
 
   // Collecting a folder that is no sweep is one line and exit 2.
   const auto bad = run_attograd("sweep collect '" + dir.file("nothing") + "'");

@@ -1,12 +1,14 @@
 // Head-score formulas on hand-built maps whose scores are known without running the code (perfect
-// previous-token and induction maps, the uniform causal map's closed forms, a task map with given ideal
-// keys), pooling over probes, and the scores.json round trip and its errors.
+// previous-token, induction and duplicate-token maps, the uniform causal map's closed forms, a task map with
+// given ideal keys), pooling over probes, the duplicate-token score against `detect --pattern duplicate`,
+// and the scores.json round trip (including a file written before the duplicate-token score) and its errors.
 #define BOOST_TEST_MODULE head_scores
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <filesystem>
 #include <string>
 
+#include "findings/head_detect.h"
 #include "findings/head_scores.h"
 #include "io/atomic_file.h"
 
@@ -92,6 +94,60 @@ BOOST_AUTO_TEST_CASE(induction_uses_the_most_recent_earlier_occurrence) {
   BOOST_TEST(std::isnan(induction_mass(w, {1, 2, 3}).mean()));
 }
 
+BOOST_AUTO_TEST_CASE(duplicate_token_counts_every_earlier_copy) {
+  // Uniform causal map on ids 1 1 1: row 1 has key 0 (1/2); row 2 has keys 0 and 1 (1/3 + 1/3). All
+  // earlier copies count, as in TransformerLens's duplicate-token pattern: (1/2 + 2/3) / 2 = 7/12 (the most
+  // recent copy alone would give (1/2 + 1/3) / 2 = 5/12).
+  const ScoreSum all = duplicate_token_mass(uniform_causal(3), {1, 1, 1});
+  BOOST_TEST(all.rows == 2);
+  BOOST_TEST(all.mean() == 7.0 / 12.0, boost::test_tools::tolerance(1e-6));
+  // ids 5 6 5 6 on the uniform map: row 2 -> key 0 (1/3), row 3 -> key 1 (1/4): (1/3 + 1/4) / 2 = 7/24.
+  BOOST_TEST(duplicate_token_mass(uniform_causal(4), {5, 6, 5, 6}).mean() == 7.0 / 24.0,
+             boost::test_tools::tolerance(1e-6));
+  // The row's own position is never a duplicate: attending to itself scores 0.
+  AttentionWeights self = zeros(3);
+  for (int i = 0; i < 3; ++i) self[i][i] = 1;
+  BOOST_TEST(duplicate_token_mass(self, {1, 1, 1}).mean() == 0.0);
+  // No repeated token: undefined, not 0.
+  BOOST_TEST(std::isnan(duplicate_token_mass(self, {1, 2, 3}).mean()));
+  BOOST_CHECK_THROW(duplicate_token_mass(self, {1, 2}), std::invalid_argument);
+  BOOST_CHECK_THROW(duplicate_token_mass(self, {1, -2, 3}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(perfect_duplicate_token_map_on_repeated_sequence) {
+  // 0 | 3 7 2 | 3 7 2: rows 4, 5, 6 repeat positions 1, 2, 3; a duplicate-token head looks at the copy.
+  const std::vector<int> ids = {0, 3, 7, 2, 3, 7, 2};
+  AttentionWeights dup = zeros(7);
+  for (int i = 0; i < 4; ++i) dup[i][0] = 1;
+  dup[4][1] = 1;
+  dup[5][2] = 1;
+  dup[6][3] = 1;
+  const ScoreSum d = duplicate_token_mass(dup, ids);
+  BOOST_TEST(d.rows == 3);
+  BOOST_TEST(d.mean() == 1.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(induction_mass(dup, ids).mean() == 0.0);  // the copy itself, not the token after it
+  // An induction head and a previous-token head on the same sequence are not duplicate-token heads.
+  AttentionWeights ind = dup;
+  ind[4][1] = ind[5][2] = ind[6][3] = 0;
+  ind[4][2] = ind[5][3] = ind[6][4] = 1;
+  BOOST_TEST(duplicate_token_mass(ind, ids).mean() == 0.0);
+  BOOST_TEST(duplicate_token_mass(previous_token_map(7), ids).mean() == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_token_agrees_with_detect_duplicate) {
+  // Same pattern D as `detect --pattern duplicate`; detect's mul score divides by every row's mass (T rows
+  // of a causal map), the score by the counted rows only: score * rows == detect * T.
+  const std::vector<int> ids = {4, 1, 4, 2, 1, 4};
+  const AttentionWeights w = uniform_causal(6);
+  const ScoreSum s = duplicate_token_mass(w, ids);
+  const double detect =
+      detection_score(w, detection_pattern(detection_rule("duplicate"), ids), DetectMode::mul);
+  BOOST_TEST(s.rows == 3);  // rows 2, 4, 5
+  BOOST_TEST(s.sum == detect * 6.0, boost::test_tools::tolerance(1e-6));
+  // Row 2: 1/3 (key 0); row 4: 1/5 (key 1); row 5: 2/6 (keys 0, 2).
+  BOOST_TEST(s.mean() == (1.0 / 3 + 1.0 / 5 + 2.0 / 6) / 3, boost::test_tools::tolerance(1e-6));
+}
+
 BOOST_AUTO_TEST_CASE(task_score_with_given_ideal_keys) {
   AttentionWeights w = zeros(4);
   w[2][0] = 0.7f;
@@ -119,8 +175,9 @@ BOOST_AUTO_TEST_CASE(scores_pool_rows_over_probes) {
   const auto scores = compute_head_scores({a, b}, {}, {});
   BOOST_TEST_REQUIRE(scores.size() == 1u);
   BOOST_TEST(scores[0].previous_token == 0.25, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(std::isnan(scores[0].task));       // no ideal keys given
-  BOOST_TEST(std::isnan(scores[0].induction));  // no repeated probes given
+  BOOST_TEST(std::isnan(scores[0].task));             // no ideal keys given
+  BOOST_TEST(std::isnan(scores[0].induction));        // no repeated probes given
+  BOOST_TEST(std::isnan(scores[0].duplicate_token));  // likewise
   // first token: rows 0,1 of A give 1, 1; B gives 1, 0, 0, 0 -> 3 / 6.
   BOOST_TEST(scores[0].first_token == 0.5, boost::test_tools::tolerance(1e-12));
 }
@@ -142,6 +199,9 @@ BOOST_AUTO_TEST_CASE(compute_head_scores_covers_every_head_in_order) {
   BOOST_TEST(scores[0].task == 0.2, boost::test_tools::tolerance(1e-6));  // row 4 of uniform: 1/5 on key 0
   // previous-token head on 0 3 7 3 7: rows 3, 4 want keys 2, 3 but look at 2, 3 -> both 1.
   BOOST_TEST(scores[1].induction == 1.0);
+  // ... and their copies are at 1, 2: duplicate 0. Uniform: row 3 -> 1/4 (key 1), row 4 -> 1/5 (key 2).
+  BOOST_TEST(scores[1].duplicate_token == 0.0);
+  BOOST_TEST(scores[0].duplicate_token == (0.25 + 0.2) / 2, boost::test_tools::tolerance(1e-6));
 }
 
 BOOST_AUTO_TEST_CASE(scores_json_round_trip) {
@@ -149,16 +209,18 @@ BOOST_AUTO_TEST_CASE(scores_json_round_trip) {
   f.step = 3000;
   HeadScores h0;
   h0.layer = 0, h0.head = 1, h0.task = 0.125, h0.previous_token = 0.9, h0.induction = std::nan(""),
-  h0.first_token = 0.01;
+  h0.first_token = 0.01, h0.duplicate_token = std::nan("");
   HeadScores h1 = h0;
-  h1.layer = 1, h1.head = 0, h1.induction = 0.75;
+  h1.layer = 1, h1.head = 0, h1.induction = 0.75, h1.duplicate_token = 0.375;
   h1.ablation = AblationResult{0.25, 0.5, 1.5, std::nullopt};
   f.heads = {h0, h1};
   const std::string path = temp_path("round_trip.json");
   write_head_scores(path, f);
   const nlohmann::json raw = nlohmann::json::parse(io::read_text_file(path));
   BOOST_TEST(raw["heads"][0]["induction"].is_null());  // NaN is written as null
-  BOOST_TEST(!raw["heads"][0].contains("ablation"));   // ablation only once measured
+  BOOST_TEST(raw["heads"][0]["duplicate_token"].is_null());
+  BOOST_TEST(raw["heads"][1]["duplicate_token"] == 0.375);
+  BOOST_TEST(!raw["heads"][0].contains("ablation"));  // ablation only once measured
   BOOST_TEST(raw["heads"][1]["ablation"]["zero_acc"] == 0.25);
   const HeadScoresFile g = read_head_scores(path);
   BOOST_TEST(g.step == 3000);
@@ -168,6 +230,8 @@ BOOST_AUTO_TEST_CASE(scores_json_round_trip) {
   BOOST_TEST(g.heads[0].task == 0.125);
   BOOST_TEST(g.heads[0].previous_token == 0.9);
   BOOST_TEST(std::isnan(g.heads[0].induction));
+  BOOST_TEST(std::isnan(g.heads[0].duplicate_token));
+  BOOST_TEST(g.heads[1].duplicate_token == 0.375);
   BOOST_TEST(!g.heads[0].ablation.has_value());
   BOOST_TEST_REQUIRE(g.heads[1].ablation.has_value());
   BOOST_TEST(g.heads[1].ablation->zero_acc == 0.25);
@@ -175,6 +239,30 @@ BOOST_AUTO_TEST_CASE(scores_json_round_trip) {
   BOOST_TEST(g.heads[1].ablation->zero_loss.value_or(-1) == 1.5);
   BOOST_TEST(!g.heads[1].ablation->mean_loss.has_value());
   std::filesystem::remove(path);
+}
+
+BOOST_AUTO_TEST_CASE(scores_json_from_before_the_duplicate_token_score) {
+  // A scores.json written before "duplicate_token" existed still reads; the score is undefined, and it is
+  // written back as null.
+  const nlohmann::json old = nlohmann::json::parse(
+      R"({"step": 7, "heads": [{"layer": 0, "head": 0, "task": null, "previous_token": 0.5,
+          "induction": 0.25, "first_token": 0.125}]})");
+  const HeadScoresFile f = head_scores_from_json(old, "old/scores.json");
+  BOOST_TEST_REQUIRE(f.heads.size() == 1u);
+  BOOST_TEST(f.heads[0].induction == 0.25);
+  BOOST_TEST(std::isnan(f.heads[0].duplicate_token));
+  BOOST_TEST(head_scores_to_json(f)["heads"][0]["duplicate_token"].is_null());
+  BOOST_TEST(head_scores_table(f.heads).find("dup_tok") != std::string::npos);
+  // Present but not a number: an error naming the pointer.
+  nlohmann::json bad = old;
+  bad["heads"][0]["duplicate_token"] = "high";
+  try {
+    head_scores_from_json(bad, "RUN/scores.json");
+    BOOST_FAIL("expected an error");
+  } catch (const std::runtime_error& e) {
+    BOOST_TEST(std::string(e.what()).find("RUN/scores.json: /heads/0/duplicate_token: expected a number") ==
+               0u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(scores_json_errors_name_file_and_pointer) {
@@ -196,12 +284,15 @@ BOOST_AUTO_TEST_CASE(scores_json_errors_name_file_and_pointer) {
 BOOST_AUTO_TEST_CASE(table_lists_every_head_and_marks_the_top) {
   HeadScores a, b;
   a.layer = 0, a.head = 0, a.task = 0.1, a.previous_token = 0.95, a.induction = 0.0, a.first_token = 0.2;
+  a.duplicate_token = 0.625;
   b.layer = 1, b.head = 0, b.task = 0.92, b.previous_token = 0.05, b.induction = std::nan(""),
   b.first_token = 0.1;
   b.ablation = AblationResult{0.3, 0.4, std::nullopt, std::nullopt};
   const std::string t = head_scores_table({a, b});
   BOOST_TEST(t.find("prev_tok") != std::string::npos);
   BOOST_TEST(t.find("zero_acc") != std::string::npos);
+  BOOST_TEST(t.find("dup_tok") != std::string::npos);
+  BOOST_TEST(t.find("0.625*") != std::string::npos);  // the only (so highest) duplicate-token score
   BOOST_TEST(t.find("0.950*") != std::string::npos);  // highest previous-token score
   BOOST_TEST(t.find("0.920*") != std::string::npos);  // highest task score
   BOOST_TEST(t.find("0.300*") != std::string::npos);  // lowest accuracy when zeroed

@@ -320,6 +320,9 @@ BOOST_AUTO_TEST_CASE(report_is_self_contained_and_has_the_slider) {
   BOOST_TEST(count(html, "</script>") == 2u);
   BOOST_TEST(html.find("induction &lt;test&gt;") != std::string::npos);
   BOOST_TEST(html.find("previous-token score") != std::string::npos);
+  BOOST_TEST(html.find("duplicate-token score") != std::string::npos);
+  BOOST_TEST(html.find("<th>duplicate token</th>") != std::string::npos);
+  BOOST_TEST(html.find("\"duplicate_token\":") != std::string::npos);  // per-dump scores for the viewer
   BOOST_TEST(html.find("<table class=\"scores\"") != std::string::npos);
   const std::string dir = temp_dir("report");
   write_report_html(dir + "/report.html", in);

@@ -129,7 +129,8 @@ BOOST_AUTO_TEST_CASE(ablate_heads_reports_every_head_and_leaves_the_model_as_it_
 
   findings::HeadScoresFile scores;
   for (int l = 0; l < 2; ++l)
-    for (int h = 0; h < 2; ++h) scores.heads.push_back(findings::HeadScores{l, h, 0, 0, 0, 0, std::nullopt});
+    for (int h = 0; h < 2; ++h)
+      scores.heads.push_back(findings::HeadScores{l, h, 0, 0, 0, 0, 0, std::nullopt});
   study::merge_ablation(scores, report);
   for (const findings::HeadScores& h : scores.heads) {
     BOOST_TEST_REQUIRE(h.ablation.has_value());
