@@ -4,6 +4,7 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
+#include "cli/study_input.h"
 #include "train/evaluate.h"
 #include "train/run_folder.h"
 
@@ -25,7 +26,7 @@ Command add_eval(CLI::App& app) {
     train::LoadedRun run = train::load_run(a->run);
     ag::set_num_threads(
         std::min(run.config.train.threads, train::max_threads()));  // may come from a larger machine
-    const int n = a->n > 0 ? a->n : run.config.train.eval_size;
+    const int n = held_out_count(run, a->n);
     // The same held-out stream as training's evaluations, so the numbers agree with metrics.jsonl.
     const train::EvalResult r = train::evaluate(*run.model, run.task->eval_set(run.config.seed, n));
     if (a->json)

@@ -8,12 +8,16 @@
 #include "cli/study_input.h"
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "study/patching.h"
 #include "study/run_study.h"
 
 namespace cli {
 
 namespace {
+
+// The longest --save NAME: NAME.json and NAME.svg stay well within a file name's 255 bytes.
+constexpr size_t kMaxSaveName = 100;
 
 struct Args {
   std::string run, clean, corrupt, answer, wrong, save;
@@ -57,8 +61,9 @@ int run_patch(const Args& a) {
   r.wrong_token = run.task->token_name(wrong);
 
   if (!a.save.empty()) {
+    const io::RunLock lock(a.run);  // one writer per run folder
     const std::string stem = io::layout::patching_stem(a.run, a.save);
-    io::write_text_file_atomically(stem + ".json", findings::patching_to_json(r, true).dump(1) + "\n");
+    findings::write_patching(stem + ".json", r);
     io::write_text_file_atomically(
         stem + ".svg", findings::svg_patching(r, run.config.name + ", step " + std::to_string(run.step) +
                                                      ": activation patching '" + a.save + "'"));
@@ -104,6 +109,9 @@ Command add_patch(CLI::App& app) {
                   "also write " + io::layout::patching_stem("RUN", "NAME") +
                       ".json and .svg (and rebuild report.html)")
       ->check([](const std::string& s) {
+        if (s.size() > kMaxSaveName)
+          return "NAME: at most " + std::to_string(kMaxSaveName) + " characters, got " +
+                 std::to_string(s.size());
         if (s.empty() ||
             s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
                 std::string::npos ||
