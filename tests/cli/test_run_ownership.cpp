@@ -49,6 +49,13 @@ void expect_refused(const testing::CommandResult& r, const std::string& expected
   BOOST_TEST(has(r.err, expected), what << " -> " << r.err);
 }
 
+// A 4 GB address-space limit, except under ASan, which reserves terabytes of address space for its shadow.
+#if defined(__SANITIZE_ADDRESS__)
+const std::string kMemoryLimit = "";
+#else
+const std::string kMemoryLimit = "ulimit -v 4000000; ";
+#endif
+
 // `attograd ARGS` killed after `seconds` (exit 137 then) and limited to 4 GB of address space: what would
 // hang or allocate without bound fails its test instead.
 testing::CommandResult run_bounded(const std::string& args, int seconds = 30) {
@@ -56,8 +63,8 @@ testing::CommandResult run_bounded(const std::string& args, int seconds = 30) {
   const std::string base = (fs::temp_directory_path() / ("attograd-bounded-" + std::to_string(::getpid()) +
                                                          "-" + std::to_string(counter++)))
                                .string();
-  const std::string cmd = "cd " + shell_quote(ATTOGRAD_SOURCE_DIR) +
-                          " && (ulimit -v 4000000; exec timeout -s KILL " + std::to_string(seconds) + " " +
+  const std::string cmd = "cd " + shell_quote(ATTOGRAD_SOURCE_DIR) + " && (" + kMemoryLimit +
+                          "exec timeout -s KILL " + std::to_string(seconds) + " " +
                           shell_quote(ATTOGRAD_BINARY) + " " + args + ") >" + shell_quote(base + ".out") +
                           " 2>" + shell_quote(base + ".err");
   const int status = std::system(cmd.c_str());
