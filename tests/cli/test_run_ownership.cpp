@@ -221,6 +221,19 @@ BOOST_AUTO_TEST_CASE(a_second_writer_of_a_run_folder_is_refused_naming_the_holde
   const auto after = run_attograd("train configs/reverse.json --set train.steps=2" + kSmall + " --out " +
                                   shell_quote(run) + " --overwrite");
   BOOST_TEST(after.exit_code == 0, after.err);
+
+  // Two sweeps on one folder: the second is refused at once.
+  const std::string out = dir.file("out");
+  write_file(dir.file("sweep.json"),
+             "{\"base\": \"configs/reverse.json\", \"grid\": {\"seed\": [1]}, \"out\": " +
+                 nlohmann::json(out).dump() + "}");
+  const pid_t sweep = spawn_attograd("sweep " + shell_quote(dir.file("sweep.json")) + " -j 1");
+  wait_for_file(out + "/seed=1/config.json");
+  expect_refused(run_attograd("sweep " + shell_quote(dir.file("sweep.json")) + " --print-commands"), "(pid ",
+                 "a second sweep");
+  kill(sweep, SIGINT);  // the sweep stops its run at a checkpoint (SIGKILL would orphan the run)
+  int status = 0;
+  waitpid(sweep, &status, 0);
 }
 
 // Finding 4: --out is checked (UTF-8, no control bytes) before anything is trained or created.
