@@ -91,9 +91,14 @@ bool check_new_run_folder(const std::string& dir) {
   bool empty = true;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
     empty = empty && it->path().filename() == fs::path(layout::folder_lock(dir)).filename();
+  const std::string marker = fs::path(layout::run_marker(dir)).filename().string();
+  struct stat checkpoint {};
+  // A run trained before run folders had a marker: --resume adopts it (and writes the marker).
+  if (::lstat(layout::model_checkpoint(dir).c_str(), &checkpoint) == 0 && S_ISREG(checkpoint.st_mode))
+    throw std::runtime_error(dir + ": holds a checkpoint but no " + marker +
+                             " marker; --resume it to adopt it as a run, or give a new or empty folder");
   if (!empty || ec)
-    throw std::runtime_error(dir + ": not empty and not a run folder (no " +
-                             fs::path(layout::run_marker(dir)).filename().string() +
+    throw std::runtime_error(dir + ": not empty and not a run folder (no " + marker +
                              "); give a new or empty folder, attograd never writes into other folders");
   return false;
 }
