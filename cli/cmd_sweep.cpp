@@ -56,7 +56,9 @@ RunState run_state(const train::SweepRun& run) {
   const std::string dir = run.config.output.dir;
   // A file, or a folder that is not a run, where a run goes; a planted link in a run: refused here, before
   // any run starts.
-  if (io::check_new_run_folder(dir)) io::check_run_entries(dir);
+  if (io::check_new_run_folder(dir)) {
+    const io::RunLock probe(dir);  // in use by another process: refused now, not as a failed run later
+  }
   const std::string path = io::layout::config_json(dir);
   if (!fs::exists(path)) return RunState::fresh;
   const train::Config held = train::from_json(io::parse_json(io::read_text_file(path), path), path);
