@@ -90,11 +90,13 @@ int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& mode
   for (const auto& p : model.named_parameters())
     for (float x : f.find(p.name)->data)
       if (!(std::fabs(x) <= kMaxWeightMagnitude)) {
-        char value[32];
+        char value[32], bound[32];
         std::snprintf(value, sizeof value, "%g", static_cast<double>(x));
-        throw std::runtime_error(path + ": tensor " + p.name + " holds " + value +
-                                 (std::isfinite(x) ? ", beyond the bound of 1e6 on a weight's magnitude"
-                                                   : ", expected finite weights"));
+        std::snprintf(bound, sizeof bound, "%g", kMaxWeightMagnitude);
+        throw std::runtime_error(
+            path + ": tensor " + p.name + " holds " + value +
+            (std::isfinite(x) ? std::string(", beyond the bound of ") + bound + " on a weight's magnitude"
+                              : std::string(", expected finite weights")));
       }
   for (auto& p : model.named_parameters()) p.tensor->assign(f.find(p.name)->data);
   return parse_step(f, path);
