@@ -10,7 +10,9 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
+#include "cli/study_input.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "study/ablation.h"
 #include "study/run_study.h"
 #include "train/run_folder.h"
@@ -81,9 +83,10 @@ bool scores_match(const findings::HeadScoresFile& s, const train::LoadedRun& run
 
 int run_ablate(const Args& a) {
   train::LoadedRun run = train::load_run(a.run);
+  const io::RunLock lock(a.run);  // one writer per run folder
   ag::set_num_threads(
       std::min(run.config.train.threads, train::max_threads()));  // may come from a larger machine
-  const int n = a.n > 0 ? a.n : run.config.train.eval_size;
+  const int n = held_out_count(run, a.n);
   // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
   const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
   if (!a.mode.empty()) return run_mode(a, run, eval_set);

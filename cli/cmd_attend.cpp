@@ -48,7 +48,7 @@ int run_attend(const Args& a) {
   if (!a.svg.empty()) {
     findings::SvgOptions svg;
     svg.title = run.config.name + ", step " + std::to_string(run.step) + ": " + join_tokens(probe.tokens);
-    io::write_text_file_atomically(a.svg, findings::svg_attention_grid(probe, svg));
+    io::write_user_file(a.svg, findings::svg_attention_grid(probe, svg));
     std::printf("\nwrote %s\n", a.svg.c_str());
   }
   return 0;

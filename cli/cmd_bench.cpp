@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "autograd/threads.h"
 #include "autograd/timing.h"
 #include "cli/commands.h"
+#include "train/config.h"
 #include "train/training_step.h"
 
 namespace cli {
@@ -127,12 +130,20 @@ double measure_fma_peak_gflops(int threads, double seconds) {
     std::atomic<bool> go{false};
     std::vector<float> sinks(threads);
     std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        ready.fetch_add(1);
-        while (!go.load()) std::this_thread::yield();
-        sinks[t] = fma_loop(iterations, m, a);
-      });
+    try {
+      for (int t = 1; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          ready.fetch_add(1);
+          while (!go.load()) std::this_thread::yield();
+          sinks[t] = fma_loop(iterations, m, a);
+        });
+    } catch (const std::system_error& e) {
+      // The system refused a thread: let the started ones finish, then say so in one line.
+      go.store(true);
+      for (auto& t : pool) t.join();
+      throw std::runtime_error("--threads " + std::to_string(threads) + ": cannot start that many threads (" +
+                               e.code().message() + ")");
+    }
     while (ready.load() != threads - 1) std::this_thread::yield();
     const auto start = Clock::now();
     go.store(true);
@@ -184,6 +195,10 @@ struct Args {
 int run(const Args& a) {
   const train::Config config = train::load_config(a.config, a.sets);
   const int threads = a.threads > 0 ? a.threads : config.train.threads;
+  // As train.threads: more threads than this are a mistake (and may not be startable at all).
+  if (threads > train::max_threads())
+    throw UsageError("--threads " + std::to_string(threads) +
+                     ": must be <= " + std::to_string(train::max_threads()) + " (4 x this machine's cores)");
   // Progress for a person at a terminal, on stderr (stdout carries only the JSON line); nothing elsewhere.
   const bool tty = isatty(fileno(stderr)) != 0;
   if (tty) std::fprintf(stderr, "bench: measuring the FMA peak and GEMM rates...");

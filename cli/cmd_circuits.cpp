@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/study_input.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "study/circuits.h"
 #include "study/processing.h"
 #include "study/run_study.h"
@@ -23,6 +24,8 @@ struct Args {
 
 int run_circuits(const Args& a) {
   train::LoadedRun run = load_for_study(a.run, std::nullopt, std::nullopt);
+  study::check_circuits_vocab(run.config.model.vocab, io::layout::model_checkpoint(a.run));
+  const io::RunLock lock(a.run);  // one writer per run folder
   const int L = static_cast<int>(run.model->blocks.size());
   if (!a.no_composition && L < 2)
     throw UsageError(a.run + ": composition needs a model with at least 2 layers, this one has " +

@@ -144,7 +144,7 @@ int run_compare(const Args& args) {
     findings::SvgOptions svg;
     svg.title = run.config.name + ", step " + std::to_string(run.step) + ": A = " + join_tokens(pa.tokens) +
                 ", B = " + join_tokens(pb.tokens);
-    io::write_text_file_atomically(args.svg, findings::svg_compare(pa, pb, svg));
+    io::write_user_file(args.svg, findings::svg_compare(pa, pb, svg));
     std::printf("\nwrote %s\n", args.svg.c_str());
   }
   return 0;

@@ -7,6 +7,7 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
+#include "cli/study_input.h"
 #include "train/evaluate.h"
 #include "train/run_folder.h"
 
@@ -37,7 +38,8 @@ Command add_eval(CLI::App& app) {
     if (!held_out && !run.task->finite())
       throw UsageError("--split train: " + a->run +
                        " trains on a stream of fresh sequences; only a finite dataset has a training set");
-    const int n = a->n > 0 ? a->n : held_out ? run.config.train.eval_size : std::numeric_limits<int>::max();
+    // Held out: bounded as train.eval_size is; the training side of a finite dataset is bounded by its size.
+    const int n = held_out ? held_out_count(run, a->n) : a->n > 0 ? a->n : std::numeric_limits<int>::max();
     // The same held-out sequences as training's evaluations, so the numbers agree with metrics.jsonl.
     const train::EvalResult r = train::evaluate(
         *run.model, held_out ? run.task->eval_set(run.config.seed, n) : run.task->split_set(false, n));

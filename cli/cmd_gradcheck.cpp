@@ -1,6 +1,9 @@
 // attograd gradcheck CONFIG [--set ...]: the whole model's loss against central differences in float64,
 // every parameter tensor, on the config's architecture shrunk to a checkable size (said on the output).
+#include <cmath>
 #include <cstdio>
+#include <exception>
+#include <string>
 
 #include "autograd/gradcheck.h"
 #include "cli/commands.h"
@@ -77,7 +80,19 @@ Command add_gradcheck(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("gradcheck", "whole-model finite-difference gradient check in float64");
   sub->add_option("CONFIG", a->config, "config file")->required();
   sub->add_option("--set", a->sets, "override a config field: key.path=value");
-  sub->add_option("--tolerance", a->tolerance, "worst relative error allowed (default 1e-6)");
+  sub->add_option("--tolerance", a->tolerance, "worst relative error allowed (default 1e-6)")
+      ->check([](const std::string& text) {
+        // A NaN tolerance passes nothing and a negative one fails everything: both are mistakes.
+        double x = 0;
+        try {
+          size_t used = 0;
+          x = std::stod(text, &used);
+          if (used != text.size()) x = -1;
+        } catch (const std::exception&) {
+          x = -1;
+        }
+        return std::isfinite(x) && x > 0 ? std::string() : "expected a positive finite number, got " + text;
+      });
   return [a] { return run_gradcheck(*a); };
 }
 

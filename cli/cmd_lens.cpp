@@ -7,6 +7,7 @@
 #include "cli/study_input.h"
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "study/residual.h"
 #include "study/run_study.h"
 #include "train/token_input.h"
@@ -55,6 +56,7 @@ int run_lens(const Args& a) {
   r.wrong_token = wrong < 0 ? "mean" : name_of(wrong);
 
   if (!a.save.empty()) {
+    const io::RunLock lock(a.run);  // one writer per run folder
     const std::string stem = io::layout::lens_stem(a.run, a.save);
     io::write_text_file_atomically(stem + ".json", findings::lens_to_json(r, true).dump(1) + "\n");
     io::write_text_file_atomically(
@@ -100,14 +102,7 @@ Command add_lens(CLI::App& app) {
   sub->add_option(
          "--save", a->save,
          "also write " + io::layout::lens_stem("RUN", "NAME") + ".json and .svg (and rebuild report.html)")
-      ->check([](const std::string& s) {
-        if (s.empty() ||
-            s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-                std::string::npos ||
-            s[0] == '.')
-          return std::string("NAME: letters, digits, '_', '-' and '.' only");
-        return std::string();
-      });
+      ->check(check_save_name);
   return [a] { return run_lens(*a); };
 }
 

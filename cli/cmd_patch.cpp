@@ -9,12 +9,15 @@
 #include "cli/study_input.h"
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "study/patching.h"
 #include "study/run_study.h"
 
 namespace cli {
 
 namespace {
+
+// The longest --save NAME: NAME.json and NAME.svg stay well within a file name's 255 bytes.
 
 struct Args {
   std::string run, clean, corrupt, answer, wrong, save;
@@ -59,8 +62,9 @@ int run_patch(const Args& a) {
   r.wrong_token = run.task->token_name(wrong);
 
   if (!a.save.empty()) {
+    const io::RunLock lock(a.run);  // one writer per run folder
     const std::string stem = io::layout::patching_stem(a.run, a.save);
-    io::write_text_file_atomically(stem + ".json", findings::patching_to_json(r, true).dump(1) + "\n");
+    findings::write_patching(stem + ".json", r);
     io::write_text_file_atomically(
         stem + ".svg", findings::svg_patching(r, run.config.name + ", step " + std::to_string(run.step) +
                                                      ": activation patching '" + a.save + "'"));
@@ -109,14 +113,7 @@ Command add_patch(CLI::App& app) {
   sub->add_option("--save", a->save,
                   "also write " + io::layout::patching_stem("RUN", "NAME") +
                       ".json and .svg (and rebuild report.html)")
-      ->check([](const std::string& s) {
-        if (s.empty() ||
-            s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-                std::string::npos ||
-            s[0] == '.')
-          return std::string("NAME: letters, digits, '_', '-' and '.' only");
-        return std::string();
-      });
+      ->check(check_save_name);
   return [a] { return run_patch(*a); };
 }
 

@@ -5,6 +5,7 @@
 // child at a checkpoint. Or prints the commands for another scheduler, and collects the summary after.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,14 +14,16 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
+#include "io/printable.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "study/sweep_collect.h"
 #include "train/checkpoint.h"
 #include "train/sweep.h"
@@ -51,6 +54,11 @@ enum class RunState { fresh, resume, finished };
 
 RunState run_state(const train::SweepRun& run) {
   const std::string dir = run.config.output.dir;
+  // A file, or a folder that is not a run, where a run goes; a planted link in a run: refused here, before
+  // any run starts.
+  if (io::check_new_run_folder(dir)) {
+    const io::RunLock probe(dir);  // in use by another process: refused now, not as a failed run later
+  }
   const std::string path = io::layout::config_json(dir);
   if (!fs::exists(path)) return RunState::fresh;
   const train::Config held = train::from_json(io::parse_json(io::read_text_file(path), path), path);
@@ -117,7 +125,13 @@ std::string duration(double seconds) {
 
 // The last non-empty line of a child's log, for a failure message.
 std::string last_line(const std::string& path) {
-  std::ifstream in(path);
+  std::string text;
+  try {
+    text = io::read_text_file(path);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  std::istringstream in(text);
   std::string line, last;
   while (std::getline(in, line))
     if (line.find_first_not_of(" \r\t") != std::string::npos) last = line;
@@ -131,22 +145,31 @@ struct Child {
   clock_type::time_point start;
 };
 
-pid_t launch(const std::string& program, const std::vector<std::string>& args, const std::string& log) {
-  fs::create_directories(fs::path(log).parent_path());
+// Starts `attograd train` for the run in `run_dir`, its output appended to the run's train.log.
+pid_t launch(const std::string& program, const std::vector<std::string>& args, const std::string& run_dir) {
+  io::mark_run_folder(run_dir);  // the sweep creates the run: `train --out` then finds a run folder
+  const std::string log = io::layout::train_log(run_dir);
+  // O_NOFOLLOW and a regular file only: a planted link or FIFO is never written through.
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string why = fd < 0 ? std::strerror(errno) : "is " + io::file_kind(st.st_mode);
+    if (fd >= 0) close(fd);
+    throw std::runtime_error(log + ": cannot write the run's log: " + why);
+  }
   const pid_t pid = fork();
-  if (pid < 0)
+  if (pid < 0) {
+    close(fd);
     throw std::runtime_error(std::string("cannot start a run: fork failed (") + std::strerror(errno) + ")");
+  }
   if (pid == 0) {
     // Its own process group: a Ctrl-C reaches the sweep only, which passes it on once to every child.
     setpgid(0, 0);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      close(fd);
-    }
+    fcntl(fd, F_SETFL, O_APPEND);
+    dup2(fd, STDOUT_FILENO);  // the copies do not inherit O_CLOEXEC
+    dup2(fd, STDERR_FILENO);
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(program.c_str()));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -155,14 +178,21 @@ pid_t launch(const std::string& program, const std::vector<std::string>& args, c
     std::fprintf(stderr, "attograd sweep: cannot run %s: %s\n", program.c_str(), std::strerror(errno));
     _exit(127);
   }
+  close(fd);
   return pid;
 }
 
 int collect(const std::string& dir) {
+  const io::FolderLock lock(dir);  // one writer of the summary (and not while the sweep runs)
   const findings::SweepSummary summary = study::collect_sweep(dir);
   study::write_sweep_summary(dir, summary);
   size_t finished = 0;
-  for (const auto& r : summary.runs) finished += r.status == "finished";
+  for (const auto& r : summary.runs) {
+    finished += r.status == "finished";
+    if (r.status == "unreadable")
+      std::fprintf(stderr, "run %s: unreadable, left out of the numbers: %s\n", r.name.c_str(),
+                   io::printable(r.problem).c_str());
+  }
   std::printf("%zu runs (%zu finished): %s, %s, %s\n", summary.runs.size(), finished,
               io::layout::summary_json(dir).c_str(), io::layout::summary_csv(dir).c_str(),
               io::layout::sweep_index_html(dir).c_str());
@@ -199,7 +229,7 @@ int run_sweep(const SweepArgs& a) {
   for (const train::SweepRun& run : sweep.runs) states.push_back(run_state(run));
   const std::string program = self_path();
 
-  fs::create_directories(sweep.out);
+  const io::FolderLock lock(sweep.out);  // one sweep per folder; each run's train locks its own
   io::write_text_file_atomically(io::layout::sweep_manifest(sweep.out),
                                  train::sweep_manifest(sweep).dump(2) + "\n");
 
@@ -215,7 +245,7 @@ int run_sweep(const SweepArgs& a) {
       for (const std::string& c : commands) std::printf("%s\n", c.c_str());
     if (!a.slurm.empty()) {
       if (commands.empty()) throw UsageError("--slurm " + a.slurm + ": every run of the sweep is finished");
-      io::write_text_file_atomically(a.slurm, slurm_script(sweep, commands, threads));
+      io::write_user_file(a.slurm, slurm_script(sweep, commands, threads));
       std::fprintf(stderr, "wrote %s: sbatch %s, then attograd sweep collect %s\n", a.slurm.c_str(),
                    a.slurm.c_str(), sweep.out.c_str());
     }
@@ -290,8 +320,8 @@ int run_sweep(const SweepArgs& a) {
     while (g_stop.load() == 0 && running.size() < static_cast<size_t>(jobs) && next < todo.size()) {
       const size_t i = todo[next++];
       const train::SweepRun& run = sweep.runs[i];
-      running[launch(program, train_args(run, sweep, states[i], threads),
-                     io::layout::train_log(run.config.output.dir))] = Child{i, clock_type::now()};
+      running[launch(program, train_args(run, sweep, states[i], threads), run.config.output.dir)] =
+          Child{i, clock_type::now()};
       draw(true);
     }
     int status = 0;

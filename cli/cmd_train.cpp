@@ -5,11 +5,14 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "io/atomic_file.h"
+#include "io/printable.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "study/run_study.h"
 #include "train/checkpoint.h"
 
@@ -54,6 +57,11 @@ train::Config resume_config(const TrainArgs& a) {
   train::Config stored = train::config_from_checkpoint(ckpt);
   // Always through the overrides' path, which checks this machine's limits (a run may come from another).
   stored = train::from_json(train::to_json(stored), ckpt, a.sets);
+  const int64_t step = train::step_from_checkpoint(ckpt);
+  if (stored.train.steps < step)
+    throw UsageError("--set train.steps=" + std::to_string(stored.train.steps) +
+                     ": below the checkpoint's step " + std::to_string(step) + " (" + ckpt +
+                     "); a resumed run can only train longer");
   if (!a.config.empty()) {
     train::Config given = train::load_config(a.config, a.sets);
     given.output = stored.output;
@@ -66,21 +74,39 @@ train::Config resume_config(const TrainArgs& a) {
   return stored;
 }
 
+// The run folder goes into config.json and every message: it must be text the config's reader accepts.
+void check_folder_argument(const std::string& option, const std::string& dir) {
+  if (dir.empty()) throw UsageError(option + ": expected a folder, got an empty path");
+  if (!io::is_printable_utf8(dir))
+    throw UsageError(option + " " + io::printable(dir) + ": expected UTF-8 text without control characters");
+}
+
 int run(const TrainArgs& a) {
   train::Config config;
   std::string run_dir;
+  std::unique_ptr<io::RunLock> lock;  // held until the process ends: one writer per run folder
   if (!a.resume.empty()) {
+    check_folder_argument("--resume", a.resume);
     config = resume_config(a);
     run_dir = a.resume;
+    lock = std::make_unique<io::RunLock>(run_dir);
+    io::mark_run_folder(run_dir);  // a run trained before run folders had a marker
   } else {
     if (a.config.empty()) throw UsageError("train: CONFIG is required (or --resume RUN_DIR)");
+    if (!a.out.empty()) check_folder_argument("--out", a.out);
     config = train::load_config(a.config, a.sets);
     if (!a.out.empty()) config.output.dir = a.out;
     run_dir = config.output.dir;
+    // Only an empty folder or a run is ever written into; then, under the lock, only a run's own entries
+    // are removed.
+    io::check_new_run_folder(run_dir);
+    lock = std::make_unique<io::RunLock>(run_dir);
+    io::check_new_run_folder(run_dir);  // again: another process may have written it in between
     if (std::filesystem::exists(io::layout::model_checkpoint(run_dir)) && !a.overwrite)
       throw UsageError(run_dir + ": already holds a trained run; --resume " + run_dir +
                        " to continue it, --out DIR for a new one, or --overwrite to replace it");
     if (a.overwrite) clear_run_folder(run_dir);
+    io::mark_run_folder(run_dir);
   }
   Progress progress(stdout);
   study::RunStudy run_study(config, run_dir);
@@ -101,8 +127,8 @@ int run(const TrainArgs& a) {
   std::printf("done: step %lld, loss %.4f", static_cast<long long>(r.step), r.last_loss);
   // A text model's windows are never all right: its held-out number is the loss in bits per character.
   if (r.final_eval && config.task.kind == "text")
-    std::printf(", held-out loss %.4f (%.4f bits per %s)", r.final_eval->loss, r.final_eval->loss / std::log(2.0),
-                config.task.unit == "byte" ? "byte" : "character");
+    std::printf(", held-out loss %.4f (%.4f bits per %s)", r.final_eval->loss,
+                r.final_eval->loss / std::log(2.0), config.task.unit == "byte" ? "byte" : "character");
   else if (r.final_eval)
     std::printf(", held-out exact match %.2f%% (loss %.4f)", 100 * r.final_eval->acc, r.final_eval->loss);
   std::printf("\nrun folder: %s (report: %s)\n", run_dir.c_str(), io::layout::report_html(run_dir).c_str());

@@ -20,6 +20,33 @@ void check_input_length(const train::LoadedRun& run, size_t n, const std::string
                      std::to_string(run.config.model.max_len));
 }
 
+int held_out_count(const train::LoadedRun& run, int n) {
+  if (n <= 0) return run.config.train.eval_size;
+  const std::string set = "train.eval_size=" + std::to_string(n);
+  try {
+    (void)train::from_json(train::to_json(run.config), run.dir, {set});
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    const std::string prefix = "--set " + set + ": ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    throw UsageError("--n " + std::to_string(n) + ": " + why);
+  }
+  return n;
+}
+
+std::string check_save_name(const std::string& name) {
+  constexpr size_t kMaxSaveName = 100;
+  if (name.size() > kMaxSaveName)
+    return "NAME: at most " + std::to_string(kMaxSaveName) + " characters, got " +
+           std::to_string(name.size());
+  if (name.empty() ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+          std::string::npos ||
+      name[0] == '.')
+    return "NAME: letters, digits, '_', '-' and '.' only";
+  return "";
+}
+
 void LayerHeadOptions::add_to(CLI::App* sub, const std::string& note) {
   layer_opt_ = sub->add_option("--layer", layer_, "only this layer (from 0)" + note);
   head_opt_ = sub->add_option("--head", head_, "only this head (from 0)" + note);

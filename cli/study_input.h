@@ -32,6 +32,15 @@ class LayerHeadOptions {
 // `head` is outside the model (see check_layer_head).
 train::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head);
 
+// --n of eval and ablate: N held-out sequences (the config's train.eval_size when n is 0), within what
+// train.eval_size accepts (its range and the memory estimate), checked before any is made; otherwise
+// UsageError "--n N: /train/eval_size: ...".
+int held_out_count(const train::LoadedRun& run, int n);
+
+// CLI11's check of a --save NAME (patch, lens): "" when fine, else the message: letters, digits, '_', '-'
+// and '.' (not first), at most 100 characters.
+std::string check_save_name(const std::string& name);
+
 // Throws UsageError "ARGUMENT: N tokens, but the model takes at most max_len M" when n > max_len.
 void check_input_length(const train::LoadedRun& run, size_t n, const std::string& argument);
 

@@ -154,7 +154,10 @@ CircuitsResult read_circuits(const std::string& path) {
 }
 
 void write_circuits(const std::string& path, const CircuitsResult& r) {
-  io::write_text_file_atomically(path, circuits_to_json(r, true).dump(1) + "\n");
+  const std::string text = circuits_to_json(r, true).dump(1) + "\n";
+  // Read back first: a value its reader refuses (a NaN written as null) is an error, not a file.
+  circuits_from_json(io::parse_json(text, path), path + " (not written)");
+  io::write_text_file_atomically(path, text);
 }
 
 std::string circuits_table(const CircuitsResult& r) {

@@ -57,7 +57,8 @@ nlohmann::json circuits_to_json(const CircuitsResult& r, bool with_file_extras);
 // Validates the keys above; std::runtime_error "SOURCE: /pointer: expected ..." on a bad field.
 CircuitsResult circuits_from_json(const nlohmann::json& j, const std::string& source);
 CircuitsResult read_circuits(const std::string& path);
-void write_circuits(const std::string& path, const CircuitsResult& r);  // atomic
+// Atomic; a result its reader would refuse throws instead, so no file read_circuits rejects is written.
+void write_circuits(const std::string& path, const CircuitsResult& r);
 
 // Terminal: the per-head table (copying, positional prev-token mass, DLA), the components' DLA, and the
 // composition scores of each later head with the baseline beside them ('*': the largest of each kind for

@@ -280,7 +280,10 @@ HeadScoresFile read_head_scores(const std::string& path) {
 }
 
 void write_head_scores(const std::string& path, const HeadScoresFile& scores) {
-  io::write_text_file_atomically(path, head_scores_to_json(scores).dump(2) + "\n");
+  const std::string text = head_scores_to_json(scores).dump(2) + "\n";
+  // Read back first: a value its reader refuses is an error, not a file.
+  head_scores_from_json(io::parse_json(text, path), path + " (not written)");
+  io::write_text_file_atomically(path, text);
 }
 
 std::string head_scores_table(const std::vector<HeadScores>& heads) {

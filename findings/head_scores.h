@@ -95,7 +95,8 @@ nlohmann::json head_scores_to_json(const HeadScoresFile& scores);
 // Errors: std::runtime_error "SOURCE: /json/pointer: expected ..., got ...".
 HeadScoresFile head_scores_from_json(const nlohmann::json& j, const std::string& source);
 HeadScoresFile read_head_scores(const std::string& path);
-void write_head_scores(const std::string& path, const HeadScoresFile& scores);  // atomic
+// Atomic; scores their reader would refuse throw instead, so no file read_head_scores rejects is written.
+void write_head_scores(const std::string& path, const HeadScoresFile& scores);
 
 // A fixed-width table, one line per head, ablation columns when any head has them; '-' for undefined.
 // A '*' marks the most notable head of each column: the highest score, the lowest ablated accuracy,

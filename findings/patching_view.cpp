@@ -263,6 +263,13 @@ PatchingResult patching_from_json(const json& j, const std::string& source) {
   return r;
 }
 
+void write_patching(const std::string& path, const PatchingResult& r) {
+  const std::string text = patching_to_json(r, true).dump(1) + "\n";
+  // Read back first: a value its reader refuses (a NaN written as null) is an error, not a file.
+  patching_from_json(io::parse_json(text, path), path + " (not written)");
+  io::write_text_file_atomically(path, text);
+}
+
 PatchingResult read_patching(const std::string& path) {
   return patching_from_json(io::parse_json(io::read_text_file(path), path), path);
 }

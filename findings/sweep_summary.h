@@ -26,7 +26,8 @@ struct SweepRunSummary {
   std::string name;                 // the run's folder under the sweep's out
   nlohmann::ordered_json settings;  // {"model.d_model": 32, "seed": 1}
   std::string setting;              // the settings other than the seed, e.g. "d_model=32"; "base" if none
-  std::string status;               // "finished", "interrupted", "started" or "missing"
+  std::string status;               // "finished", "interrupted", "started", "missing" or "unreadable"
+  std::string problem;              // why, when "unreadable": the one-line error of the file that failed
   int64_t step = 0, steps = 0;      // last logged step, train.steps
   std::optional<double> train_loss, eval_loss, eval_acc;
   std::optional<double> wall_seconds, tokens_per_s;  // the only fields that differ between equal runs

@@ -1,9 +1,12 @@
 // The model checkpoint reader as `attograd eval/forward/attend` use it: the input is
 // RUN/checkpoint/model.safetensors, and load_run reads its header, the config in its metadata, checks
-// the tensor table and builds the model. Any outcome but a model or a one-line error is a finding.
+// the tensor table and builds the model. Any outcome but a model (with finite weights within the bound) or
+// a one-line error is a finding.
+#include <cmath>
 #include <filesystem>
 
 #include "fuzz/fuzz_common.h"
+#include "train/checkpoint.h"
 #include "train/run_folder.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,6 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::fprintf(stderr, "a model larger than its file was built\n");
       std::abort();
     }
+    // A loaded model's weights are finite and within the bound (train::kMaxWeightMagnitude).
+    for (const auto& p : loaded.model->named_parameters())
+      for (float x : p.tensor->to_vector())
+        if (!(std::fabs(x) <= train::kMaxWeightMagnitude)) {
+          std::fprintf(stderr, "tensor %s was loaded holding %g\n", p.name.c_str(), static_cast<double>(x));
+          std::abort();
+        }
   } catch (const std::exception& e) {
     fuzz::check_one_line(e);
   }

@@ -1,7 +1,8 @@
 // The sweep-file loader: the input is the sweep file's text, in which every "@BASE@" is replaced by the
 // path of a small valid base config written once into the scratch folder (the seed corpus names it so).
-// A loaded sweep must hold the grid's product of runs, with unique names, each run's config equal to
-// loading the base with that run's --set values, and a manifest that serialises (out/sweep.json).
+// A loaded sweep must hold no grid over train.threads, the grid's product of runs, with unique names, each
+// run's config equal to loading the base with that run's --set values, and a manifest that serialises
+// (out/sweep.json).
 #include <set>
 
 #include "fuzz/fuzz_common.h"
@@ -41,6 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check_one_line(e, fuzz::Rule::main_escapes);
     return 0;
   }
+  check(!sweep.grid.contains("train.threads"),
+        "a grid over train.threads (which the sweep sets) was accepted");
   size_t product = 1;
   for (const auto& item : sweep.grid.items()) product *= item.value().size();
   check(sweep.runs.size() == product, "the runs are not the grid's product");

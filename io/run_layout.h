@@ -136,12 +136,35 @@ inline std::string report_html(const std::string& run) {
   return run + "/report.html";
 }
 
+// RUN/.attograd-run: the marker that makes a folder a run folder, written when `attograd train` (or a
+// sweep, for its runs) creates the run. `train` writes into a folder that holds it or is empty, and
+// nowhere else; `--overwrite` removes run_entries() and nothing else.
+inline std::string run_marker(const std::string& run) {
+  return run + "/.attograd-run";
+}
+
+// DIR/.attograd-lock: the file every writer of a run folder (train, ablate, patch --save, circuits) or a
+// sweep folder (sweep, sweep collect) holds an advisory flock on while it writes; it holds the holder's
+// pid. The lock dies with its process, so a killed writer leaves no stale lock.
+inline std::string folder_lock(const std::string& dir) {
+  return dir + "/.attograd-lock";
+}
+
+// The folders inside RUN that a training run and the study tools write; the only places, with RUN
+// itself, where stale temporary files are looked for.
+inline std::vector<std::string> run_subfolders(const std::string& run) {
+  return {checkpoint_dir(run), attention_dir(run), score_history_dir(run),
+          patching_dir(run),   circuits_dir(run),  lens_dir(run)};
+}
+
 // The entries at the top of RUN that a training run and the study tools write (`train --overwrite`
 // removes them, and nothing else, before a new run starts).
 inline std::vector<std::string> run_entries(const std::string& run) {
-  return {checkpoint_dir(run),    metrics_jsonl(run), config_json(run), attention_dir(run),
-          score_history_dir(run), scores_json(run),   report_html(run), patching_dir(run),
-          circuits_json(run),     circuits_dir(run),  split_json(run),  lens_dir(run)};
+  std::vector<std::string> entries = run_subfolders(run);
+  for (const std::string& file : {metrics_jsonl(run), config_json(run), scores_json(run), report_html(run),
+                                  circuits_json(run), split_json(run)})
+    entries.push_back(file);
+  return entries;
 }
 
 // ---- A sweep folder OUT: `attograd sweep` writes it, with one run folder per grid point.
@@ -178,10 +201,11 @@ inline std::string sweep_index_html(const std::string& out) {
   return out + "/index.html";
 }
 
-// ---- Temporary files, in any folder.
+// ---- Temporary files.
 
 // PATH.tmp.PID.N: io::AtomicFile's file beside PATH while it is written, renamed over PATH when complete;
-// a writer killed mid-write leaves it behind, and the next run removes it.
+// a writer killed mid-write leaves it behind, and the next run removes it (from RUN and run_subfolders()
+// only).
 inline std::string temp_file(const std::string& path, long pid, unsigned long n) {
   return path + ".tmp." + std::to_string(pid) + "." + std::to_string(n);
 }

@@ -49,6 +49,14 @@ void check_head(const nn::CausalLM<float>& model, int layer, int head) {
 
 }  // namespace
 
+void check_circuits_vocab(int64_t vocab, const std::string& source) {
+  if (vocab > kMaxCircuitsVocab)
+    throw std::runtime_error(
+        source + ": /model/vocab: " + std::to_string(vocab) + " is above " +
+        std::to_string(kMaxCircuitsVocab) +
+        ", the largest vocabulary the circuits analysis takes (its cost grows with vocab^3)");
+}
+
 HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head) {
   check_head(model, layer, head);
   const auto& block = *model.blocks[layer];

@@ -24,6 +24,12 @@ struct HeadWeights {
   Eigen::MatrixXd OV() const { return WV * WO; }
 };
 
+// The largest vocabulary the analysis takes: its copying scores decompose vocab x vocab matrices, a cost
+// that grows with vocab^3 (seconds at this size, minutes at 1500).
+constexpr int64_t kMaxCircuitsVocab = 512;
+// Throws std::runtime_error "SOURCE: /model/vocab: N is above ..." when vocab > kMaxCircuitsVocab.
+void check_circuits_vocab(int64_t vocab, const std::string& source);
+
 HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head);
 
 // ||M||_F / (||X||_F ||Y||_F).

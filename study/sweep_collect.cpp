@@ -111,6 +111,8 @@ findings::SweepSummary collect_sweep(const std::string& out_dir) {
     io::json_error(path, "/grid", "expected an object");
   findings::SweepSummary sum;
   sum.title = out_dir;
+  if (manifest.contains("base") && !manifest["base"].is_string())
+    io::json_error(path, "/base", std::string("expected a string, got ") + manifest["base"].type_name());
   sum.base = manifest.value("base", "");
   sum.grid = manifest["grid"];
   for (size_t i = 0; i < manifest["runs"].size(); ++i) {
@@ -122,7 +124,20 @@ findings::SweepSummary collect_sweep(const std::string& out_dir) {
       io::json_error(path, p + "/name", "expected a run folder name");
     if (!run.contains("settings") || !run["settings"].is_object())
       io::json_error(path, p + "/settings", "expected an object");
-    sum.runs.push_back(read_run(out_dir, run["name"].get<std::string>(), run["settings"], sum.grid));
+    // A run whose files cannot be read (a torn line, a hand-edited file) is reported as such; the rest
+    // are still summarised.
+    const std::string name = run["name"].get<std::string>();
+    try {
+      sum.runs.push_back(read_run(out_dir, name, run["settings"], sum.grid));
+    } catch (const std::runtime_error& e) {
+      findings::SweepRunSummary r;
+      r.name = name;
+      r.settings = run["settings"];
+      r.setting = setting_label(run["settings"], sum.grid);
+      r.status = "unreadable";
+      r.problem = e.what();
+      sum.runs.push_back(std::move(r));
+    }
   }
   return sum;
 }

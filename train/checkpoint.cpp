@@ -87,8 +87,23 @@ int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& mode
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
   for (const auto& p : model.named_parameters()) expected.push_back({p.name, p.tensor->shape()});
   expect_tensors(f, expected, path);
+  for (const auto& p : model.named_parameters())
+    for (float x : f.find(p.name)->data)
+      if (!(std::fabs(x) <= kMaxWeightMagnitude)) {
+        char value[32], bound[32];
+        std::snprintf(value, sizeof value, "%g", static_cast<double>(x));
+        std::snprintf(bound, sizeof bound, "%g", kMaxWeightMagnitude);
+        throw std::runtime_error(
+            path + ": tensor " + p.name + " holds " + value +
+            (std::isfinite(x) ? std::string(", beyond the bound of ") + bound + " on a weight's magnitude"
+                              : std::string(", expected finite weights")));
+      }
   for (auto& p : model.named_parameters()) p.tensor->assign(f.find(p.name)->data);
   return parse_step(f, path);
+}
+
+int64_t step_from_checkpoint(const std::string& path) {
+  return parse_step(read_safetensors_header(path), path);
 }
 
 Config config_from_checkpoint(const std::string& path) {
@@ -139,6 +154,9 @@ void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, ag::Rn
     throw std::runtime_error(path + ": the cached normal is not finite (__metadata__/rng_cached_normal)");
   const auto& params = optimizer.params();
   for (size_t i = 0; i < params.size(); ++i) {
+    for (float x : f.find("m." + params[i].name)->data)
+      if (!std::isfinite(x))
+        throw std::runtime_error(path + ": a first moment is not finite (m." + params[i].name + ")");
     for (float x : f.find("v." + params[i].name)->data)
       if (!(x >= 0 && std::isfinite(x)))
         throw std::runtime_error(path + ": a second moment is negative or not finite (v." + params[i].name +

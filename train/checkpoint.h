@@ -23,14 +23,22 @@ namespace train {
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
                      AdamW& optimizer, const ag::Rng& data_rng, int64_t step);
 
+// The largest weight magnitude a model file may hold: a trained model's weights are a few units at most,
+// and beyond this its forward would overflow float32 into inf and NaN.
+constexpr double kMaxWeightMagnitude = 1e6;
+
 // Reads RUN/checkpoint/model.safetensors into `model`, whose shapes come from `config`. Returns the step.
+// A tensor holding a value that is not finite, or beyond kMaxWeightMagnitude, is refused naming it.
 int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model);
 
+// The step stored in a model checkpoint's metadata (its header only is read).
+int64_t step_from_checkpoint(const std::string& path);
 // Reads the config stored in a model checkpoint's metadata.
 Config config_from_checkpoint(const std::string& path);
 
 // Reads the optimiser file into `optimizer` and `data_rng`; its step must equal `expected_step` (the model
-// file's), or the pair was torn and the error says so.
+// file's), or the pair was torn and the error says so. Moments that are not finite (or a negative second
+// moment) are refused naming the tensor.
 void load_optimizer_checkpoint(const std::string& path, AdamW& optimizer, ag::Rng& data_rng,
                                int64_t expected_step);
 

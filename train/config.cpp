@@ -30,6 +30,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "io/atomic_file.h"
 #include "io/printable.h"
 #include "train/tasks.h"
 
@@ -636,8 +637,18 @@ std::string parse_error_detail(const json::parse_error& error) {
 }
 
 std::string read_file(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) throw config_error(path + ": cannot open (" + std::strerror(errno) + ")");
+  int fd = -1;
+  try {
+    fd = io::open_regular_file(path);  // a FIFO or device is refused rather than read for ever
+  } catch (const std::runtime_error& e) {
+    throw config_error(e.what());
+  }
+  std::FILE* file = fd < 0 ? nullptr : ::fdopen(fd, "rb");
+  if (!file) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw config_error(path + ": cannot open (" + std::strerror(error) + ")");
+  }
   std::string text;
   char buffer[1 << 14];
   size_t count;
@@ -851,7 +862,12 @@ Config from_json(const nlohmann::json& document, const std::string& source) {
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  const std::string text = read_file(path);
+  const json document = parse_json_text(read_file(path), path);
+  if (!document.is_object()) throw config_error(path + ": /: expected an object, got " + describe(document));
+  return from_json(document, path, overrides);
+}
+
+json parse_json_text(const std::string& text, const std::string& path) {
   json document;
   try {
     document = parse_rejecting_duplicates(text);
@@ -871,8 +887,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   } catch (const Problem& problem) {
     throw config_error(path + ": " + shown(problem.pointer) + ": " + problem.message);
   }
-  if (!document.is_object()) throw config_error(path + ": /: expected an object, got " + describe(document));
-  return from_json(document, path, overrides);
+  return document;
 }
 
 Config from_json(nlohmann::json document, const std::string& source,

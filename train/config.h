@@ -102,6 +102,11 @@ Config from_json(const nlohmann::json& document, const std::string& source = "<c
 Config from_json(nlohmann::json document, const std::string& source,
                  const std::vector<std::string>& overrides);
 
+// Parses JSON text as load_config does: malformed text, numbers beyond double's range and duplicate keys
+// are a ConfigError "SOURCE: line L, column C: ..." (or "SOURCE: /POINTER: duplicate key"). Sweep files
+// are read through it too.
+nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+
 // The resolved config with every field present; from_json(to_json(c)) == c.
 nlohmann::json to_json(const Config& config);
 

@@ -1,6 +1,7 @@
 #include "train/metrics_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,8 +65,17 @@ std::vector<MetricsRecord> read_metrics_jsonl(const std::string& path) {
 }
 
 MetricsAppender::MetricsAppender(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW, and a regular file only: a link or FIFO planted in the run folder is never written through.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == ELOOP) throw std::runtime_error(path + ": is a symbolic link, not a regular file");
   if (fd_ < 0) throw io::WriteError(path + ": cannot open for writing: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error(path + ": is " + io::file_kind(st.st_mode) + ", not a regular file");
+  }
+  ::fcntl(fd_, F_SETFL, O_APPEND);
 }
 
 MetricsAppender::~MetricsAppender() {

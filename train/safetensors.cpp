@@ -256,6 +256,8 @@ SafetensorsFile read_file(const std::string& path, bool with_data) {
   fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) fail(path, "no such file", "file");
   if (fs::is_directory(st)) fail(path, "is a directory, expected a safetensors file", "file");
+  // A FIFO would block the read for ever; a device has no size to check the header against.
+  if (!fs::is_regular_file(st)) fail(path, "is not a regular file (a FIFO, device or socket)", "file");
   uint64_t file_size = fs::file_size(path, ec);
   if (ec) fail(path, "cannot get its size: " + ec.message(), "file");
 

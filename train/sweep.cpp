@@ -79,12 +79,10 @@ Sweep load_sweep(const std::string& path) {
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());
   }
-  ordered_json doc;
-  try {
-    doc = ordered_json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(path + ": malformed JSON (" + std::string(e.what()) + ")");
-  }
+  // The config reader's parser first, for its errors (line and column, numbers out of range, duplicate
+  // keys); then again keeping the file's key order, which the grid's expansion follows.
+  (void)parse_json_text(text, path);
+  const ordered_json doc = ordered_json::parse(text);
   if (!doc.is_object()) fail(path, "", "expected an object, got " + kind_of(doc));
   for (const auto& item : doc.items())
     if (item.key() != "base" && item.key() != "grid" && item.key() != "out")
@@ -123,6 +121,15 @@ Sweep load_sweep(const std::string& path) {
       fail(path, pointer, "expected a config key path such as model.d_model (letters, digits, _ and .)");
     if (item.key() == "output.dir" || item.key() == "output")
       fail(path, pointer, "the sweep sets each run's output.dir (out/NAME); use \"out\" for the folder");
+    const auto sets_threads = [&] {
+      if (item.key() == "train.threads") return true;
+      if (item.key() != "train" || !item.value().is_array()) return false;
+      for (const ordered_json& v : item.value())
+        if (v.is_object() && v.contains("threads")) return true;
+      return false;
+    };
+    if (sets_threads())
+      fail(path, pointer, "the sweep sets each run's train.threads (cores / -j); it changes no result");
     if (!item.value().is_array())
       fail(path, pointer, "expected an array of values, got " + kind_of(item.value()));
     if (item.value().empty()) fail(path, pointer, "empty list of values");

@@ -6,6 +6,7 @@
 #include "autograd/threads.h"
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "train/checkpoint.h"
 
 namespace train {
@@ -13,15 +14,6 @@ namespace train {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A writer killed mid-write leaves its temporary file (io::AtomicFile names them PATH.tmp.PID.N); the
-// run folder is ours, so they go before the run continues.
-void remove_stale_temp_files(const std::string& run_dir) {
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(run_dir, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (io::layout::is_temp_file(it->path().filename().string())) fs::remove(it->path(), ec);
-}
 
 // RUN/split.json for a finite dataset: the names of the sequences trained on and held out.
 void write_split(const Task& task, const std::string& run) {
@@ -47,7 +39,9 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
   int64_t step = 0;
 
   fs::create_directories(run);
-  remove_stale_temp_files(run);
+  // A writer killed mid-write leaves its temporary file (io::AtomicFile names them PATH.tmp.PID.N); they
+  // go before the run continues, from the run's own folders only.
+  io::remove_stale_temp_files(run);
   const std::string metrics_path = io::layout::metrics_jsonl(run);
   if (options.resume) {
     step = load_model_checkpoint(io::layout::model_checkpoint(run), model);

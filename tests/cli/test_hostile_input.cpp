@@ -82,11 +82,15 @@ BOOST_AUTO_TEST_CASE(config_errors_are_one_printable_line) {
                  "/train/steps\\x0d\\x0a: unknown key");
   std::ofstream(dir.file("key.json")) << R"({"train": {"st\neps": 1}})";
   expect_refused("train '" + dir.file("key.json") + "'", "/train/st\\x0aeps: unknown key");
-  expect_refused("train /dev/zero", "/dev/zero: larger than 1 MiB, not a config file");
-  const auto sweep = run_attograd("sweep /dev/zero");  // the sweep file's reader is bounded too
+  // A device is refused by kind, before a byte is read; a regular file by its size.
+  expect_refused("train /dev/zero", "/dev/zero: is a character device, not a regular file");
+  std::ofstream{dir.file("huge.json")}.close();
+  std::filesystem::resize_file(dir.file("huge.json"), 2 << 20);
+  expect_refused("train '" + dir.file("huge.json") + "'", "huge.json: larger than 1 MiB, not a config file");
+  const auto sweep = run_attograd("sweep '" + dir.file("huge.json") + "'");  // the sweep file's reader too
   BOOST_TEST(sweep.exit_code == 2, sweep.err);
   BOOST_TEST(one_printable_line(sweep.err), sweep.err);
-  BOOST_TEST(sweep.err.find("/dev/zero: larger than 1 MiB, not a sweep file") != std::string::npos,
+  BOOST_TEST(sweep.err.find("huge.json: larger than 1 MiB, not a sweep file") != std::string::npos,
              sweep.err);
 }
 

@@ -1,6 +1,9 @@
 // RUN/metrics.jsonl: the reader validates every line and names the file, line and field of a bad one.
 #define BOOST_TEST_MODULE metrics_log
+#include <sys/resource.h>
+
 #include <boost/test/unit_test.hpp>
+#include <csignal>
 #include <filesystem>
 #include <string>
 
@@ -57,11 +60,31 @@ BOOST_AUTO_TEST_CASE(a_torn_last_line_is_dropped_and_a_torn_middle_line_is_an_er
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_append_is_a_write_error_naming_the_file) {
-  MetricsAppender full("/dev/full");  // every write fails with ENOSPC
+  testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  MetricsAppender full(path);
+  // A file-size limit of 0 with SIGXFSZ ignored: every write fails (EFBIG), as on a full disk.
+  rlimit old{};
+  getrlimit(RLIMIT_FSIZE, &old);
+  const rlimit none{0, old.rlim_max};
+  setrlimit(RLIMIT_FSIZE, &none);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  std::string what;
   try {
     full.append(MetricsRecord{1, 1.0, 1e-3, 0.5, 100, {}, {}});
-    BOOST_FAIL("expected a write error");
   } catch (const io::WriteError& e) {
-    BOOST_TEST(std::string(e.what()).rfind("/dev/full: cannot write: ", 0) == 0, e.what());
+    what = e.what();
   }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  BOOST_TEST(what.rfind(path + ": cannot write: ", 0) == 0, what);
+}
+
+BOOST_AUTO_TEST_CASE(the_log_is_never_opened_through_a_link_or_as_a_device) {
+  testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  std::filesystem::create_symlink(dir.file("outside.jsonl"), path);
+  BOOST_CHECK_THROW(MetricsAppender{path}, std::runtime_error);
+  BOOST_TEST(!std::filesystem::exists(dir.file("outside.jsonl")));
+  BOOST_CHECK_THROW(MetricsAppender{"/dev/null"}, std::runtime_error);
 }

@@ -398,11 +398,13 @@ BOOST_AUTO_TEST_CASE(failed_writes_leave_the_old_file_and_no_temp) {
   BOOST_TEST(slurp(path) == old_bytes);
   only_the_target_is_left();
 
-  // The target is a directory: the rename fails, the directory survives and the temp file is removed.
+  // The target is a directory: refused before a temp file is made (bad input, not a failed write), and
+  // the directory survives.
   const std::string dir_target = tmp.file("adir");
   fs::create_directory(dir_target);
   spit(dir_target + "/inside", "keep");
-  expect_error([&] { write_safetensors(dir_target, next, {}); }, dir_target + ": cannot write");
+  expect_error([&] { write_safetensors(dir_target, next, {}); },
+               dir_target + ": is a folder, not a regular file");
   BOOST_TEST(slurp(dir_target + "/inside") == "keep");
   fs::remove_all(dir_target);
   only_the_target_is_left();
