@@ -65,8 +65,10 @@ struct Args {
 void check_args(const Args& a) {
   if (!a.prompt_opt->count() && !a.tokens_opt->count())
     throw UsageError("generate: give --prompt or --tokens");
-  if (a.max_new_opt->count() && a.max_new < 0)
-    throw UsageError("--max-new " + std::to_string(a.max_new) + ": must be >= 0");
+  // Each token past the window costs a full forward: the work is bounded up front.
+  constexpr int64_t kMaxNew = 100000;
+  if (a.max_new_opt->count() && (a.max_new < 0 || a.max_new > kMaxNew))
+    throw UsageError("--max-new " + std::to_string(a.max_new) + ": must be in 0.." + std::to_string(kMaxNew));
   if (!std::isfinite(a.temperature) || a.temperature < 0)
     throw UsageError("--temperature " + std::to_string(a.temperature) +
                      ": must be a finite number >= 0 (0 = greedy)");
@@ -133,8 +135,9 @@ Command add_generate(CLI::App& app) {
   a->tokens_opt =
       sub->add_option("--tokens", a->tokens, "the prompt as the task's token names, e.g. BOS 3 1 4 SEP");
   a->prompt_opt->excludes(a->tokens_opt);
-  a->max_new_opt = sub->add_option("--max-new", a->max_new,
-                                   "generate at most N tokens (default: until the model's max_len)");
+  a->max_new_opt = sub->add_option(
+      "--max-new", a->max_new,
+      "generate N tokens (at most 100000), the context sliding past max_len (default: stop at max_len)");
   sub->add_option("--temperature", a->temperature, "0: greedy (argmax); otherwise sample softmax(logits / X)")
       ->capture_default_str();
   sub->add_option("--top-k", a->top_k, "sample among the K most likely tokens only (0: all)")

@@ -92,11 +92,24 @@ Generation generate(const CausalLM<T>& model, const std::vector<int32_t>& prompt
       break;
     }
     const int64_t read = P + static_cast<int64_t>(g.ids.size()) - 1;
-    if (read == max_len) {
+    if (read >= max_len && o.max_new < 0) {
       g.stopped = StopReason::max_len;
       break;
     }
-    if (o.use_cache) {
+    if (read >= max_len) {
+      // The window is full: the context slides to the last max_len tokens, read afresh (positions start
+      // at 0 again, so no cached key survives), as nanoGPT's generate crops to its block size.
+      sequence.assign(prompt.begin(), prompt.end());
+      sequence.insert(sequence.end(), g.ids.begin(), g.ids.end());
+      const std::vector<int32_t> window(sequence.end() - max_len, sequence.end());
+      if (o.use_cache) {
+        cache.clear();
+        logits = model.forward_cached(window, cache);
+      } else {
+        logits = model.forward(window, 1, max_len);
+      }
+      row = max_len - 1;
+    } else if (o.use_cache) {
       logits = model.forward_cached({next}, cache);
       row = 0;
     } else {

@@ -32,7 +32,9 @@ template <typename T>
 int32_t sample_token(const T* logits, int64_t vocab, const SamplingOptions& options, ag::Rng& rng);
 
 struct GenerateOptions {
-  int64_t max_new = -1;  // the most tokens to generate; < 0: as many as max_len allows
+  // The most tokens to generate; < 0: until the model has read max_len tokens. With max_new set, past
+  // max_len the context slides to the last max_len tokens (a full forward per token from there).
+  int64_t max_new = -1;
   SamplingOptions sampling;
   uint64_t seed = 0;      // of the ag::Rng the draws come from: the same seed, the same tokens
   bool use_cache = true;  // false: a full forward per token (the uncached reference)
@@ -49,10 +51,11 @@ struct Generation {
   StopReason stopped = StopReason::max_new;
 };
 
-// Continues `prompt` (1 .. max_len ids). The model reads at most max_len tokens, so the prompt and the
-// generated tokens together are at most max_len + 1 (the last one is drawn from the logits of position
-// max_len - 1 and never read). Throws std::invalid_argument for an empty or too long prompt, an id outside
-// the vocabulary or bad sampling options.
+// Continues `prompt` (1 .. max_len ids). The model reads at most max_len tokens: without max_new the prompt
+// and the generated tokens together are at most max_len + 1 (the last one is drawn from the logits of
+// position max_len - 1 and never read); with max_new, each token past that is drawn from the last max_len
+// tokens read afresh (the context window slides). Throws std::invalid_argument for an empty or too long
+// prompt, an id outside the vocabulary or bad sampling options.
 template <typename T>
 Generation generate(const CausalLM<T>& model, const std::vector<int32_t>& prompt,
                     const GenerateOptions& options);

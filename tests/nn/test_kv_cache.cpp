@@ -341,6 +341,33 @@ BOOST_AUTO_TEST_CASE(cached_and_uncached_give_the_same_tokens) {
   }
 }
 
+// Past max_len (20 here) the context slides to the last max_len tokens: the cached path reads the window
+// afresh as the uncached one does, and each token after the window is full is the argmax of a full forward
+// over the last 20 tokens.
+BOOST_AUTO_TEST_CASE(max_new_past_max_len_slides_the_window) {
+  ag::Rng rng(9);
+  const nn::CausalLM<float> model(shape(2, 4, 16, false), rng);
+  const std::vector<int32_t> prompt = sequence(5, 13, 3);
+  nn::GenerateOptions o;
+  o.max_new = 40;
+  o.sampling.temperature = 0;
+  const nn::Generation cached = nn::generate(model, prompt, o);
+  o.use_cache = false;
+  const nn::Generation uncached = nn::generate(model, prompt, o);
+  BOOST_TEST(cached.ids.size() == 40u);
+  BOOST_TEST(cached.stopped == nn::StopReason::max_new);
+  BOOST_TEST(cached.ids == uncached.ids, boost::test_tools::per_element());
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), cached.ids.begin(), cached.ids.end());
+  const int64_t V = model.shape.vocab;
+  for (size_t k = 20; k < all.size(); ++k) {  // token k drawn from the 20 tokens before it
+    const std::vector<int32_t> window(all.begin() + static_cast<int64_t>(k) - 20, all.begin() + k);
+    const ag::Tensor<float> logits = model.forward(window, 1, 20);
+    const float* last = logits.data() + 19 * V;
+    BOOST_TEST(all[k] == std::max_element(last, last + V) - last, "token " << k);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(greedy_is_the_argmax_of_the_full_forward_at_each_step) {
   ag::Rng rng(4);
   const nn::CausalLM<float> model(shape(3, 2, 20, false), rng);
@@ -382,7 +409,11 @@ BOOST_AUTO_TEST_CASE(stops_at_max_new_or_max_len) {
   g = nn::generate(model, {1, 2}, o);
   BOOST_TEST(g.ids.empty());
   BOOST_TEST(g.stopped == nn::StopReason::max_new);
-  o.max_new = 100;
+  o.max_new = 100;  // past max_len the window slides: all 100
+  g = nn::generate(model, {1, 2}, o);
+  BOOST_TEST(g.ids.size() == 100u);
+  BOOST_TEST(g.stopped == nn::StopReason::max_new);
+  o.max_new = -1;  // no max_new: until max_len
   g = nn::generate(model, {1, 2}, o);
   BOOST_TEST(g.ids.size() == 7u);  // 8 read (2 prompt + 6 generated), the 7th drawn from the last
   BOOST_TEST(g.stopped == nn::StopReason::max_len);
