@@ -100,6 +100,11 @@ BOOST_AUTO_TEST_CASE(every_bad_sequence_file_names_the_file_the_line_and_the_fie
       {good + "{\"tokens\": [\"a\", \"b c\"]}\n",
        "2: /tokens/1: expected 1 to 256 bytes without white space or control characters, got \"b c\""},
       {good + "{\"tokens\": [\"a\", 7]}\n", "2: /tokens/1: expected a token string, got 7"},
+      // A control byte the file spells as an escape is quoted escaped: the error stays one printable line.
+      {good + "{\"tokens\": [\"a\", \"\\u007f\"]}\n",
+       "2: /tokens/1: expected 1 to 256 bytes without white space or control characters, got \"\\x7f\""},
+      {good + "{\"tokens\": [\"a\", \"b\"], \"\\u001b[2J\": 1}\n",
+       "2: /\\x1b[2J: unknown key; expected tokens (with scored), or prompt and completion; split"},
       {good + "{\"prompt\": [\"a\"]}\n", "2: /completion: missing: a prompt needs its completion"},
       {good + "{\"tokens\": [\"a\", \"b\"], \"prompt\": [\"a\"], \"completion\": [\"b\"]}\n",
        "2: expected either \"tokens\" or \"prompt\" and \"completion\""},

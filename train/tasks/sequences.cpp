@@ -39,6 +39,12 @@ struct Line {
   int split = -1;           // -1 none, 0 train, 1 held out
 };
 
+// A JSON value as an error quotes it: at most 60 bytes of its text.
+std::string shown(const json& value) {
+  const std::string text = value.dump();
+  return text.size() <= 60 ? text : text.substr(0, 57) + "...";
+}
+
 // A token name must be typable after --tokens: non-empty printable UTF-8 without white space.
 bool valid_token(const std::string& token) {
   if (token.empty() || token.size() > kMaxTokenBytes || !io::is_printable_utf8(token)) return false;
@@ -49,9 +55,11 @@ class SequenceFile {
  public:
   explicit SequenceFile(const std::string& path) : path_(path) {}
 
+  // The pointer and the message quote the file's own keys and values: io::printable keeps the error one
+  // line whatever they hold.
   [[noreturn]] void fail(int64_t line, const std::string& pointer, const std::string& message) const {
-    throw TaskDataError("path", path_ + ":" + std::to_string(line) + ": " + pointer +
-                                    (pointer.empty() ? "" : ": ") + message);
+    throw TaskDataError("path", path_ + ":" + std::to_string(line) + ": " +
+                                    io::printable(pointer + (pointer.empty() ? "" : ": ") + message));
   }
 
   std::vector<std::string> tokens(const json& value, int64_t line, const std::string& key) const {
@@ -62,12 +70,12 @@ class SequenceFile {
     std::vector<std::string> out;
     for (size_t i = 0; i < value.size(); ++i) {
       const std::string pointer = "/" + key + "/" + std::to_string(i);
-      if (!value[i].is_string()) fail(line, pointer, "expected a token string, got " + value[i].dump());
+      if (!value[i].is_string()) fail(line, pointer, "expected a token string, got " + shown(value[i]));
       const std::string token = value[i].get<std::string>();
       if (!valid_token(token))
         fail(line, pointer,
              "expected 1 to " + std::to_string(kMaxTokenBytes) +
-                 " bytes without white space or control characters, got " + value[i].dump());
+                 " bytes without white space or control characters, got " + shown(value[i]));
       out.push_back(token);
     }
     return out;
@@ -101,7 +109,7 @@ class SequenceFile {
         for (size_t i = 0; i < scored.size(); ++i) {
           const std::string pointer = "/scored/" + std::to_string(i);
           if (!scored[i].is_number_integer())
-            fail(number, pointer, "expected a token index, got " + scored[i].dump());
+            fail(number, pointer, "expected a token index, got " + shown(scored[i]));
           const int64_t index = scored[i].get<int64_t>();
           if (index < 1 || index >= n)
             fail(number, pointer,
@@ -133,7 +141,7 @@ class SequenceFile {
       } else if (split == "heldout") {
         line.split = 1;
       } else {
-        fail(number, "/split", "expected \"train\" or \"heldout\", got " + split.dump());
+        fail(number, "/split", "expected \"train\" or \"heldout\", got " + shown(split));
       }
     }
     return line;
