@@ -63,6 +63,11 @@ std::string text_token_name(uint32_t c, bool is_byte) {
     return escaped;
   }
   std::string out;
+  append_utf8(out, c);
+  return out;
+}
+
+void append_utf8(std::string& out, uint32_t c) {
   if (c < 0x80) {
     out += static_cast<char>(c);
   } else if (c < 0x800) {
@@ -78,7 +83,6 @@ std::string text_token_name(uint32_t c, bool is_byte) {
     out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
     out += static_cast<char>(0x80 | (c & 0x3F));
   }
-  return out;
 }
 
 }  // namespace tasks

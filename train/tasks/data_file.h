@@ -20,6 +20,9 @@ std::string read_data_file(const std::string& path, int64_t max_bytes, const std
 // \u{NNNN}. Names never hold white space, so --tokens can name every token.
 std::string text_token_name(uint32_t code_point, bool is_byte);
 
+// Appends a code point (at most 0x10FFFF) to `out` as UTF-8.
+void append_utf8(std::string& out, uint32_t code_point);
+
 // The kinds that read a file, built from the file's text (what their registry entries do after
 // read_data_file; the fuzz targets call these directly). Throw TaskDataError; prepare() is the caller's.
 std::unique_ptr<Task> make_sequences_task(const TaskConfig& config, const std::string& text);

@@ -102,20 +102,10 @@ class TextTask : public Task {
     std::string out;
     for (int32_t id : ids) {
       const uint32_t c = code_points_.at(static_cast<size_t>(id));
-      if (config().unit == "byte" || c < 0x80) {
+      if (config().unit == "byte") {
         out += static_cast<char>(c);
-      } else if (c < 0x800) {
-        out += static_cast<char>(0xC0 | (c >> 6));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-      } else if (c < 0x10000) {
-        out += static_cast<char>(0xE0 | (c >> 12));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
       } else {
-        out += static_cast<char>(0xF0 | (c >> 18));
-        out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
+        append_utf8(out, c);
       }
     }
     return out;
