@@ -108,6 +108,10 @@ template <typename T>
 Tensor<T> permute(const Tensor<T>& a, const std::vector<int64_t>& perm);
 template <typename T>
 Tensor<T> concat(const std::vector<Tensor<T>>& parts, int64_t dim);
+// a (..., D) seen as its N rows of D -> (R, D): rows[i] of a, for strictly increasing rows in [0, N)
+// (ops_shape.cpp). Backward: each picked row's gradient back to its row, zero for the others.
+template <typename T>
+Tensor<T> select_rows(const Tensor<T>& a, const std::vector<int64_t>& rows);
 template <typename T>
 std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& sizes, int64_t dim);
 

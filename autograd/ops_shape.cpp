@@ -1,5 +1,5 @@
-// Shape ops: transpose of the last two dims, reshape, permute (to split and merge heads), concat and
-// split. Every result is a fresh contiguous tensor, so every other op can assume row-major buffers.
+// Shape ops: transpose of the last two dims, reshape, permute (to split and merge heads), concat, split
+// and select_rows. Every result is a fresh contiguous tensor, so every other op can assume row-major buffers.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -170,6 +170,34 @@ Tensor<T> concat(const std::vector<Tensor<T>>& parts, int64_t dim) {
 }
 
 template <typename T>
+Tensor<T> select_rows(const Tensor<T>& a, const std::vector<int64_t>& rows) {
+  if (a.dim() < 1) throw std::invalid_argument("select_rows: a scalar has no rows");
+  const int64_t D = a.size(-1), N = D == 0 ? 0 : a.numel() / D, R = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < R; ++i)
+    if (rows[i] < 0 || rows[i] >= N || (i > 0 && rows[i] <= rows[i - 1]))
+      throw std::invalid_argument("select_rows: rows must be strictly increasing in [0, " +
+                                  std::to_string(N) + ") for shape " + shape_str(a.shape()) + ", got " +
+                                  std::to_string(rows[i]) + " at " + std::to_string(i));
+  Tensor<T> out = Tensor<T>::empty({R, D});
+  for (int64_t i = 0; i < R; ++i) std::memcpy(out.data() + i * D, a.data() + rows[i] * D, sizeof(T) * D);
+  if (needs_grad<T>({&a}))
+    attach(out, "select_rows", {a.node_ptr()}, [rows, D, N](Node<T>& n) {
+      const detail::Grad<T> da(*n.inputs[0]);
+      if (!da) return;
+      size_t next = 0;
+      for (int64_t r = 0; r < N; ++r) {
+        if (next < rows.size() && rows[next] == r) {
+          da.put(r * D, D, ConstVecMap<T>(n.grad.data() + static_cast<int64_t>(next) * D, D));
+          ++next;
+        } else {
+          da.zero(r * D, D);
+        }
+      }
+    });
+  return out;
+}
+
+template <typename T>
 std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& sizes, int64_t dim) {
   const int64_t d = normalize_dim(dim, a.dim(), "split", a.shape());
   int64_t total = 0;
@@ -207,11 +235,12 @@ std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& siz
   return outs;
 }
 
-#define ATTOGRAD_INSTANTIATE(T)                                                 \
-  template Tensor<T> permute<T>(const Tensor<T>&, const std::vector<int64_t>&); \
-  template Tensor<T> transpose<T>(const Tensor<T>&);                            \
-  template Tensor<T> reshape<T>(const Tensor<T>&, Shape);                       \
-  template Tensor<T> concat<T>(const std::vector<Tensor<T>>&, int64_t);         \
+#define ATTOGRAD_INSTANTIATE(T)                                                     \
+  template Tensor<T> permute<T>(const Tensor<T>&, const std::vector<int64_t>&);     \
+  template Tensor<T> transpose<T>(const Tensor<T>&);                                \
+  template Tensor<T> reshape<T>(const Tensor<T>&, Shape);                           \
+  template Tensor<T> concat<T>(const std::vector<Tensor<T>>&, int64_t);             \
+  template Tensor<T> select_rows<T>(const Tensor<T>&, const std::vector<int64_t>&); \
   template std::vector<Tensor<T>> split<T>(const Tensor<T>&, const std::vector<int64_t>&, int64_t);
 ATTOGRAD_INSTANTIATE(float)
 ATTOGRAD_INSTANTIATE(double)

@@ -19,6 +19,20 @@ cross-entropy over every position of --eval-n random held-out windows (default t
 train.eval_size), as `attograd eval RUN --n N`. The JSON line adds eval_loss and bits_per_token. Progress
 (training and held-out loss every train.eval_every steps) goes to stderr.
 
+With --grokking, the config is configs/grokking.json (task.kind "modadd_bare": the input "a b =", the answer
+(a + b) mod p, p = task.vocab, read at the last position) and the model is the one of Nanda et al. 2023's code,
+written as that code writes it: W_E, W_pos, per-head W_Q/W_K/W_V [H, d_head, d_model] and W_O contracted with
+einsum, causal mask, softmax, no LayerNorm, a ReLU MLP, untied unembedding, no biases anywhere (attograd's
+model.bias false; the paper's code has MLP biases b_in/b_out, which attograd's bias-free MLP leaves out), the
+paper's init (normal / sqrt(d_model), the unembedding / sqrt(d_vocab)), vocabulary p + 1 ("=" and the p values).
+The training set is round(task.train_fraction * p^2) pairs drawn by a seeded torch.Generator (timing does not
+depend on which). Each timed step is a full-batch step: forward over every training pair at its 3 positions,
+cross-entropy (float32) at the last position only, backward, AdamW with train.betas, eps 1e-8 and
+train.weight_decay on every parameter, no clipping, attograd's schedule (train.warmup linear, then constant).
+The JSON line adds p, train_pairs and the last step's loss; tokens_per_s counts the 3 positions of each pair.
+    OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=passive /usr/bin/python3 bench/torch_bench.py \
+        configs/grokking.json --grokking --threads 2 --steps 50
+
 Give PyTorch its best setting on this machine (Debian's OpenBLAS 0.3.21 does not know the CPU):
     OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=passive /usr/bin/python3 bench/torch_bench.py \
         bench/configs/small.json --threads 2
@@ -137,6 +151,52 @@ class CausalLM(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class GrokkingTransformer(nn.Module):
+    """Nanda et al. 2023's one-layer modular-addition transformer, as their code writes it (Embed, PosEmbed,
+    einsum Attention with [H, d_head, d_model] weights, ReLU MLP, Unembed), with no LayerNorm and no biases."""
+
+    def __init__(self, vocab, max_len, d_model, n_heads, d_ff, n_layers):
+        super().__init__()
+        d_head = d_model // n_heads
+        self.d_head = d_head
+
+        def param(*shape, scale):
+            return nn.Parameter(torch.randn(*shape) / math.sqrt(scale))
+
+        self.W_E = param(d_model, vocab, scale=d_model)
+        self.W_pos = param(max_len, d_model, scale=d_model)
+        self.blocks = nn.ModuleList()
+        for _ in range(n_layers):
+            block = nn.Module()
+            block.W_Q = param(n_heads, d_head, d_model, scale=d_model)
+            block.W_K = param(n_heads, d_head, d_model, scale=d_model)
+            block.W_V = param(n_heads, d_head, d_model, scale=d_model)
+            block.W_O = param(d_model, d_head * n_heads, scale=d_model)
+            block.W_in = param(d_ff, d_model, scale=d_model)
+            block.W_out = param(d_model, d_ff, scale=d_model)
+            self.blocks.append(block)
+        self.W_U = param(d_model, vocab, scale=vocab)
+        causal = torch.tril(torch.ones(max_len, max_len, dtype=torch.bool))
+        self.register_buffer("causal_keep", causal, persistent=False)
+
+    def forward(self, tokens):
+        seq_len = tokens.shape[1]
+        x = torch.einsum("dbp -> bpd", self.W_E[:, tokens]) + self.W_pos[:seq_len]
+        for b in self.blocks:
+            k = torch.einsum("ihd,bpd->biph", b.W_K, x)
+            q = torch.einsum("ihd,bpd->biph", b.W_Q, x)
+            v = torch.einsum("ihd,bpd->biph", b.W_V, x)
+            scores = torch.einsum("biph,biqh->biqp", k, q)
+            scores = scores.masked_fill(~self.causal_keep[:seq_len, :seq_len], float("-inf"))
+            pattern = torch.softmax(scores / math.sqrt(self.d_head), dim=-1)
+            z = torch.einsum("biph,biqp->biqh", v, pattern)
+            z_flat = z.transpose(1, 2).reshape(z.shape[0], seq_len, -1)  # "b i q h -> b q (i h)"
+            x = x + torch.einsum("df,bqf->bqd", b.W_O, z_flat)
+            hidden = torch.relu(torch.einsum("md,bpd->bpm", b.W_in, x))
+            x = x + torch.einsum("dm,bpm->bpd", b.W_out, hidden)
+        return x @ self.W_U
+
+
 def set_blas_threads(threads, allow_reference_blas):
     """Give Debian's OpenBLAS (behind libblas.so.3) the same thread count. Without OpenBLAS, PyTorch's
     GEMMs run ~20x slower and a comparison would mislead, so that stops the bench unless allowed."""
@@ -151,13 +211,15 @@ def set_blas_threads(threads, allow_reference_blas):
         print(message, file=sys.stderr)
 
 
-def load_config(path, text=False):
+def load_config(path, text=False, grokking=False):
     with open(path) as f:
         config = json.load(f)
     task = config["task"]
-    kind = "text" if text else "random"
+    kind = "modadd_bare" if grokking else "text" if text else "random"
     if task.get("kind") != kind:
-        hint = " (pass --text for a text config)" if task.get("kind") == "text" else ""
+        hints = {"text": " (pass --text for a text config)",
+                 "modadd_bare": " (pass --grokking for configs/grokking.json)"}
+        hint = hints.get(task.get("kind"), "") if kind == "random" else ""
         sys.exit(f"{path}: /task/kind: expected \"{kind}\", got {task.get('kind')!r}{hint}")
     if text:
         task = {**DEFAULT_TEXT_TASK, **task}
@@ -331,9 +393,57 @@ def train_text(args, config, model, optimizer, ids, cut):
     }
 
 
+def bench_grokking(args, config):
+    """configs/grokking.json: full-batch steps of the paper's model on a seeded training split."""
+    task, m, train = config["task"], config["model"], config["train"]
+    p = task["vocab"]
+    if task.get("length", 2) != 2 or p % 2 == 0:
+        sys.exit(f"{args.config}: --grokking needs task.length 2 and an odd task.vocab")
+    for name, want in (("layer_norm", False), ("activation", "relu"), ("bias", False), ("n_layers", 1)):
+        if m.get(name) != want:
+            print(f"torch_bench: model.{name} is {m.get(name)!r}; the --grokking model is always "
+                  f"{want!r}", file=sys.stderr)
+    if train.get("batch_size", 0) != 0 or train.get("grad_clip", 0) != 0 or train.get("decay") != "all":
+        print("torch_bench: --grokking always runs full batch, no clipping, decay on every parameter",
+              file=sys.stderr)
+    n_train = round(task.get("train_fraction", 0.3) * p * p)
+    order = torch.randperm(p * p, generator=torch.Generator().manual_seed(config["seed"]))[:n_train]
+    a, b = order % p, order // p  # attograd's enumeration: index i is the pair (i % p, i // p)
+    equals = 0  # token ids: "=" 0, value v is v + 1
+    inputs = torch.stack([a + 1, b + 1, torch.full_like(a, equals)], dim=1)
+    targets = (a + b) % p + 1
+    vocab = p + 1
+    model = GrokkingTransformer(vocab, 3, m["d_model"], m["n_heads"], m["d_ff"], 1)
+    betas = tuple(train.get("betas", (0.9, 0.98)))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train["lr"], betas=betas, eps=1e-8,
+                                  weight_decay=train["weight_decay"])
+    steps = args.steps if args.steps is not None else 20
+    step_seconds, loss = [], float("nan")
+    for step in range(args.warmup + steps):
+        lr = learning_rate({**train, "schedule": "constant"}, step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        start = time.perf_counter()
+        logits = model(inputs)[:, -1]
+        loss_t = F.cross_entropy(logits, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss_t.backward()
+        optimizer.step()
+        loss = loss_t.item()
+        elapsed = time.perf_counter() - start
+        if not math.isfinite(loss):
+            sys.exit(f"{args.config}: the loss became {loss} at step {step}")
+        if step >= args.warmup:
+            step_seconds.append(elapsed)
+    non_embedding = sum(prm.numel() for name, prm in model.named_parameters() if name not in ("W_E", "W_pos"))
+    flops = 6 * non_embedding * n_train * 3 + 12 * 3 ** 2 * m["d_model"] * n_train
+    return model, step_seconds, n_train * 3, flops, {"p": p, "train_pairs": n_train, "loss_last": loss}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", help="bench config JSON (task.kind \"random\", or \"text\" with --text)")
+    parser.add_argument("config", help="bench config JSON (task.kind \"random\", or \"text\" with --text, or "
+                                       "\"modadd_bare\" with --grokking)")
     parser.add_argument("--steps", type=int,
                         help="timed steps (default 20); with --text the training steps (default train.steps)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
@@ -343,6 +453,8 @@ def main():
                         help="time forward passes under torch.no_grad() instead of training steps")
     parser.add_argument("--text", action="store_true",
                         help="a text config (configs/text.json): train it and report the held-out loss")
+    parser.add_argument("--grokking", action="store_true",
+                        help="configs/grokking.json: full-batch steps of Nanda et al.'s modular-addition model")
     parser.add_argument("--eval-n", type=int,
                         help="with --text: held-out windows of the final loss (default train.eval_size)")
     parser.add_argument("--allow-reference-blas", action="store_true",
@@ -354,13 +466,35 @@ def main():
         parser.error("--text trains; it cannot be combined with --forward")
     if args.eval_n is not None and (not args.text or args.eval_n < 1):
         parser.error("--eval-n needs --text and must be >= 1")
+    if args.grokking and (args.text or args.forward):
+        parser.error("--grokking cannot be combined with --text or --forward")
 
-    config = load_config(args.config, text=args.text)
+    config = load_config(args.config, text=args.text, grokking=args.grokking)
     train, m = config["train"], config["model"]
     threads = args.threads if args.threads is not None else train["threads"]
     torch.set_num_threads(threads)
     set_blas_threads(threads, args.allow_reference_blas)
     torch.manual_seed(config["seed"])
+
+    if args.grokking:
+        model, step_seconds, tokens, flops, extra = bench_grokking(args, config)
+        median = statistics.median(step_seconds)
+        gflops_per_s = flops / median / 1e9
+        print(json.dumps({
+            "impl": "pytorch",
+            "config": config["name"],
+            "mode": "grokking",
+            "threads": threads,
+            "tokens_per_s": tokens / median,
+            "step_ms_median": median * 1e3,
+            "step_ms_min": min(step_seconds) * 1e3,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "params": sum(prm.numel() for prm in model.parameters()),
+            "gflops_per_s": gflops_per_s,
+            "mfu": gflops_per_s / args.peak_gflops if args.peak_gflops else None,
+            **extra,
+        }))
+        return
 
     if args.text:
         ids, config["vocab"], cut = read_text(config["task"])

@@ -28,6 +28,7 @@ Command add_patch(CLI::App& app);
 Command add_lens(CLI::App& app);
 Command add_detect(CLI::App& app);
 Command add_circuits(CLI::App& app);
+Command add_fourier(CLI::App& app);
 Command add_gradcheck(CLI::App& app);
 Command add_demo(CLI::App& app);
 Command add_bench(CLI::App& app);

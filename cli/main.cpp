@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(cli::add_lens);
   add(cli::add_detect);
   add(cli::add_circuits);
+  add(cli::add_fourier);
   add(cli::add_gradcheck);
   add(cli::add_demo);
   add(cli::add_bench);

@@ -131,6 +131,24 @@ inline std::string lens_stem(const std::string& run, const std::string& name) {
   return lens_dir(run) + "/" + name;
 }
 
+// RUN/measures.jsonl: the progress measures of a modular-addition run (output.measures_every), one JSON
+// object per measured step (findings/fourier_view.h).
+inline std::string measures_jsonl(const std::string& run) {
+  return run + "/measures.jsonl";
+}
+
+// RUN/fourier/: what `attograd fourier` writes: fourier.json and the SVGs named below.
+inline std::string fourier_dir(const std::string& run) {
+  return run + "/fourier";
+}
+inline std::string fourier_json(const std::string& run) {
+  return fourier_dir(run) + "/fourier.json";
+}
+// RUN/fourier/NAME.svg for NAME spectra, neurons, logits and measures.
+inline std::string fourier_svg(const std::string& run, const std::string& name) {
+  return fourier_dir(run) + "/" + name + ".svg";
+}
+
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
   return run + "/report.html";
@@ -153,8 +171,8 @@ inline std::string folder_lock(const std::string& dir) {
 // The folders inside RUN that a training run and the study tools write; the only places, with RUN
 // itself, where stale temporary files are looked for.
 inline std::vector<std::string> run_subfolders(const std::string& run) {
-  return {checkpoint_dir(run), attention_dir(run), score_history_dir(run),
-          patching_dir(run),   circuits_dir(run),  lens_dir(run)};
+  return {checkpoint_dir(run), attention_dir(run), score_history_dir(run), patching_dir(run),
+          circuits_dir(run),   lens_dir(run),      fourier_dir(run)};
 }
 
 // The entries at the top of RUN that a training run and the study tools write (`train --overwrite`
@@ -162,7 +180,7 @@ inline std::vector<std::string> run_subfolders(const std::string& run) {
 inline std::vector<std::string> run_entries(const std::string& run) {
   std::vector<std::string> entries = run_subfolders(run);
   for (const std::string& file : {metrics_jsonl(run), config_json(run), scores_json(run), report_html(run),
-                                  circuits_json(run), split_json(run)})
+                                  circuits_json(run), split_json(run), measures_jsonl(run)})
     entries.push_back(file);
   return entries;
 }

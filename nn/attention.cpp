@@ -60,14 +60,14 @@ AttentionResult<T> SelfAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
 }
 
 template <typename T>
-MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag::Rng& rng)
+MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag::Rng& rng, bool bias)
     : n_heads(n_heads_),
       d_model(d_model_),
       dk(d_model_ / n_heads_),
-      wq(d_model_, d_model_, rng),
-      wk(d_model_, d_model_, rng),
-      wv(d_model_, d_model_, rng),
-      wo(d_model_, d_model_, rng) {
+      wq(d_model_, d_model_, rng, bias),
+      wk(d_model_, d_model_, rng, bias),
+      wv(d_model_, d_model_, rng, bias),
+      wo(d_model_, d_model_, rng, bias) {
   if (n_heads_ < 1 || d_model_ % n_heads_ != 0)
     throw std::invalid_argument("MultiHeadAttention: n_heads " + std::to_string(n_heads_) +
                                 " does not divide d_model " + std::to_string(d_model_));

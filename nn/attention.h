@@ -43,7 +43,8 @@ class SelfAttention : public Module<T> {
 template <typename T>
 class MultiHeadAttention : public Module<T> {
  public:
-  MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng);
+  // bias false: Wq, Wk, Wv and Wo without biases.
+  MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng, bool bias = true);
   // x (B, T, D) -> (B, T, D), as its math reads, with hooks at attn.q, .k, .v, .scores, .pattern, .z and
   // .out (nn/hook_points.h):
   //   q, k, v = split_heads(x Wq^T + bq), ...            (B, T, H, dk)

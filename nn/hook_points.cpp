@@ -30,32 +30,32 @@ const HookPoint* find_hook_point(const std::string& name) {
   return nullptr;
 }
 
-std::vector<std::string> hook_point_names(size_t n_layers, bool has_mlp) {
+std::vector<std::string> hook_point_names(const ModelShape& shape) {
   std::vector<std::string> names;
   // The points outside the blocks that stand before (or after) the blocks' rows in the table.
   auto outside = [&](bool after_blocks) {
     bool block_seen = false;
     for (const HookPoint& row : kHookPoints) {
       block_seen = block_seen || row.in_block;
-      if (!row.in_block && block_seen == after_blocks) names.push_back(row.name);
+      if (!row.in_block && block_seen == after_blocks && model_has(row, shape)) names.push_back(row.name);
     }
   };
   outside(false);
-  for (size_t l = 0; l < n_layers; ++l)
+  for (size_t l = 0; l < static_cast<size_t>(shape.n_layers); ++l)
     for (const HookPoint& row : kHookPoints)
-      if (row.in_block && model_has(row, has_mlp)) names.push_back(hook_name(row.point, l));
+      if (row.in_block && model_has(row, shape)) names.push_back(hook_name(row.point, l));
   outside(true);
   return names;
 }
 
-std::string hook_point_summary(size_t n_layers, bool has_mlp) {
+std::string hook_point_summary(const ModelShape& shape) {
   std::string block, model;
   for (const HookPoint& row : kHookPoints) {
-    if (!model_has(row, has_mlp)) continue;
+    if (!model_has(row, shape)) continue;
     std::string& list = row.in_block ? block : model;
     list += (list.empty() ? "" : ", ") + std::string(row.name);
   }
-  return "blocks.0.." + std::to_string(n_layers - 1) + ".{" + block + "}, " + model;
+  return "blocks.0.." + std::to_string(shape.n_layers - 1) + ".{" + block + "}, " + model;
 }
 
 }  // namespace nn

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/model_shape.h"
+
 namespace nn {
 
 enum class Point {
@@ -49,7 +51,9 @@ enum class Point {
 // Which models have the point.
 enum class Needs {
   always,
-  mlp,  // blocks with an MLP (not attention_only)
+  mlp,             // blocks with an MLP (not attention_only)
+  layer_norm,      // models with LayerNorm (model.layer_norm)
+  mlp_layer_norm,  // both
 };
 
 struct HookPoint {
@@ -68,9 +72,10 @@ struct HookPoint {
 inline constexpr HookPoint kHookPoints[] = {
     {Point::resid_pre, "resid_pre", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream entering block L"},
-    {Point::ln1_scale, "ln1.scale", true, Needs::always, "(B, T, 1)", 1, -1,
+    {Point::ln1_scale, "ln1.scale", true, Needs::layer_norm, "(B, T, 1)", 1, -1,
      "1 / sqrt(var + eps), the factor ln1 multiplies the centred residual by"},
-    {Point::ln1_out, "ln1.out", true, Needs::always, "(B, T, D)", 1, -1, "ln1's output, attention's input"},
+    {Point::ln1_out, "ln1.out", true, Needs::layer_norm, "(B, T, D)", 1, -1,
+     "ln1's output, attention's input"},
     {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's queries"},
     {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's keys"},
     {Point::attn_v, "attn.v", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's values"},
@@ -81,17 +86,20 @@ inline constexpr HookPoint kHookPoints[] = {
     {Point::attn_z, "attn.z", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's output before Wo"},
     {Point::attn_out, "attn.out", true, Needs::always, "(B, T, D)", 1, -1, "attention's output after Wo"},
     {Point::resid_mid, "resid_mid", true, Needs::always, "(B, T, D)", 1, -1, "resid_pre + attn.out"},
-    {Point::ln2_scale, "ln2.scale", true, Needs::mlp, "(B, T, 1)", 1, -1,
+    {Point::ln2_scale, "ln2.scale", true, Needs::mlp_layer_norm, "(B, T, 1)", 1, -1,
      "1 / sqrt(var + eps), the factor ln2 multiplies the centred residual by"},
-    {Point::ln2_out, "ln2.out", true, Needs::mlp, "(B, T, D)", 1, -1, "ln2's output, the MLP's input"},
-    {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1, "fc1's output, before the GELU"},
-    {Point::mlp_post, "mlp.post", true, Needs::mlp, "(B, T, F)", 1, -1, "the GELU's output, fc2's input"},
+    {Point::ln2_out, "ln2.out", true, Needs::mlp_layer_norm, "(B, T, D)", 1, -1,
+     "ln2's output, the MLP's input"},
+    {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1, "fc1's output, before the activation"},
+    {Point::mlp_post, "mlp.post", true, Needs::mlp, "(B, T, F)", 1, -1,
+     "the activation's output (GELU or ReLU), fc2's input"},
     {Point::mlp_out, "mlp.out", true, Needs::mlp, "(B, T, D)", 1, -1, "the MLP's output"},
     {Point::resid_post, "resid_post", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream leaving block L: resid_mid + mlp.out (resid_mid without an MLP)"},
-    {Point::ln_f_scale, "ln_f.scale", false, Needs::always, "(B, T, 1)", 1, -1,
+    {Point::ln_f_scale, "ln_f.scale", false, Needs::layer_norm, "(B, T, 1)", 1, -1,
      "1 / sqrt(var + eps), the factor ln_f multiplies the centred residual by"},
-    {Point::ln_f_out, "ln_f.out", false, Needs::always, "(B, T, D)", 1, -1, "the final LayerNorm's output"},
+    {Point::ln_f_out, "ln_f.out", false, Needs::layer_norm, "(B, T, D)", 1, -1,
+     "the final LayerNorm's output"},
     {Point::logits, "logits", false, Needs::always, "(B, T, V)", 1, -1, "the model's output"},
 };
 
@@ -117,14 +125,38 @@ std::string hook_name(Point p, size_t layer = 0);
 // The table row of a full name ("blocks.3.attn.z" -> attn_z's row), or nullptr when the name has no row.
 const HookPoint* find_hook_point(const std::string& name);
 
-// Whether a model with (or without) MLPs has the point.
-inline bool model_has(const HookPoint& row, bool has_mlp) {
-  return row.needs == Needs::always || has_mlp;
+// What docs/architecture.md's table adds to a point's meaning: "" or " (not in ...)".
+inline const char* needs_note(Needs needs) {
+  switch (needs) {
+    case Needs::mlp:
+      return " (not in attention-only models)";
+    case Needs::layer_norm:
+      return " (not in models without LayerNorm)";
+    case Needs::mlp_layer_norm:
+      return " (not in attention-only models or models without LayerNorm)";
+    default:
+      return "";
+  }
 }
 
-// Every point of a model with n_layers blocks, in forward order.
-std::vector<std::string> hook_point_names(size_t n_layers, bool has_mlp);
+// Whether a model of this shape has the point.
+inline bool model_has(const HookPoint& row, const ModelShape& shape) {
+  const bool mlp = !shape.attention_only;
+  switch (row.needs) {
+    case Needs::mlp:
+      return mlp;
+    case Needs::layer_norm:
+      return shape.layer_norm;
+    case Needs::mlp_layer_norm:
+      return mlp && shape.layer_norm;
+    default:
+      return true;
+  }
+}
+
+// Every point of a model of this shape (shape.n_layers blocks), in forward order.
+std::vector<std::string> hook_point_names(const ModelShape& shape);
 // The same points in one line, "blocks.0..N-1.{resid_pre, ...}, ln_f.scale, ..., logits", for an error.
-std::string hook_point_summary(size_t n_layers, bool has_mlp);
+std::string hook_point_summary(const ModelShape& shape);
 
 }  // namespace nn

@@ -1,5 +1,7 @@
 #include "nn/layers.h"
 
+#include <stdexcept>
+
 #include "nn/init.h"
 
 namespace nn {
@@ -30,7 +32,10 @@ ag::Tensor<T> LayerNorm<T>::forward(const ag::Tensor<T>& x, const HookSite<T>& a
 }
 
 template <typename T>
-MLP<T>::MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng) : fc1(d_model, d_ff, rng), fc2(d_ff, d_model, rng) {
+MLP<T>::MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng, const std::string& activation, bool bias)
+    : fc1(d_model, d_ff, rng, bias), fc2(d_ff, d_model, rng, bias), relu(activation == "relu") {
+  if (activation != "gelu" && activation != "relu")
+    throw std::invalid_argument("MLP: activation must be \"gelu\" or \"relu\", got \"" + activation + "\"");
   this->register_module("fc1", &fc1);
   this->register_module("fc2", &fc2);
 }

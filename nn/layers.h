@@ -1,4 +1,4 @@
-// The basic layers: Linear, Embedding, LayerNorm, and the GELU MLP of a transformer block. Their forwards
+// The basic layers: Linear, Embedding, LayerNorm, and the MLP of a transformer block. Their forwards
 // are the model's reference: plain ops, with a hook at every point of nn/hook_points.h. The training
 // forward (nn/training_forward.cpp) computes the same functions with fused ops.
 // Initialisation (from the caller's seeded generator, in construction order):
@@ -52,17 +52,20 @@ class LayerNorm : public Module<T> {
   T eps;
 };
 
-// fc2(gelu_tanh(fc1(x))): d_model -> d_ff -> d_model, with hooks at mlp.pre, mlp.post and mlp.out.
+// fc2(act(fc1(x))): d_model -> d_ff -> d_model, act gelu_tanh or relu, with hooks at mlp.pre, mlp.post and
+// mlp.out.
 template <typename T>
 class MLP : public Module<T> {
  public:
-  MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng);
+  // activation "gelu" or "relu" (else std::invalid_argument); bias false: fc1 and fc2 without biases.
+  MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng, const std::string& activation = "gelu", bool bias = true);
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const HookSite<T>& at = {}) const {
-    const ag::Tensor<T> pre = at(Point::mlp_pre, fc1.forward(x));   // (B, T, F)
-    const ag::Tensor<T> post = at(Point::mlp_post, ag::gelu(pre));  // (B, T, F)
-    return at(Point::mlp_out, fc2.forward(post));                   // (B, T, D)
+    const ag::Tensor<T> pre = at(Point::mlp_pre, fc1.forward(x));                          // (B, T, F)
+    const ag::Tensor<T> post = at(Point::mlp_post, relu ? ag::relu(pre) : ag::gelu(pre));  // (B, T, F)
+    return at(Point::mlp_out, fc2.forward(post));                                          // (B, T, D)
   }
   Linear<T> fc1, fc2;
+  bool relu;  // the activation is ReLU (else GELU)
 };
 
 }  // namespace nn

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace nn {
 
@@ -14,7 +15,10 @@ struct ModelShape {
   int64_t n_heads = 4;
   int64_t n_layers = 2;
   int64_t d_ff = 256;
-  bool attention_only = false;  // blocks without LN2 and MLP
+  bool attention_only = false;      // blocks without LN2 and MLP
+  bool layer_norm = true;           // false: no ln1, ln2 or ln_f anywhere (each is the identity)
+  std::string activation = "gelu";  // the MLP's: "gelu" (tanh approximation) or "relu"
+  bool bias = true;                 // false: no biases in the attention, MLP and unembedding linears
 };
 
 }  // namespace nn

@@ -4,25 +4,45 @@
 
 namespace nn {
 
+template <typename T>
+ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor<T>& h) {
+  if (!block.ln1) return h;
+  return ag::layer_norm(h, block.ln1->weight, block.ln1->bias, block.ln1->eps);
+}
+
+template <typename T>
+ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid) {
+  if (!block.mlp) return resid_mid;
+  const MLP<T>& mlp = *block.mlp;
+  const LayerNorm<T>* ln2 = block.ln2.get();
+  const ag::Tensor<T> pre =
+      ln2 ? ag::layer_norm_linear(resid_mid, ln2->weight, ln2->bias, mlp.fc1.weight, mlp.fc1.bias, ln2->eps)
+          : ag::linear(resid_mid, mlp.fc1.weight, mlp.fc1.bias);
+  if (mlp.relu) return ag::linear(ag::relu(pre), mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+  return ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+}
+
+template <typename T>
+ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h) {
+  const Linear<T>& head = model.lm_head;
+  if (!model.ln_f) return ag::linear(h, head.weight, head.bias);
+  const LayerNorm<T>& ln_f = *model.ln_f;
+  return ag::layer_norm_linear(h, ln_f.weight, ln_f.bias, head.weight, head.bias, ln_f.eps);
+}
+
 namespace {
 
-// h + attn(ln1(h)), then h + mlp(ln2(h)): one block, fused.
+// h + attn(ln1(h)): a block's first half, fused.
 template <typename T>
-ag::Tensor<T> block_forward(const TransformerBlock<T>& block, const ag::Tensor<T>& h,
-                            const ag::Tensor<T>& mask) {
+ag::Tensor<T> attention_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& h,
+                                 const ag::Tensor<T>& mask) {
   const MultiHeadAttention<T>& a = block.attn;
-  const ag::Tensor<T> x = ag::layer_norm(h, block.ln1.weight, block.ln1.bias, block.ln1.eps);
+  const ag::Tensor<T> x = attention_input(block, h);
   const ag::Tensor<T> z =
       ag::attention(ag::linear(x, a.wq.weight, a.wq.bias), ag::linear(x, a.wk.weight, a.wk.bias),
                     ag::linear(x, a.wv.weight, a.wv.bias), a.n_heads, mask,
                     T(1) / std::sqrt(T(a.dk)));  // (B, T, D): the heads side by side
-  const ag::Tensor<T> resid_mid = ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h);
-  if (!block.mlp) return resid_mid;
-  const LayerNorm<T>& ln2 = *block.ln2;
-  const MLP<T>& mlp = *block.mlp;
-  const ag::Tensor<T> pre =
-      ag::layer_norm_linear(resid_mid, ln2.weight, ln2.bias, mlp.fc1.weight, mlp.fc1.bias, ln2.eps);
-  return ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+  return ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h);
 }
 
 }  // namespace
@@ -32,14 +52,32 @@ ag::Tensor<T> training_forward(const CausalLM<T>& model, const std::vector<int32
                                int64_t t, const std::vector<uint8_t>& is_padding) {
   ag::Tensor<T> h = model.embed(ids, batch, t);
   const ag::Tensor<T> mask = model.attention_mask(batch, t, is_padding);
-  for (const auto& block : model.blocks) h = block_forward(*block, h, mask);
-  return ag::layer_norm_linear(h, model.ln_f.weight, model.ln_f.bias, model.lm_head.weight,
-                               model.lm_head.bias, model.ln_f.eps);
+  for (const auto& block : model.blocks) h = mlp_residual(*block, attention_residual(*block, h, mask));
+  return unembed(model, h);
 }
 
-template ag::Tensor<float> training_forward<float>(const CausalLM<float>&, const std::vector<int32_t>&,
-                                                   int64_t, int64_t, const std::vector<uint8_t>&);
-template ag::Tensor<double> training_forward<double>(const CausalLM<double>&, const std::vector<int32_t>&,
-                                                     int64_t, int64_t, const std::vector<uint8_t>&);
+template <typename T>
+ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
+                                    int64_t t, const std::vector<int64_t>& rows) {
+  ag::Tensor<T> h = model.embed(ids, batch, t);
+  const ag::Tensor<T> mask = model.attention_mask(batch, t, {});
+  const size_t last = model.blocks.size() - 1;
+  for (size_t l = 0; l < last; ++l)
+    h = mlp_residual(*model.blocks[l], attention_residual(*model.blocks[l], h, mask));
+  const ag::Tensor<T> resid_mid = attention_residual(*model.blocks[last], h, mask);            // (B, T, D)
+  return unembed(model, mlp_residual(*model.blocks[last], ag::select_rows(resid_mid, rows)));  // (R, V)
+}
+
+#define ATTOGRAD_INSTANTIATE(T)                                                                             \
+  template ag::Tensor<T> training_forward<T>(const CausalLM<T>&, const std::vector<int32_t>&, int64_t,      \
+                                             int64_t, const std::vector<uint8_t>&);                         \
+  template ag::Tensor<T> training_forward_rows<T>(const CausalLM<T>&, const std::vector<int32_t>&, int64_t, \
+                                                  int64_t, const std::vector<int64_t>&);                    \
+  template ag::Tensor<T> attention_input<T>(const TransformerBlock<T>&, const ag::Tensor<T>&);              \
+  template ag::Tensor<T> mlp_residual<T>(const TransformerBlock<T>&, const ag::Tensor<T>&);                 \
+  template ag::Tensor<T> unembed<T>(const CausalLM<T>&, const ag::Tensor<T>&);
+ATTOGRAD_INSTANTIATE(float)
+ATTOGRAD_INSTANTIATE(double)
+#undef ATTOGRAD_INSTANTIATE
 
 }  // namespace nn

@@ -9,6 +9,8 @@
 //   - ln2 with fc1 and ln_f with lm_head are one op each (ag::layer_norm_linear): the LayerNorm's output
 //     is recomputed in backward instead of kept;
 //   - GELU with fc2 is one op (ag::gelu_linear): GELU's output is never kept.
+// Without LayerNorm (model.layer_norm false) each LayerNorm is the identity and those products are plain
+// ag::linear; with ReLU, fc2 reads ag::relu's output.
 #pragma once
 
 #include "nn/transformer.h"
@@ -19,5 +21,24 @@ namespace nn {
 template <typename T>
 ag::Tensor<T> training_forward(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
                                int64_t t, const std::vector<uint8_t>& is_padding);
+
+// The same forward for a loss that reads only some rows: the logits (R, V) of the flat rows b * T + t in
+// `rows` (strictly increasing). The last block's MLP and the unembedding run on those rows only (its
+// attention still reads every position): the same values as training_forward's rows, up to float rounding
+// (the weight gradients sum fewer rows), at a fraction of the cost when few positions are scored.
+template <typename T>
+ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
+                                    int64_t t, const std::vector<int64_t>& rows);
+
+// The fused pieces that the training forward and CausalLM::forward_cached share.
+// ln1(h), attention's input (h itself without LayerNorm).
+template <typename T>
+ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor<T>& h);
+// resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only).
+template <typename T>
+ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid);
+// lm_head(ln_f(h)): the logits.
+template <typename T>
+ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h);
 
 }  // namespace nn

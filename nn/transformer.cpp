@@ -8,15 +8,17 @@
 namespace nn {
 
 template <typename T>
-TransformerBlock<T>::TransformerBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, bool attention_only,
-                                      ag::Rng& rng)
-    : ln1(d_model), attn(d_model, n_heads, rng) {
-  this->register_module("ln1", &ln1);
+TransformerBlock<T>::TransformerBlock(const ModelShape& s, ag::Rng& rng)
+    : ln1(s.layer_norm ? std::make_unique<LayerNorm<T>>(s.d_model) : nullptr),
+      attn(s.d_model, s.n_heads, rng, s.bias) {
+  if (ln1) this->register_module("ln1", ln1.get());
   this->register_module("attn", &attn);
-  if (!attention_only) {
-    ln2 = std::make_unique<LayerNorm<T>>(d_model);
-    mlp = std::make_unique<MLP<T>>(d_model, d_ff, rng);
-    this->register_module("ln2", ln2.get());
+  if (!s.attention_only) {
+    if (s.layer_norm) {
+      ln2 = std::make_unique<LayerNorm<T>>(s.d_model);
+      this->register_module("ln2", ln2.get());
+    }
+    mlp = std::make_unique<MLP<T>>(s.d_model, s.d_ff, rng, s.activation, s.bias);
     this->register_module("mlp", mlp.get());
   }
 }
@@ -25,10 +27,12 @@ template <typename T>
 ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask,
                                            const HookSite<T>& at) const {
   const ag::Tensor<T> resid_pre = at(Point::resid_pre, x);
-  const ag::Tensor<T> attn_in = ln1.forward(resid_pre, at, Point::ln1_scale, Point::ln1_out);
+  const ag::Tensor<T> attn_in =
+      ln1 ? ln1->forward(resid_pre, at, Point::ln1_scale, Point::ln1_out) : resid_pre;
   const ag::Tensor<T> resid_mid = at(Point::resid_mid, resid_pre + attn.forward(attn_in, mask, at));
   if (!mlp) return at(Point::resid_post, resid_mid);
-  const ag::Tensor<T> mlp_in = ln2->forward(resid_mid, at, Point::ln2_scale, Point::ln2_out);
+  const ag::Tensor<T> mlp_in =
+      ln2 ? ln2->forward(resid_mid, at, Point::ln2_scale, Point::ln2_out) : resid_mid;
   return at(Point::resid_post, resid_mid + mlp->forward(mlp_in, at));
 }
 
@@ -37,9 +41,7 @@ namespace {
 template <typename T>
 std::vector<std::unique_ptr<TransformerBlock<T>>> make_blocks(const ModelShape& s, ag::Rng& rng) {
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks;
-  for (int64_t i = 0; i < s.n_layers; ++i)
-    blocks.push_back(
-        std::make_unique<TransformerBlock<T>>(s.d_model, s.n_heads, s.d_ff, s.attention_only, rng));
+  for (int64_t i = 0; i < s.n_layers; ++i) blocks.push_back(std::make_unique<TransformerBlock<T>>(s, rng));
   return blocks;
 }
 }  // namespace
@@ -50,19 +52,19 @@ CausalLM<T>::CausalLM(const ModelShape& s, ag::Rng& rng)
       tok_emb(s.vocab, s.d_model, rng),
       pos_emb(s.max_len, s.d_model, rng),
       blocks(make_blocks<T>(s, rng)),
-      ln_f(s.d_model),
-      lm_head(s.d_model, s.vocab, rng) {
+      ln_f(s.layer_norm ? std::make_unique<LayerNorm<T>>(s.d_model) : nullptr),
+      lm_head(s.d_model, s.vocab, rng, s.bias) {
   this->register_module("tok_emb", &tok_emb);
   this->register_module("pos_emb", &pos_emb);
   for (size_t i = 0; i < blocks.size(); ++i)
     this->register_module("blocks." + std::to_string(i), blocks[i].get());
-  this->register_module("ln_f", &ln_f);
+  if (ln_f) this->register_module("ln_f", ln_f.get());
   this->register_module("lm_head", &lm_head);
 }
 
 template <typename T>
 std::vector<std::string> CausalLM<T>::hook_points() const {
-  return hook_point_names(blocks.size(), !shape.attention_only);
+  return hook_point_names(shape);
 }
 
 template <typename T>
@@ -92,13 +94,14 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
   for (const std::string& p : hooks->points())
     if (std::find(known.begin(), known.end(), p) == known.end())
       throw std::invalid_argument("hook " + p + ": no such point in this model (" +
-                                  hook_point_summary(blocks.size(), !shape.attention_only) + ")");
+                                  hook_point_summary(shape) + ")");
   const ag::Tensor<T> mask = attention_mask(batch, t, is_padding);
   ag::Tensor<T> h = embed(ids, batch, t);
   for (size_t l = 0; l < blocks.size(); ++l)
     h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
   const HookSite<T> at(hooks);
-  return at(Point::logits, lm_head.forward(ln_f.forward(h, at, Point::ln_f_scale, Point::ln_f_out)));
+  const ag::Tensor<T> final = ln_f ? ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out) : h;
+  return at(Point::logits, lm_head.forward(final));
 }
 
 template <typename T>
@@ -120,23 +123,16 @@ ag::Tensor<T> CausalLM<T>::forward_cached(const std::vector<int32_t>& ids, KVCac
   for (size_t l = 0; l < blocks.size(); ++l) {
     const TransformerBlock<T>& block = *blocks[l];
     const MultiHeadAttention<T>& a = block.attn;
-    const ag::Tensor<T> x = ag::layer_norm(h, block.ln1.weight, block.ln1.bias, block.ln1.eps);
+    const ag::Tensor<T> x = attention_input(block, h);
     const ag::Tensor<T> k = ag::linear(x, a.wk.weight, a.wk.bias);
     const ag::Tensor<T> v = ag::linear(x, a.wv.weight, a.wv.bias);
     cache.write(static_cast<int64_t>(l), k.data(), v.data(), n);
     const ag::Tensor<T> q = ag::linear(x, a.wq.weight, a.wq.bias);
     ag::Tensor<T> z = ag::Tensor<T>::empty({1, n, shape.d_model});  // the heads side by side
     cache.attend(static_cast<int64_t>(l), q.data(), n, T(1) / std::sqrt(T(a.dk)), z.data());
-    h = ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h);
-    if (!block.mlp) continue;
-    const LayerNorm<T>& ln2 = *block.ln2;
-    const MLP<T>& mlp = *block.mlp;
-    const ag::Tensor<T> pre =
-        ag::layer_norm_linear(h, ln2.weight, ln2.bias, mlp.fc1.weight, mlp.fc1.bias, ln2.eps);
-    h = ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/h);
+    h = mlp_residual(block, ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h));
   }
-  ag::Tensor<T> logits =
-      ag::layer_norm_linear(h, ln_f.weight, ln_f.bias, lm_head.weight, lm_head.bias, ln_f.eps);
+  ag::Tensor<T> logits = unembed(*this, h);
   cache.advance(n);
   return logits;
 }

@@ -29,9 +29,15 @@ VectorXd to_vector(const ag::Tensor<float>& t) {
   return v;
 }
 
+// A LayerNorm's weight, ones without LayerNorm (the identity).
+VectorXd ln_weight(const nn::LayerNorm<float>* ln, int64_t d_model) {
+  return ln ? to_vector(ln->weight) : VectorXd::Ones(d_model);
+}
+
 // W_U (D x V): lm_head.weight^T with ln_f.weight folded in row-wise.
 MatrixXd unembedding(const nn::CausalLM<float>& model) {
-  return to_vector(model.ln_f.weight).asDiagonal() * to_matrix(model.lm_head.weight).transpose();
+  return ln_weight(model.ln_f.get(), model.shape.d_model).asDiagonal() *
+         to_matrix(model.lm_head.weight).transpose();
 }
 
 MatrixXd gaussian(int64_t rows, int64_t cols, ag::Rng& rng) {
@@ -61,7 +67,7 @@ HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head) 
   check_head(model, layer, head);
   const auto& block = *model.blocks[layer];
   const int64_t dk = block.attn.dk;
-  const VectorXd ln1 = to_vector(block.ln1.weight);
+  const VectorXd ln1 = ln_weight(block.ln1.get(), model.shape.d_model);
   HeadWeights w;
   w.WQ = ln1.asDiagonal() * to_matrix(block.attn.wq.weight).middleRows(head * dk, dk).transpose();
   w.WK = ln1.asDiagonal() * to_matrix(block.attn.wk.weight).middleRows(head * dk, dk).transpose();
@@ -128,19 +134,23 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
   const auto& block = *model.blocks[0];
   const int64_t dk = block.attn.dk;
   const MatrixXd P = to_matrix(model.pos_emb.weight).topRows(positions);
-  const VectorXd g = to_vector(block.ln1.weight), beta = to_vector(block.ln1.bias);
-  MatrixXd X(P.rows(), P.cols());
-  for (Eigen::Index i = 0; i < P.rows(); ++i) {
-    const double mean = P.row(i).mean();
-    const double var = (P.row(i).array() - mean).square().mean();
-    const VectorXd centred = P.row(i).transpose().array() - mean;
-    X.row(i) =
-        (centred.array() / std::sqrt(var + block.ln1.eps) * g.array() + beta.array()).matrix().transpose();
+  MatrixXd X = P;  // ln1(P); P itself without LayerNorm
+  if (const nn::LayerNorm<float>* ln1 = block.ln1.get()) {
+    const VectorXd g = to_vector(ln1->weight), beta = to_vector(ln1->bias);
+    for (Eigen::Index i = 0; i < P.rows(); ++i) {
+      const double mean = P.row(i).mean();
+      const double var = (P.row(i).array() - mean).square().mean();
+      const VectorXd centred = P.row(i).transpose().array() - mean;
+      X.row(i) =
+          (centred.array() / std::sqrt(var + ln1->eps) * g.array() + beta.array()).matrix().transpose();
+    }
   }
   const MatrixXd Wq = to_matrix(block.attn.wq.weight).middleRows(head * dk, dk);
   const MatrixXd Wk = to_matrix(block.attn.wk.weight).middleRows(head * dk, dk);
-  const VectorXd bq = to_vector(block.attn.wq.bias).segment(head * dk, dk);
-  const VectorXd bk = to_vector(block.attn.wk.bias).segment(head * dk, dk);
+  auto head_bias = [&](const ag::Tensor<float>& bias) {
+    return bias.defined() ? to_vector(bias).segment(head * dk, dk).eval() : VectorXd::Zero(dk).eval();
+  };
+  const VectorXd bq = head_bias(block.attn.wq.bias), bk = head_bias(block.attn.wk.bias);
   const MatrixXd q = (X * Wq.transpose()).rowwise() + bq.transpose();
   const MatrixXd k = (X * Wk.transpose()).rowwise() + bk.transpose();
   const MatrixXd scores = q * k.transpose() / std::sqrt(static_cast<double>(dk));
@@ -183,7 +193,7 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
   out.heads.assign(static_cast<size_t>(L * H), 0.0);
   if (mlp) out.mlps.assign(L, 0.0);
   int64_t scored = 0;
-  const double eps = model.ln_f.eps;
+  const nn::LayerNorm<float>* ln_f = model.ln_f.get();  // null without LayerNorm: the identity
   auto row = [D](const ag::Tensor<float>& t, int64_t r) {
     return Eigen::Map<const Eigen::VectorXf>(t.data() + r * D, D).cast<double>().eval();
   };
@@ -197,11 +207,13 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
       const int32_t target = batch.targets[static_cast<size_t>(start) * T + r];
       if (target < 0) continue;
       ++scored;
-      const VectorXd x = row(final_resid, r);
-      const double sigma = std::sqrt((x.array() - x.mean()).square().mean() + eps);
-      // Centring c before the dot equals dotting c with the centred direction.
       VectorXd g = WU.col(target) - mean_u;
-      g = (g.array() - g.mean()).matrix() / sigma;
+      if (ln_f) {
+        const VectorXd x = row(final_resid, r);
+        const double sigma = std::sqrt((x.array() - x.mean()).square().mean() + ln_f->eps);
+        // Centring c before the dot equals dotting c with the centred direction.
+        g = (g.array() - g.mean()).matrix() / sigma;
+      }
       out.embed += row(embed, r).dot(g);
       for (int l = 0; l < L; ++l) {
         const ag::Tensor<float>& z = hooks.captured(nn::hook_name(nn::Point::attn_z, l));  // (b, T, H, dk)

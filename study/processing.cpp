@@ -60,17 +60,22 @@ std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model)
   const auto to = out->named_parameters();
   for (size_t i = 0; i < from.size(); ++i) to[i].tensor->assign(from[i].tensor->to_vector());
   nn::CausalLM<T>& m = *out;
+  // Without LayerNorm there is nothing to fold.
   for (auto& block : m.blocks) {
-    for (nn::Linear<T>* reader : {&block->attn.wq, &block->attn.wk, &block->attn.wv})
-      fold(block->ln1, *reader);
-    finish_fold(block->ln1);
-    if (block->mlp) {
+    if (block->ln1) {
+      for (nn::Linear<T>* reader : {&block->attn.wq, &block->attn.wk, &block->attn.wv})
+        fold(*block->ln1, *reader);
+      finish_fold(*block->ln1);
+    }
+    if (block->ln2) {
       fold(*block->ln2, block->mlp->fc1);
       finish_fold(*block->ln2);
     }
   }
-  fold(m.ln_f, m.lm_head);
-  finish_fold(m.ln_f);
+  if (m.ln_f) {
+    fold(*m.ln_f, m.lm_head);
+    finish_fold(*m.ln_f);
+  }
   // Writers to the stream, centred over d_model.
   centre(m.tok_emb.weight, 1);
   centre(m.pos_emb.weight, 1);

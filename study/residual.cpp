@@ -23,11 +23,11 @@ std::vector<std::string> lens_component_names(const nn::ModelShape& shape) {
   std::vector<std::string> out = {"embed", "pos_embed"};
   for (int l = 0; l < shape.n_layers; ++l) {
     for (int h = 0; h < shape.n_heads; ++h) out.push_back(head_name(l, h));
-    out.push_back(attn_bias_name(l));
+    if (shape.bias) out.push_back(attn_bias_name(l));
     if (!shape.attention_only) out.push_back(mlp_name(l));
   }
-  out.push_back("ln_f.bias");
-  out.push_back("lm_head.bias");
+  if (shape.layer_norm) out.push_back("ln_f.bias");
+  if (shape.bias) out.push_back("lm_head.bias");
   return out;
 }
 
@@ -59,8 +59,9 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
   for (int l = 0; l < L; ++l) points.push_back(nn::hook_name(nn::Point::resid_pre, l));
   points.push_back(nn::hook_name(nn::Point::resid_post, L - 1));
   for (const std::string& p : points) hooks.capture(p);
+  const nn::LayerNorm<T>* ln_f = model.ln_f.get();  // null without LayerNorm: the identity
   const std::string ln_f_scale = nn::hook_name(nn::Point::ln_f_scale);
-  hooks.capture(ln_f_scale);
+  if (ln_f) hooks.capture(ln_f_scale);
   for (int l = 0; l < L; ++l) {
     hooks.capture(nn::hook_name(nn::Point::attn_z, l));
     if (!model.shape.attention_only) hooks.capture(nn::hook_name(nn::Point::mlp_out, l));
@@ -77,7 +78,8 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
     if (u[v] != 0.0)
       for (int64_t d = 0; d < D; ++d) dir[d] += u[v] * double(Wu[v * D + d]);
   double bias_ln = 0, bias_lm = 0;
-  for (int64_t d = 0; d < D; ++d) bias_ln += double(model.ln_f.bias.data()[d]) * dir[d];
+  if (ln_f)
+    for (int64_t d = 0; d < D; ++d) bias_ln += double(ln_f->bias.data()[d]) * dir[d];
   if (model.lm_head.bias.defined())
     for (int64_t v = 0; v < V; ++v) bias_lm += double(model.lm_head.bias.data()[v]) * u[v];
 
@@ -93,16 +95,18 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
     for (int64_t d = 0; d < D; ++d) s += double(x[d]) * g[d];
     return s;
   };
-  const T* scale = hooks.captured(ln_f_scale).data();
+  const T* scale = ln_f ? hooks.captured(ln_f_scale).data() : nullptr;
   for (int64_t t = 0; t < n; ++t) {
-    // g_c(t): ln_f's scale and weight times the direction, centred.
-    std::vector<double> g(static_cast<size_t>(D));
-    double mean = 0;
-    for (int64_t d = 0; d < D; ++d) {
-      g[d] = double(scale[t]) * double(model.ln_f.weight.data()[d]) * dir[d];
-      mean += g[d] / double(D);
+    // g_c(t): ln_f's scale and weight times the direction, centred (the direction itself without ln_f).
+    std::vector<double> g(dir);
+    if (ln_f) {
+      double mean = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        g[d] = double(scale[t]) * double(ln_f->weight.data()[d]) * dir[d];
+        mean += g[d] / double(D);
+      }
+      for (double& x : g) x -= mean;
     }
-    for (double& x : g) x -= mean;
     for (size_t p = 0; p < points.size(); ++p)
       acc[p][t] = dot(hooks.captured(points[p]).data() + t * D, g) + bias_ln + bias_lm;
     size_t c = 0;
@@ -121,12 +125,12 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
         for (int64_t j = 0; j < dk; ++j) s += double(z[h * dk + j]) * back[h * dk + j];
         comp[c++][t] = s;
       }
-      comp[c++][t] = attn.wo.bias.defined() ? dot(attn.wo.bias.data(), g) : 0.0;
+      if (attn.wo.bias.defined()) comp[c++][t] = dot(attn.wo.bias.data(), g);
       if (!model.shape.attention_only)
         comp[c++][t] = dot(hooks.captured(nn::hook_name(nn::Point::mlp_out, l)).data() + t * D, g);
     }
-    comp[c++][t] = bias_ln;
-    comp[c++][t] = bias_lm;
+    if (ln_f) comp[c++][t] = bias_ln;
+    if (model.lm_head.bias.defined()) comp[c++][t] = bias_lm;
     const T* row = logits.data() + t * V;
     double m = 0;
     for (int64_t v = 0; v < V; ++v) m += u[v] * double(row[v]);

@@ -67,7 +67,14 @@ RunStudy::RunStudy(const train::Config& config, const std::string& run_dir)
       run_dir_(run_dir),
       task_(train::make_task(config.task, config.seed)),
       eval_set_(task_->eval_set(config.seed, config.train.eval_size)),
-      study_(*task_, config_, eval_set_) {}
+      study_(*task_, config_, eval_set_),
+      measures_(config.output.measures_every > 0
+                    ? std::make_unique<ProgressMeasures>(*task_, run_dir, config.output.measures_every)
+                    : nullptr) {}
+
+void RunStudy::on_start(const train::Config& config, int64_t first_step, int64_t params) {
+  if (measures_) measures_->on_start(config, first_step, params);
+}
 
 double RunStudy::wall_seconds(int64_t step) {
   if (!earlier_seconds_) {
@@ -87,6 +94,7 @@ double RunStudy::wall_seconds(int64_t step) {
 
 void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool finished) {
   const double wall = wall_seconds(step);
+  if (measures_) measures_->on_model(model, step, finished);
   const bool dumped_now = train::every(step, config_.output.attention_every);
   if (!finished) {
     if (dumped_now) {
@@ -98,6 +106,11 @@ void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool fin
   // The last step is dumped even off the period, so the report always shows the final maps.
   if (!dumped_now) study_.dump_attention(model, run_dir_, step);
   score_table_ = study_.finish(model, run_dir_, step, wall);
+  if (reads_fourier(*task_, config_)) {
+    const findings::FourierReport fourier = write_fourier_files(model, *task_, config_, run_dir_, step);
+    score_table_ += "\nFourier analysis at step " + std::to_string(step) + " (" +
+                    io::layout::fourier_json("RUN") + "):\n" + findings::fourier_summary(fourier);
+  }
   if (model.shape.vocab > kMaxCircuitsVocab) {
     score_table_ += "\nno circuits: model.vocab " + std::to_string(model.shape.vocab) + " is above " +
                     std::to_string(kMaxCircuitsVocab) + ", the largest the circuits analysis takes\n";
@@ -107,6 +120,32 @@ void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool fin
       write_circuits_files(model, *task_, config_, run_dir_, step, model.blocks.size() >= 2);
   score_table_ += "\ncircuits at step " + std::to_string(step) + " (" + io::layout::circuits_json("RUN") +
                   "):\n" + findings::circuits_table(circuits);
+}
+
+bool reads_fourier(const train::Task& task, const train::Config& config) {
+  const train::TaskConfig& t = task.config();
+  return (t.kind == "modadd" || t.kind == "modadd_bare") && t.length == 2 && t.vocab % 2 == 1 &&
+         !config.model.attention_only;
+}
+
+findings::FourierReport write_fourier_files(const nn::CausalLM<float>& model, const train::Task& task,
+                                            const train::Config& config, const std::string& run_dir,
+                                            int64_t step) {
+  const findings::FourierReport r = fourier_analysis(model, modular_addition(task), step);
+  std::filesystem::create_directories(io::layout::fourier_dir(run_dir));
+  io::write_text_file_atomically(io::layout::fourier_json(run_dir),
+                                 findings::fourier_to_json(r).dump(1) + "\n");
+  io::write_text_file_atomically(io::layout::fourier_svg(run_dir, "spectra"),
+                                 findings::fourier_spectra_svg(r));
+  io::write_text_file_atomically(io::layout::fourier_svg(run_dir, "neurons"),
+                                 findings::fourier_neurons_svg(r));
+  io::write_text_file_atomically(io::layout::fourier_svg(run_dir, "logits"), findings::fourier_logits_svg(r));
+  if (std::filesystem::exists(io::layout::measures_jsonl(run_dir)))
+    io::write_text_file_atomically(
+        io::layout::fourier_svg(run_dir, "measures"),
+        findings::measures_svg(findings::read_measures(io::layout::measures_jsonl(run_dir))));
+  write_run_report(run_dir, config.name);
+  return r;
 }
 
 findings::CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,

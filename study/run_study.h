@@ -7,11 +7,13 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "findings/circuits_view.h"
 #include "findings/head_scores.h"
 #include "nn/transformer.h"
+#include "study/progress_measures.h"
 #include "train/trainer.h"
 
 namespace study {
@@ -44,6 +46,7 @@ class RunStudy : public train::TrainObserver {
  public:
   // `config` must outlive the RunStudy.
   RunStudy(const train::Config& config, const std::string& run_dir);
+  void on_start(const train::Config& config, int64_t first_step, int64_t params) override;
   void on_model(const nn::CausalLM<float>& model, int64_t step, bool finished) override;
   // The head-score and circuits tables of the finished run (empty before).
   const std::string& score_table() const { return score_table_; }
@@ -54,6 +57,7 @@ class RunStudy : public train::TrainObserver {
   std::unique_ptr<train::Task> task_;
   train::Batch eval_set_;
   Study study_;
+  std::unique_ptr<ProgressMeasures> measures_;  // output.measures_every > 0
   std::string score_table_;
   // Training time: what earlier processes of a resumed run recorded, plus this process's time since start.
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
@@ -73,6 +77,16 @@ findings::PhaseChange run_phase_change(const std::string& run_dir);
 findings::CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
                                               const train::Config& config, const std::string& run_dir,
                                               int64_t step, bool with_composition);
+
+// Whether a model of `config` trained on `task` is one the Fourier analysis reads (study/fourier.h):
+// modular addition of 2 operands with an odd modulus, and an MLP.
+bool reads_fourier(const train::Task& task, const train::Config& config);
+
+// The Fourier analysis of `model` written to RUN/fourier/fourier.json and RUN/fourier/*.svg (with the
+// progress measures' chart when RUN/measures.jsonl exists), then report.html rebuilt.
+findings::FourierReport write_fourier_files(const nn::CausalLM<float>& model, const train::Task& task,
+                                            const train::Config& config, const std::string& run_dir,
+                                            int64_t step);
 
 // Rebuilds RUN/report.html from the run folder's files (metrics.jsonl, scores.json, scores/*.json,
 // attention/*.json, circuits.json, patching/*.json).

@@ -7,6 +7,7 @@
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "autograd/threads.h"
+#include "nn/training_forward.h"
 
 namespace train {
 
@@ -25,7 +26,8 @@ int64_t scored_targets(const Batch& batch, int row_begin, int row_end) {
 
 }  // namespace
 
-BatchShards::BatchShards(nn::CausalLM<float>& model, int shards) : model_(model) {
+BatchShards::BatchShards(nn::CausalLM<float>& model, int shards, bool scored_rows_only)
+    : model_(model), scored_rows_only_(scored_rows_only) {
   ag::Rng unused(0);  // the replicas' initial weights are never read
   for (int s = 1; s < shards; ++s)
     replicas_.push_back(std::make_unique<nn::CausalLM<float>>(model.shape, unused));
@@ -46,8 +48,18 @@ double BatchShards::run_shard(int s, const Batch& batch, double weight) {
   const int64_t t0 = int64_t(b0) * batch.T, t1 = int64_t(b1) * batch.T;
   const std::vector<int32_t> inputs(batch.inputs.begin() + t0, batch.inputs.begin() + t1);
   const std::vector<int32_t> targets(batch.targets.begin() + t0, batch.targets.begin() + t1);
-  const ag::Tensor<float> logits = model.forward(inputs, b1 - b0, batch.T);
-  ag::Tensor<float> loss = ag::cross_entropy(logits, targets, -1);
+  ag::Tensor<float> loss;
+  if (scored_rows_only_) {
+    std::vector<int64_t> rows;
+    std::vector<int32_t> picked;
+    for (size_t i = 0; i < targets.size(); ++i)
+      if (targets[i] != -1) rows.push_back(static_cast<int64_t>(i)), picked.push_back(targets[i]);
+    if (!rows.empty())
+      loss = ag::cross_entropy(nn::training_forward_rows(model, inputs, b1 - b0, batch.T, rows), picked, -1);
+  }
+  if (!loss.defined()) {
+    loss = ag::cross_entropy(model.forward(inputs, b1 - b0, batch.T), targets, -1);
+  }
   const double value = loss.item();
   if (!std::isfinite(value)) return value;
   const float seed = static_cast<float>(weight);

@@ -27,8 +27,10 @@ namespace train {
 
 class BatchShards {
  public:
-  // Builds shards - 1 replicas shaped like `model` (their weights are overwritten before each use).
-  BatchShards(nn::CausalLM<float>& model, int shards);
+  // Builds shards - 1 replicas shaped like `model` (their weights are overwritten before each use). With
+  // scored_rows_only, the loss reads nn::training_forward_rows on the scored positions
+  // (train.scored_rows_only).
+  BatchShards(nn::CausalLM<float>& model, int shards, bool scored_rows_only = false);
 
   // Clears the model's gradients, runs every shard's forward and backward, and leaves the whole batch's
   // gradients in the model's parameters. Returns the batch's mean loss; if a shard's loss is NaN or Inf,
@@ -44,6 +46,7 @@ class BatchShards {
   void add_replica_gradients();
 
   nn::CausalLM<float>& model_;
+  bool scored_rows_only_;
   std::vector<std::unique_ptr<nn::CausalLM<float>>> replicas_;
   std::vector<std::vector<ag::Tensor<float>*>>
       params_;  // [shard][i]: shard 0 the model's, then each replica's

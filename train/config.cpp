@@ -92,8 +92,8 @@ enum Resume { kFixed, kResumable };
 // it accepts, whether a resumed run may change it, and what its default stands for when it is a placeholder.
 template <typename S>
 struct Field {
-  using Member =
-      std::variant<int S::*, int64_t S::*, uint64_t S::*, double S::*, bool S::*, std::string S::*>;
+  using Member = std::variant<int S::*, int64_t S::*, uint64_t S::*, double S::*, bool S::*, std::string S::*,
+                              std::array<double, 2> S::*>;
   const char* key;
   Member member;
   const char* meaning;
@@ -143,6 +143,12 @@ const Table<ModelConfig>& model_fields() {
       {"n_layers", &ModelConfig::n_layers, "transformer blocks", at_least(1)},
       {"d_ff", &ModelConfig::d_ff, "hidden width of each MLP (unused when `attention_only`)", at_least(1)},
       {"attention_only", &ModelConfig::attention_only, "blocks without LN2 and MLP"},
+      {"layer_norm", &ModelConfig::layer_norm,
+       "LayerNorm before attention, the MLP and the unembedding; "
+       "false: none anywhere (ln1, ln2 and ln_f are the identity)"},
+      {"activation", &ModelConfig::activation, "the MLP's nonlinearity (GELU is the tanh approximation)",
+       one_of({"gelu", "relu"})},
+      {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},
       {"max_len", &ModelConfig::max_len, "size of the position embedding", rule("0, or >= the task's T"),
        kFixed, "the task's T"},
       {"vocab", &ModelConfig::vocab, "rows of the token embedding and the logits",
@@ -162,7 +168,15 @@ const Table<TrainConfig>& train_fields() {
       {"warmup", &TrainConfig::warmup, "steps of linear warmup", at_least(0)},
       {"schedule", &TrainConfig::schedule, "the learning rate after warmup", one_of({"cosine", "constant"})},
       {"weight_decay", &TrainConfig::weight_decay,
-       "AdamW's decoupled weight decay; not applied to biases, LayerNorm, embeddings", at_least(0)},
+       "AdamW's decoupled weight decay, on the parameters `train.decay` names", at_least(0)},
+      {"decay", &TrainConfig::decay,
+       "the parameters weight decay applies to: \"weights\" the Linear weights only (GPT-2's rule: no "
+       "biases, LayerNorm or embeddings), \"all\" every parameter (torch.optim.AdamW's)",
+       one_of({"weights", "all"})},
+      {"betas", &TrainConfig::betas, "AdamW's moment decay rates [beta1, beta2]", at_least(0).below(1)},
+      {"scored_rows_only", &TrainConfig::scored_rows_only,
+       "run the last block's MLP and the unembedding on the scored positions only: the same loss and "
+       "gradients up to float rounding (fewer rows summed), faster when few positions are scored"},
       {"grad_clip", &TrainConfig::grad_clip, "global gradient norm limit; 0 = no clipping", at_least(0)},
       {"threads", &TrainConfig::threads, "worker threads (results are the same bits for any count)",
        at_least(1, "<= 4 x the machine's cores"), kResumable},
@@ -188,6 +202,12 @@ const Table<OutputConfig>& output_fields() {
       {"attention_every", &OutputConfig::attention_every,
        "steps between attention maps; 0 = none during training", at_least(0), kResumable},
       {"probes", &OutputConfig::probes, "fixed probe inputs whose attention maps are saved", at_least(0)},
+      {"measures_every", &OutputConfig::measures_every,
+       "steps between the progress measures of a modular-addition run (`measures.jsonl`, docs/grokking.md); "
+       "0 = "
+       "none",
+       at_least(0, "0 unless the task is modadd or modadd_bare with length 2 and an odd vocab, with an MLP"),
+       kResumable},
       {"checkpoint_every", &OutputConfig::checkpoint_every, "steps between checkpoints; 0 = only at the end",
        at_least(0), kResumable},
   };
@@ -344,6 +364,18 @@ class Section {
     if (!std::isfinite(out)) fail(pointer(key), "expected a finite number, got " + describe(value));
   }
 
+  // [beta1, beta2]-like fields: an array of two finite numbers.
+  void read(const char* key, std::array<double, 2>& out) const {
+    if (!has(key)) return;
+    const json& value = object_.at(key);
+    if (!value.is_array() || value.size() != 2 || !value[0].is_number() || !value[1].is_number())
+      fail(pointer(key), "expected an array of 2 numbers, got " + describe(value));
+    for (size_t i = 0; i < 2; ++i) {
+      out[i] = value[i].get<double>();
+      if (!std::isfinite(out[i])) fail(pointer(key), "expected finite numbers, got " + value.dump());
+    }
+  }
+
   void read(const char* key, bool& out) const {
     if (!has(key)) return;
     const json& value = object_.at(key);
@@ -365,7 +397,18 @@ class Section {
   template <typename V>
   void check(const char* key, const V& value, const Valid& valid) const {
     if (valid.kind == Valid::kAny) return;
-    if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) {
+    if constexpr (std::is_same_v<V, std::array<double, 2>>) {
+      // A range applies to each element.
+      if (valid.kind == Valid::kRange) {
+        for (size_t i = 0; i < value.size(); ++i) {
+          const bool low_ok = valid.low_inclusive ? value[i] >= valid.low : value[i] > valid.low;
+          if (!low_ok || (valid.has_high && value[i] >= valid.high))
+            fail(pointer(key) + "/" + std::to_string(i),
+                 "must be " + range_text(valid) + ", got " + show_number(value[i]));
+        }
+        return;
+      }
+    } else if constexpr (std::is_arithmetic_v<V> && !std::is_same_v<V, bool>) {
       if (valid.kind == Valid::kRange) {
         const bool low_ok = valid.low_inclusive ? value >= valid.low : value > valid.low;
         const bool high_ok = !valid.has_high || value < valid.high;
@@ -557,7 +600,15 @@ Config validate(const json& document, bool for_this_machine) {
   check_memory(sized, seq_len);
 
   config.output.dir = "runs/" + config.name;  // unless the document says otherwise
-  root.section("output").read_fields(output_fields(), config.output);
+  const Section output = root.section("output");
+  output.read_fields(output_fields(), config.output);
+  const TaskConfig& t = config.task;
+  if (config.output.measures_every > 0 && ((t.kind != "modadd" && t.kind != "modadd_bare") || t.length != 2 ||
+                                           t.vocab % 2 == 0 || m.attention_only)) {
+    fail(output.pointer("measures_every"),
+         "the progress measures read modular addition: task.kind modadd or modadd_bare with length 2, an odd "
+         "task.vocab and a model with an MLP (0 = none)");
+  }
   return config;
 }
 
@@ -761,6 +812,7 @@ std::string type_name() {
   if constexpr (std::is_same_v<V, bool>) return "boolean";
   if constexpr (std::is_integral_v<V>) return "integer";
   if constexpr (std::is_floating_point_v<V>) return "number";
+  if constexpr (std::is_same_v<V, std::array<double, 2>>) return "array of 2 numbers";
   return "string";
 }
 
@@ -800,9 +852,10 @@ void add_field_infos(std::vector<FieldInfo>& infos, const std::string& section, 
 
 double parameter_count(const ModelConfig& m) {
   const double D = m.d_model, F = m.d_ff, V = m.vocab;
-  const double attention = 2 * D + 4 * (D * D + D);                         // ln1, wq wk wv wo with biases
-  const double mlp = m.attention_only ? 0 : 2 * D + D * F + F + F * D + D;  // ln2, fc1, fc2
-  return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + 2 * D + D * V + V;
+  const double ln = m.layer_norm ? 2 * D : 0, b = m.bias ? 1 : 0;
+  const double attention = ln + 4 * (D * D + b * D);                             // ln1, wq wk wv wo
+  const double mlp = m.attention_only ? 0 : ln + D * F + b * F + F * D + b * D;  // ln2, fc1, fc2
+  return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + ln + D * V + b * V;
 }
 
 double estimate_memory_bytes(const Config& config, int seq_len) {

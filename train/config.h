@@ -5,6 +5,7 @@
 // table follow from those rows.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -55,7 +56,10 @@ struct TrainConfig {
   int warmup = 100;                 // linear warmup steps
   std::string schedule = "cosine";  // "cosine" or "constant" after warmup
   double weight_decay = 0.01;
-  double grad_clip = 1.0;  // global gradient norm limit; 0 = no clipping
+  std::string decay = "weights";            // which parameters weight decay applies to: "weights" or "all"
+  std::array<double, 2> betas{0.9, 0.999};  // AdamW's (beta1, beta2)
+  bool scored_rows_only = false;            // the last block's MLP and the unembedding on scored rows only
+  double grad_clip = 1.0;                   // global gradient norm limit; 0 = no clipping
   int threads = 2;
   int eval_every = 250;
   int log_every = 50;
@@ -75,6 +79,7 @@ struct OutputConfig {
   int attention_every = 500;         // 0 = no attention maps during training
   int probes = 4;                    // fixed probe inputs whose attention maps are saved
   int checkpoint_every = 1000;       // 0 = a checkpoint only at the end
+  int measures_every = 0;            // modular addition: steps between progress measures; 0 = none
 };
 
 struct Config {

@@ -59,7 +59,8 @@ double norm_of_spans(const std::vector<OptimParam>& params, const std::vector<Sp
 
 }  // namespace
 
-bool uses_weight_decay(const std::string& name) {
+bool uses_weight_decay(const std::string& name, const std::string& decay) {
+  if (decay == "all") return true;
   auto ends_with = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };

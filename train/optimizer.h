@@ -13,11 +13,12 @@ namespace train {
 struct OptimParam {
   std::string name;
   ag::Tensor<float>* tensor;
-  bool decay;  // weight decay applies (Linear weights only)
+  bool decay;  // weight decay applies
 };
 
-// Weight decay is for Linear weights; never for biases, LayerNorm, or the embeddings (GPT-2's convention).
-bool uses_weight_decay(const std::string& parameter_name);
+// Whether weight decay applies to a parameter under train.decay: "all" every parameter (torch.optim.AdamW's
+// default); "weights" the Linear weights only, never biases, LayerNorm or the embeddings (GPT-2's rule).
+bool uses_weight_decay(const std::string& parameter_name, const std::string& decay = "weights");
 
 class AdamW {
  public:

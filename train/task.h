@@ -88,6 +88,11 @@ class Task {
   // Text kinds: the text of a list of ids; other kinds: the token names joined by spaces.
   virtual std::string decode(const std::vector<int32_t>& ids) const;
 
+  // A stream's split: whether a full sequence (T + 1 ids) belongs to the held-out set, by a fixed hash of
+  // its tokens, so that membership does not depend on the seed and training never sees an evaluation
+  // sequence, however small the task's space. (A finite dataset's split is split_ids.)
+  bool is_held_out(const std::vector<int32_t>& sequence) const;
+
   // Builds the finite dataset and its split where the config asks for one (make_task calls it once, with
   // the run's seed). Throws TaskDataError.
   void prepare(uint64_t seed);
@@ -180,9 +185,6 @@ class Task {
     std::vector<int64_t> train, held_out;  // sequence indices, in the split's seeded order
   };
 
-  // Whether a sequence belongs to the held-out set: a fixed hash of its tokens, so that membership does not
-  // depend on the seed and training never sees an evaluation sequence, however small the task's space.
-  bool is_held_out(const std::vector<int32_t>& sequence) const;
   void append(Batch& batch, const std::vector<int32_t>& sequence) const;
   // Appends finite sequence i, padded to T.
   void append_data(Batch& batch, int64_t i) const;

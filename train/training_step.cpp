@@ -9,9 +9,10 @@
 namespace train {
 
 namespace {
-std::vector<OptimParam> optim_params(nn::CausalLM<float>& model) {
+std::vector<OptimParam> optim_params(nn::CausalLM<float>& model, const std::string& decay) {
   std::vector<OptimParam> params;
-  for (auto& p : model.named_parameters()) params.push_back({p.name, p.tensor, uses_weight_decay(p.name)});
+  for (auto& p : model.named_parameters())
+    params.push_back({p.name, p.tensor, uses_weight_decay(p.name, decay)});
   return params;
 }
 }  // namespace
@@ -20,9 +21,13 @@ TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
     : config_(config),
       task_(make_task(config.task, config.seed)),
       model_(make_model<float>(config)),
-      params_(optim_params(*model_)),
-      optimizer_(with_optimizer ? std::make_unique<AdamW>(params_, config.train.weight_decay) : nullptr),
-      shards_(with_optimizer ? std::make_unique<BatchShards>(*model_, config.train.shards) : nullptr),
+      params_(optim_params(*model_, config.train.decay)),
+      optimizer_(with_optimizer ? std::make_unique<AdamW>(params_, config.train.weight_decay,
+                                                          config.train.betas[0], config.train.betas[1])
+                                : nullptr),
+      shards_(with_optimizer
+                  ? std::make_unique<BatchShards>(*model_, config.train.shards, config.train.scored_rows_only)
+                  : nullptr),
       // The data stream is separate from the init stream, so changing the model does not change the data.
       data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {}
 

@@ -85,6 +85,26 @@ BOOST_AUTO_TEST_CASE(gradcheck_concat_and_split) {
       {random_tensor({3, 4}, 7)});
 }
 
+BOOST_AUTO_TEST_CASE(select_rows_picks_rows_and_refuses_bad_lists) {
+  const T a = T::from({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});  // 6 rows of 2
+  const T r = ag::select_rows<double>(a, {1, 4, 5});
+  BOOST_TEST((r.shape() == ag::Shape{3, 2}));
+  BOOST_TEST(r.to_vector() == (std::vector<double>{2, 3, 8, 9, 10, 11}), boost::test_tools::per_element());
+  BOOST_CHECK_THROW(ag::select_rows<double>(a, {2, 1}), std::invalid_argument);  // not increasing
+  BOOST_CHECK_THROW(ag::select_rows<double>(a, {3, 3}), std::invalid_argument);  // repeated
+  BOOST_CHECK_THROW(ag::select_rows<double>(a, {6}), std::invalid_argument);     // past the last row
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_select_rows) {
+  // Rows picked and rows left out, the input also used whole (its gradient adds up from both).
+  check_gradients(
+      [](const Inputs& x) {
+        const auto picked = ag::select_rows(x[0], {0, 2, 3});
+        return ag::add(ag::mul(picked, picked), ag::sum(x[0]));
+      },
+      {random_tensor({5, 3}, 30)});
+}
+
 BOOST_AUTO_TEST_CASE(gradcheck_sum_and_mean) {
   check_gradients([](const Inputs& x) { return ag::sum(x[0]); }, {random_tensor({2, 3}, 8)});
   check_gradients([](const Inputs& x) { return ag::mean(x[0]); }, {random_tensor({2, 3}, 9)});

@@ -36,6 +36,16 @@ nn::ModelShape shape(bool attention_only = false) {
   return s;
 }
 
+// The model's variants: the default, attention-only, and the grokking model's (no LayerNorm, ReLU, no
+// biases).
+std::vector<nn::ModelShape> variants() {
+  nn::ModelShape bare = shape();
+  bare.layer_norm = false;
+  bare.activation = "relu";
+  bare.bias = false;
+  return {shape(), shape(/*attention_only=*/true), bare};
+}
+
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};
 const std::vector<int32_t> kB = {0, 3, 8, 2, 1, 4, 9, 5, /* second sequence */ 0, 2, 7, 6, 10, 4, 1, 8};
 constexpr int64_t kBatch = 2, kT = 8;
@@ -87,24 +97,26 @@ BOOST_AUTO_TEST_CASE(the_contracts_table_is_the_codes_table) {
   std::vector<std::string> expected;
   for (const nn::HookPoint& row : nn::kHookPoints)
     expected.push_back(std::string("| `") + (row.in_block ? "blocks.L." : "") + row.name + "` | " +
-                       row.shape + " | " + row.meaning +
-                       (row.needs == nn::Needs::mlp ? " (not in attention-only models)" : "") + " |");
+                       row.shape + " | " + row.meaning + nn::needs_note(row.needs) + " |");
   std::string want;
   for (const std::string& e : expected) want += e + "\n";
   BOOST_TEST(rows == expected, "docs/architecture.md's Hook points table should read:\n" << want);
 }
 
 BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
-  for (bool attention_only : {false, true}) {
+  for (const nn::ModelShape& variant : variants()) {
     ag::Rng rng(1);
-    const nn::CausalLM<float> model(shape(attention_only), rng);
+    const nn::CausalLM<float> model(variant, rng);
     nn::Hooks<float> hooks;
     const std::vector<std::string> points = model.hook_points();
     // Every row of the table in each block (or once, outside the blocks), but the MLP's where there is none.
     for (const nn::HookPoint& row : nn::kHookPoints)
       for (size_t l = 0; l < (row.in_block ? 2u : 1u); ++l) {
         const bool present = std::count(points.begin(), points.end(), nn::hook_name(row.point, l)) == 1;
-        BOOST_TEST(present == !(attention_only && row.needs == nn::Needs::mlp), nn::hook_name(row.point, l));
+        const bool mlp_point = row.needs == nn::Needs::mlp || row.needs == nn::Needs::mlp_layer_norm;
+        const bool ln_point = row.needs == nn::Needs::layer_norm || row.needs == nn::Needs::mlp_layer_norm;
+        const bool absent = (variant.attention_only && mlp_point) || (!variant.layer_norm && ln_point);
+        BOOST_TEST(present == !absent, nn::hook_name(row.point, l));
       }
     for (const std::string& p : points) hooks.capture(p);
     logits_of(model, kA, &hooks);
@@ -166,9 +178,9 @@ BOOST_AUTO_TEST_CASE(captured_values_agree_with_each_other) {
 }
 
 BOOST_AUTO_TEST_CASE(patching_every_point_with_its_own_value_changes_no_bit) {
-  for (bool attention_only : {false, true}) {
+  for (const nn::ModelShape& variant : variants()) {
     ag::Rng rng(2);
-    const nn::CausalLM<float> model(shape(attention_only), rng);
+    const nn::CausalLM<float> model(variant, rng);
     nn::Hooks<float> capture;
     for (const std::string& p : model.hook_points()) capture.capture(p);
     const ag::Tensor<float> base = logits_of(model, kA, &capture);
@@ -185,14 +197,14 @@ BOOST_AUTO_TEST_CASE(patching_every_point_with_its_own_value_changes_no_bit) {
 }
 
 BOOST_AUTO_TEST_CASE(the_training_forward_gives_the_reference_forwards_logits_and_gradients) {
-  for (bool attention_only : {false, true}) {
+  for (const nn::ModelShape& variant : variants()) {
     ag::Rng rng(8);
-    const nn::CausalLM<float> model(shape(attention_only), rng);
+    const nn::CausalLM<float> model(variant, rng);
     nn::Hooks<float> reference;  // any Hooks object selects the reference forward
     BOOST_TEST(max_abs_diff(logits_of(model, kA), logits_of(model, kA, &reference)) <= 1e-5);
 
     ag::Rng rng64(8);
-    nn::CausalLM<double> model64(shape(attention_only), rng64);
+    nn::CausalLM<double> model64(variant, rng64);
     const std::vector<int32_t> targets(kB.begin(), kB.end());
     const std::vector<uint8_t> padding = {0, 0, 0, 0, 0, 0, 1, 1, /* second */ 0, 0, 0, 0, 0, 0, 0, 1};
     auto gradients = [&](nn::Hooks<double>* h) {
@@ -286,9 +298,9 @@ BOOST_AUTO_TEST_CASE(patch_head_touches_only_that_head_of_every_point_with_a_hea
 }
 
 BOOST_AUTO_TEST_CASE(gradients_through_every_points_replacement_match_finite_differences) {
-  for (bool attention_only : {false, true}) {
+  for (const nn::ModelShape& variant : variants()) {
     ag::Rng rng(6);
-    const nn::CausalLM<double> model(shape(attention_only), rng);
+    const nn::CausalLM<double> model(variant, rng);
     nn::Hooks<double> capture;
     for (const std::string& p : model.hook_points()) capture.capture(p);
     {
@@ -326,10 +338,10 @@ BOOST_AUTO_TEST_CASE(the_gradient_kept_at_every_point_matches_finite_differences
     return ag::add(ag::sum(ag::mul(logits, ag::Tensor<double>::from(logits.shape(), pick))),
                    ag::cross_entropy(logits, targets, -1));
   };
-  for (bool attention_only : {false, true})
+  for (const nn::ModelShape& variant : variants())
     for (bool parameter_grads : {true, false}) {
       ag::Rng rng(6);
-      nn::CausalLM<double> model(shape(attention_only), rng);
+      nn::CausalLM<double> model(variant, rng);
       const std::vector<std::string> points = model.hook_points();
       nn::Hooks<double> probes;
       for (const std::string& p : points) probes.grad(p);

@@ -143,28 +143,36 @@ BOOST_AUTO_TEST_CASE(gradcheck_self_attention_and_multihead_attention) {
 
 BOOST_AUTO_TEST_CASE(gradcheck_transformer_blocks) {
   ag::Rng rng(5);
-  for (bool attention_only : {false, true}) {
-    nn::TransformerBlock<double> block(8, 2, 16, attention_only, rng);
+  nn::ModelShape s{7, 6, 8, 2, 1, 16, false};
+  nn::ModelShape attention_only = s, bare = s;
+  attention_only.attention_only = true;
+  bare.layer_norm = false, bare.activation = "relu", bare.bias = false;
+  for (const nn::ModelShape& shape : {s, attention_only, bare}) {
+    nn::TransformerBlock<double> block(shape, rng);
     check_module(block, random_tensor({2, 5, 8}, 50),
                  [&](const D& x) { return block.forward(x, nn::causal_mask<double>(5)); });
   }
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_whole_causal_lm_loss_with_causal_and_padding_masks) {
-  ag::Rng rng(6);
   nn::ModelShape s{7, 6, 8, 2, 2, 16, false};
-  nn::CausalLM<double> model(s, rng);
-  std::vector<D> params = parameters_of(model);
-  for (auto& p : params)
-    for (double& v : p.values()) v += 0.1 * rng.normal();
-  const std::vector<int32_t> ids{1, 2, 3, 4, 5, 6, 5, 4, 0, 0};
-  const std::vector<int32_t> targets{2, 3, -1, 5, 6, 5, 4, 3, -1, -1};
-  const std::vector<uint8_t> padding{0, 0, 0, 0, 0, 0, 0, 0, 1, 1};  // the second sequence has length 3
-  const ag::GradcheckResult r = ag::gradcheck(
-      [&](const Inputs&) { return ag::cross_entropy(model.forward(ids, 2, 5, padding), targets, -1); },
-      params);
-  std::vector<std::string> names;
-  for (auto& p : model.named_parameters()) names.push_back(p.name);
-  BOOST_TEST_MESSAGE(r.report(names));
-  BOOST_TEST(r.worst() < 1e-6, r.report(names));
+  nn::ModelShape bare = s;  // the grokking model's options
+  bare.layer_norm = false, bare.activation = "relu", bare.bias = false;
+  for (const nn::ModelShape& shape : {s, bare}) {
+    ag::Rng rng(6);
+    nn::CausalLM<double> model(shape, rng);
+    std::vector<D> params = parameters_of(model);
+    for (auto& p : params)
+      for (double& v : p.values()) v += 0.1 * rng.normal();
+    const std::vector<int32_t> ids{1, 2, 3, 4, 5, 6, 5, 4, 0, 0};
+    const std::vector<int32_t> targets{2, 3, -1, 5, 6, 5, 4, 3, -1, -1};
+    const std::vector<uint8_t> padding{0, 0, 0, 0, 0, 0, 0, 0, 1, 1};  // the second sequence has length 3
+    const ag::GradcheckResult r = ag::gradcheck(
+        [&](const Inputs&) { return ag::cross_entropy(model.forward(ids, 2, 5, padding), targets, -1); },
+        params);
+    std::vector<std::string> names;
+    for (auto& p : model.named_parameters()) names.push_back(p.name);
+    BOOST_TEST_MESSAGE(r.report(names));
+    BOOST_TEST(r.worst() < 1e-6, r.report(names));
+  }
 }

@@ -39,11 +39,12 @@ struct Outcome {
 // One forward and backward of `batch` with `shards` shards on `threads` threads, from the model that
 // seed 7 initialises (then `transform` applied to its weights).
 template <typename Transform>
-Outcome run(const train::Batch& batch, int shards, int threads, Transform transform, int repeats = 1) {
+Outcome run(const train::Batch& batch, int shards, int threads, Transform transform, int repeats = 1,
+            bool scored_rows_only = false) {
   ag::set_num_threads(threads);
   ag::Rng rng(7);
   nn::CausalLM<float> model(kShape, rng);
-  train::BatchShards sharded(model, shards);
+  train::BatchShards sharded(model, shards, scored_rows_only);
   Outcome out;
   for (int r = 0; r < repeats; ++r) {
     // Between repeats the weights change, as an optimiser step changes them: the replicas must follow.
@@ -118,6 +119,26 @@ BOOST_AUTO_TEST_CASE(a_shard_with_nothing_scored_adds_nothing) {
     BOOST_TEST(none.loss == 0.0);
     for (const auto& g : none.grads)
       for (float v : g) BOOST_TEST_REQUIRE(v == 0.0f);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(scored_rows_only_gives_the_same_loss_and_gradients) {
+  // train.scored_rows_only: the last block's MLP and the unembedding on scored rows only.
+  for (int shards : {1, 2}) {
+    const train::Batch batch = random_batch(6, 0.7, 21);
+    const Outcome all = run(batch, shards);
+    const Outcome rows = run(
+        batch, shards, 1, [](ag::Tensor<float>&) {}, 1, /*scored_rows_only=*/true);
+    BOOST_TEST(rows.loss == all.loss, boost::test_tools::tolerance(1e-5));
+    for (size_t i = 0; i < all.grads.size(); ++i) {
+      float scale = 0, diff = 0;
+      for (size_t j = 0; j < all.grads[i].size(); ++j) {
+        scale = std::max(scale, std::fabs(all.grads[i][j]));
+        diff = std::max(diff, std::fabs(all.grads[i][j] - rows.grads[i][j]));
+      }
+      BOOST_TEST(diff <= 1e-5f * std::max(scale, 1e-3f),
+                 "parameter " << i << ": " << diff << " of " << scale);
+    }
   }
 }
 

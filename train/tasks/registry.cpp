@@ -33,15 +33,16 @@
 namespace train {
 namespace tasks {
 
-TaskKind copy_task();       // train/tasks/copy.cpp
-TaskKind reverse_task();    // train/tasks/reverse.cpp
-TaskKind sort_task();       // train/tasks/sort.cpp
-TaskKind induction_task();  // train/tasks/induction.cpp
-TaskKind modadd_task();     // train/tasks/modadd.cpp
-TaskKind counting_task();   // train/tasks/counting.cpp
-TaskKind random_task();     // train/tasks/random.cpp
-TaskKind sequences_task();  // train/tasks/sequences.cpp
-TaskKind text_task();       // train/tasks/text.cpp
+TaskKind copy_task();         // train/tasks/copy.cpp
+TaskKind reverse_task();      // train/tasks/reverse.cpp
+TaskKind sort_task();         // train/tasks/sort.cpp
+TaskKind induction_task();    // train/tasks/induction.cpp
+TaskKind modadd_task();       // train/tasks/modadd.cpp
+TaskKind modadd_bare_task();  // train/tasks/modadd.cpp
+TaskKind counting_task();     // train/tasks/counting.cpp
+TaskKind random_task();       // train/tasks/random.cpp
+TaskKind sequences_task();    // train/tasks/sequences.cpp
+TaskKind text_task();         // train/tasks/text.cpp
 
 }  // namespace tasks
 
@@ -54,6 +55,7 @@ const std::vector<TaskKind>& task_registry() {
       tasks::sort_task(),
       tasks::induction_task(),
       tasks::modadd_task(),
+      tasks::modadd_bare_task(),
       tasks::counting_task(),
       tasks::random_task(),
       tasks::sequences_task(),
