@@ -56,12 +56,16 @@ struct SweepArgs {
 // What a run's folder holds now.
 enum class RunState { fresh, resume, finished };
 
-RunState run_state(const train::SweepRun& run) {
+// `owned`: a live Slurm task trains the run, holding its lock; the folder is checked without it.
+RunState run_state(const train::SweepRun& run, bool owned) {
   const std::string dir = run.config.output.dir;
   // A file, or a folder that is not a run, where a run goes; a planted link in a run: refused here, before
   // any run starts.
   if (io::check_new_run_folder(dir)) {
-    const io::RunLock probe(dir);  // in use by another process: refused now, not as a failed run later
+    if (owned)
+      io::check_run_entries(dir);
+    else
+      const io::RunLock probe(dir);  // in use by another process: refused now, not as a failed run later
   }
   const std::string path = io::layout::config_json(dir);
   if (!fs::exists(path)) return RunState::fresh;
@@ -287,36 +291,41 @@ int run_sweep(const SweepArgs& a) {
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / 2);
   const int threads = std::max(1, cores / jobs);
 
+  // A run that a queued or running Slurm array task owns is left to it (squeue says which); the owner
+  // file of a task that ended without removing it (killed) is stale, and goes below.
+  std::vector<std::string> owners(sweep.runs.size());
+  std::vector<bool> stale(sweep.runs.size(), false);
+  size_t owned = 0;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const std::string& dir = sweep.runs[i].config.output.dir;
+    const std::optional<io::SlurmOwner> owner = io::read_slurm_owner(dir);
+    if (!owner) continue;
+    const std::string state = live_slurm_state(*owner, io::layout::slurm_owner(dir));
+    stale[i] = state.empty();
+    if (stale[i]) continue;
+    ++owned;
+    owners[i] = (owner->job_id.empty() ? "array " + owner->job_name + " task " + std::to_string(owner->task)
+                                       : "job " + owner->job_id) +
+                " (" + state + ")";
+  }
+
   // Every run's folder is checked before anything is written or started.
   std::vector<RunState> states;
-  for (const train::SweepRun& run : sweep.runs) states.push_back(run_state(run));
+  for (size_t i = 0; i < sweep.runs.size(); ++i)
+    states.push_back(run_state(sweep.runs[i], !owners[i].empty()));
   const std::string program = self_path();
 
   const io::FolderLock lock(sweep.out);  // one sweep per folder; each run's train locks its own
   io::write_text_file_atomically(io::layout::sweep_manifest(sweep.out),
                                  train::sweep_manifest(sweep).dump(2) + "\n");
 
-  // A run that a queued or running Slurm array task owns is left to it; the owner file of a task that
-  // ended without removing it (killed) is stale and goes.
   std::vector<size_t> todo;
-  size_t owned = 0;
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
-    if (states[i] == RunState::finished) continue;
-    const std::string& dir = sweep.runs[i].config.output.dir;
-    if (const std::optional<io::SlurmOwner> owner = io::read_slurm_owner(dir)) {
-      const std::string state = live_slurm_state(*owner, io::layout::slurm_owner(dir));
-      if (!state.empty()) {
-        ++owned;
-        std::fprintf(stderr, "run %s: skipped, Slurm %s (%s)\n", sweep.runs[i].name.c_str(),
-                     owner->job_id.empty()
-                         ? ("array " + owner->job_name + " task " + std::to_string(owner->task)).c_str()
-                         : ("job " + owner->job_id).c_str(),
-                     state.c_str());
-        continue;
-      }
-      io::remove_slurm_owner(dir);
-    }
-    todo.push_back(i);
+    if (stale[i]) io::remove_slurm_owner(sweep.runs[i].config.output.dir);
+    if (!owners[i].empty())
+      std::fprintf(stderr, "run %s: skipped, Slurm %s\n", sweep.runs[i].name.c_str(), owners[i].c_str());
+    else if (states[i] != RunState::finished)
+      todo.push_back(i);
   }
 
   if (!a.slurm.empty()) {
