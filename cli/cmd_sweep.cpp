@@ -247,39 +247,40 @@ std::string slurm_script(const train::Sweep& sweep, const std::vector<SlurmTask>
                          const std::string& job_name, int cpus_per_task) {
   const std::string cwd = script_path(fs::current_path().string(), "the current folder");
   const std::string out = script_path(sweep.out, "\"out\"");
-  std::string log = io::layout::slurm_log_pattern(out);
-  // %A and %a are Slurm's (array job, task); a % of the folder's own is written %%.
-  std::string escaped;
-  for (size_t i = 0; i < log.size(); ++i)
-    escaped += log[i] == '%' && i < out.size() ? "%%" : std::string(1, log[i]);
+  // The log's name: %A and %a are Slurm's (array job, task); a % of the folder's own is written %%.
+  const std::string pattern = io::layout::slurm_log_pattern(out);
+  std::string log;
+  for (size_t i = 0; i < pattern.size(); ++i)
+    log += pattern[i] == '%' && i < out.size() ? "%%" : std::string(1, pattern[i]);
   std::string s = "#!/bin/bash\n# A Slurm job array for the sweep " + io::printable(sweep.source) +
                   ": one array task per run that is not finished\n# and not owned by a queued or running "
                   "task. Submit it from any folder: sbatch THIS_FILE; then: attograd sweep collect " +
                   shell_quote(out) + "\n";
   s += "#SBATCH --job-name=" + job_name + "\n#SBATCH --array=0-" + std::to_string(tasks.size() - 1) + "\n";
   s += "#SBATCH --cpus-per-task=" + std::to_string(cpus_per_task) + "\n";
-  s += "#SBATCH --chdir=" + sbatch_quote(cwd) + "\n#SBATCH --output=" + sbatch_quote(escaped) + "\n";
+  s += "#SBATCH --chdir=" + sbatch_quote(cwd) + "\n#SBATCH --output=" + sbatch_quote(log) + "\n";
   s +=
       "set -euo pipefail\ncd " + shell_quote(cwd) + "\ncase \"${SLURM_ARRAY_TASK_ID:?run with sbatch}\" in\n";
   for (size_t i = 0; i < tasks.size(); ++i)
     s += "  " + std::to_string(i) + ") run=" + shell_quote(tasks[i].run_dir) + "; run_task() { " +
          tasks[i].command + "; } ;;\n";
   s += "  *) echo \"no run for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 2 ;;\nesac\n";
-  // The owner file's JSON is io::SlurmOwner's (io/run_ownership.h).
-  const std::string owner = fs::path(io::layout::slurm_owner("")).filename().string();
+  // The task owns its run while it trains: the owner file (io::SlurmOwner's JSON, io/run_ownership.h)
+  // names its job id, and goes when the task ends; a killed task's is found stale by that id.
+  std::string owner = R"(owner="$run/FILE"
+printf '{"job_name":"NAME","task":%d,"job_id":"%s"}\n' "$SLURM_ARRAY_TASK_ID" "$SLURM_JOB_ID" >"$owner.tmp.$$"
+mv -f "$owner.tmp.$$" "$owner"
+release() { if grep -qs "\"job_id\":\"$SLURM_JOB_ID\"" "$owner"; then rm -f "$owner"; fi; }
+trap release EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+run_task
+)";
+  owner.replace(owner.find("FILE"), 4, fs::path(io::layout::slurm_owner("")).filename().string());
+  owner.replace(owner.find("NAME"), 4, job_name);
   s += "# This task owns its run while it trains; the file goes when the task ends (a killed task's is\n"
-       "# found stale by its job id).\n"
-       "owner=\"$run/" +
-       owner +
-       "\"\n"
-       "printf '{\"job_name\":\"" +
-       job_name +
-       "\",\"task\":%d,\"job_id\":\"%s\"}\\n' \"$SLURM_ARRAY_TASK_ID\" \"$SLURM_JOB_ID\" >\"$owner.tmp.$$\"\n"
-       "mv -f \"$owner.tmp.$$\" \"$owner\"\n"
-       "release() { if grep -qs \"\\\"job_id\\\":\\\"$SLURM_JOB_ID\\\"\" \"$owner\"; then rm -f \"$owner\"; "
-       "fi; }\n"
-       "trap release EXIT\ntrap 'exit 143' TERM\ntrap 'exit 130' INT\n"
-       "run_task\n";
+       "# found stale by its job id).\n" +
+       owner;
   return s;
 }
 
