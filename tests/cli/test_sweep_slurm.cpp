@@ -200,8 +200,7 @@ BOOST_AUTO_TEST_CASE(a_run_owned_by_a_live_task_is_skipped_and_a_killed_tasks_ow
              read_all(squeue.log));
   BOOST_TEST(!fs::exists(folder + "/s2.sbatch"));
 
-  // Task 0 starts (bash, job id 9001) and is killed with SIGKILL, the whole task at once: its owner file
-  // stays, now naming its job id.
+  // Task 0 starts (bash, job id 9001): its owner file now names its job id.
   const std::string run0 = folder + "/runs/s/seed=1";
   const pid_t pid = fork();
   if (pid == 0) {
@@ -219,19 +218,23 @@ BOOST_AUTO_TEST_CASE(a_run_owned_by_a_live_task_is_skipped_and_a_killed_tasks_ow
   };
   while (std::chrono::steady_clock::now() < deadline && !trained())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  // While it trains (holding the run's lock) and Slurm says it runs, with task 1 still queued, nothing is
+  // resubmitted: the run is left to its task, not refused as in use. A started task is asked for by id.
+  squeue.says("RUNNING\n", 0, "1 PENDING\n", 0);
+  const auto running = run_in(folder, squeue.env(), "sweep s.json --slurm s2.sbatch");
+  const bool still_training = ::kill(-pid, 0) == 0 && !fs::exists(run0 + "/scores.json");
+
+  // Then the whole task is killed with SIGKILL at once: its owner file stays, naming its job id.
   kill(-pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  BOOST_REQUIRE_MESSAGE(trained(), "task 0 never reached its first checkpoint");
+  BOOST_REQUIRE_MESSAGE(trained() && still_training, "task 0 never reached its first checkpoint, or ended");
   BOOST_TEST(owner_of(run0) == json({{"job_name", job_name}, {"task", 0}, {"job_id", "9001"}}));
-
-  // While Slurm says the job runs (task 1 still queued), nothing is resubmitted; a started task is asked
-  // for by its job id.
-  squeue.says("RUNNING\n", 0, "1 PENDING\n", 0);
-  const auto running = run_in(folder, squeue.env(), "sweep s.json --slurm s2.sbatch");
   BOOST_TEST(running.exit_code == 2, running.err);
   BOOST_TEST(running.err.find("run seed=1: skipped, Slurm job 9001 (RUNNING)") != std::string::npos,
              running.err);
+  BOOST_TEST(running.err.find("in use") == std::string::npos, running.err);
   BOOST_TEST(read_all(squeue.log).find("--jobs=9001 --format=%T") != std::string::npos, read_all(squeue.log));
 
   // The job ended (Slurm forgot it, or lists it as CANCELLED): the owner is stale and the run goes into the
