@@ -1,8 +1,9 @@
-// attograd sweep SWEEP.json [-j N] [--print-commands] [--slurm FILE]
+// attograd sweep SWEEP.json [-j N] [--print-commands] [--slurm FILE [--cpus-per-task N]]
 // attograd sweep collect DIR
 // Runs every point of a sweep's grid as a child process of this program (`attograd train BASE --set ...
 // --out OUT/NAME`), N at a time, skipping finished runs and resuming interrupted ones; Ctrl-C stops every
-// child at a checkpoint. Or prints the commands for another scheduler, and collects the summary after.
+// child at a checkpoint. Or prints the commands for another scheduler (or a Slurm job array), and
+// collects the summary after. A run that a queued or running Slurm array task owns is left to it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,10 +16,12 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <sstream>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/slurm_jobs.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
 #include "io/printable.h"
@@ -46,18 +49,23 @@ struct SweepArgs {
   int jobs = 0;  // 0: one run per two cores
   bool print_commands = false;
   std::string slurm;
+  int cpus_per_task = 0;  // 0: the runs' train.threads
   std::string collect_dir;
 };
 
 // What a run's folder holds now.
 enum class RunState { fresh, resume, finished };
 
-RunState run_state(const train::SweepRun& run) {
+// `owned`: a live Slurm task trains the run, holding its lock; the folder is checked without it.
+RunState run_state(const train::SweepRun& run, bool owned) {
   const std::string dir = run.config.output.dir;
   // A file, or a folder that is not a run, where a run goes; a planted link in a run: refused here, before
   // any run starts.
   if (io::check_new_run_folder(dir)) {
-    const io::RunLock probe(dir);  // in use by another process: refused now, not as a failed run later
+    if (owned)
+      io::check_run_entries(dir);
+    else
+      const io::RunLock probe(dir);  // in use by another process: refused now, not as a failed run later
   }
   const std::string path = io::layout::config_json(dir);
   if (!fs::exists(path)) return RunState::fresh;
@@ -199,20 +207,80 @@ int collect(const std::string& dir) {
   return 0;
 }
 
-std::string slurm_script(const train::Sweep& sweep, const std::vector<std::string>& commands, int threads) {
-  std::string s =
-      "#!/bin/bash\n# A Slurm job array for the sweep " + sweep.source +
-      ": one array task per run that is not finished yet.\n# Submit with: sbatch THIS_FILE; then: "
-      "attograd sweep collect " +
-      sweep.out + "\n";
-  s += "#SBATCH --job-name=attograd-sweep\n#SBATCH --array=0-" + std::to_string(commands.size() - 1) + "\n";
-  s += "#SBATCH --cpus-per-task=" + std::to_string(threads) + "\n";
-  s += "#SBATCH --output=" + io::layout::slurm_log_pattern(sweep.out) + "\n";
-  s += "set -euo pipefail\ncd " + shell_quote(fs::current_path().string()) +
-       "\ncase \"$SLURM_ARRAY_TASK_ID\" in\n";
-  for (size_t i = 0; i < commands.size(); ++i)
-    s += "  " + std::to_string(i) + ") exec " + commands[i] + " ;;\n";
+// `s` as one argument of an #SBATCH line: sbatch reads a quoted word with backslash escapes.
+std::string sbatch_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// A path for the generated script: absolute (the job may be submitted from any folder), one line of
+// printable text, and without a backslash, which would turn off Slurm's %A and %a in the log's name.
+std::string script_path(const std::string& path, const std::string& what) {
+  const std::string abs = fs::absolute(path).lexically_normal().string();
+  if (!io::is_printable_utf8(abs) || abs.find('\\') != std::string::npos)
+    throw UsageError("--slurm: " + what + " " + io::printable(abs) +
+                     ": expected a path without control bytes or backslashes (Slurm's #SBATCH lines)");
+  return abs.size() > 1 && abs.back() == '/' ? abs.substr(0, abs.size() - 1) : abs;
+}
+
+// The array's job name: unique per generated script, so that a queued task is found by name and index.
+std::string new_slurm_job_name() {
+  std::random_device device;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "attograd-sweep-%08x", static_cast<unsigned>(device()));
+  return buf;
+}
+
+struct SlurmTask {
+  std::string run_dir;  // as the commands name it, relative to the generating folder or absolute
+  std::string command;  // the `attograd train` line, quoted for the shell
+};
+
+// The job array: task i trains tasks[i]. Every path is absolute or relative to the folder the script was
+// generated in, which is the job's --chdir; the task writes its run's owner file (with its job id) as it
+// starts and removes it as it ends, so a script generated meanwhile skips the run.
+std::string slurm_script(const train::Sweep& sweep, const std::vector<SlurmTask>& tasks,
+                         const std::string& job_name, int cpus_per_task) {
+  const std::string cwd = script_path(fs::current_path().string(), "the current folder");
+  const std::string out = script_path(sweep.out, "\"out\"");
+  // The log's name: %A and %a are Slurm's (array job, task); a % of the folder's own is written %%.
+  const std::string pattern = io::layout::slurm_log_pattern(out);
+  std::string log;
+  for (size_t i = 0; i < pattern.size(); ++i)
+    log += pattern[i] == '%' && i < out.size() ? "%%" : std::string(1, pattern[i]);
+  std::string s = "#!/bin/bash\n# A Slurm job array for the sweep " + io::printable(sweep.source) +
+                  ": one array task per run that is not finished\n# and not owned by a queued or running "
+                  "task. Submit it from any folder: sbatch THIS_FILE; then: attograd sweep collect " +
+                  shell_quote(out) + "\n";
+  s += "#SBATCH --job-name=" + job_name + "\n#SBATCH --array=0-" + std::to_string(tasks.size() - 1) + "\n";
+  s += "#SBATCH --cpus-per-task=" + std::to_string(cpus_per_task) + "\n";
+  s += "#SBATCH --chdir=" + sbatch_quote(cwd) + "\n#SBATCH --output=" + sbatch_quote(log) + "\n";
+  s +=
+      "set -euo pipefail\ncd " + shell_quote(cwd) + "\ncase \"${SLURM_ARRAY_TASK_ID:?run with sbatch}\" in\n";
+  for (size_t i = 0; i < tasks.size(); ++i)
+    s += "  " + std::to_string(i) + ") run=" + shell_quote(tasks[i].run_dir) + "; run_task() { " +
+         tasks[i].command + "; } ;;\n";
   s += "  *) echo \"no run for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 2 ;;\nesac\n";
+  // The task owns its run while it trains: the owner file (io::SlurmOwner's JSON, io/run_ownership.h)
+  // names its job id, and goes when the task ends; a killed task's is found stale by that id.
+  std::string owner = R"(owner="$run/FILE"
+printf '{"job_name":"NAME","task":%d,"job_id":"%s"}\n' "$SLURM_ARRAY_TASK_ID" "$SLURM_JOB_ID" >"$owner.tmp.$$"
+mv -f "$owner.tmp.$$" "$owner"
+release() { if grep -qs "\"job_id\":\"$SLURM_JOB_ID\"" "$owner"; then rm -f "$owner"; fi; }
+trap release EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+run_task
+)";
+  owner.replace(owner.find("FILE"), 4, fs::path(io::layout::slurm_owner("")).filename().string());
+  owner.replace(owner.find("NAME"), 4, job_name);
+  s += "# This task owns its run while it trains; the file goes when the task ends (a killed task's is\n"
+       "# found stale by its job id).\n" +
+       owner;
   return s;
 }
 
@@ -224,9 +292,28 @@ int run_sweep(const SweepArgs& a) {
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / 2);
   const int threads = std::max(1, cores / jobs);
 
+  // A run that a queued or running Slurm array task owns is left to it (squeue says which); the owner
+  // file of a task that ended without removing it (killed) is stale, and goes below.
+  std::vector<std::string> owners(sweep.runs.size());
+  std::vector<bool> stale(sweep.runs.size(), false);
+  size_t owned = 0;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const std::string& dir = sweep.runs[i].config.output.dir;
+    const std::optional<io::SlurmOwner> owner = io::read_slurm_owner(dir);
+    if (!owner) continue;
+    const std::string state = live_slurm_state(*owner, io::layout::slurm_owner(dir));
+    stale[i] = state.empty();
+    if (stale[i]) continue;
+    ++owned;
+    owners[i] = (owner->job_id.empty() ? "array " + owner->job_name + " task " + std::to_string(owner->task)
+                                       : "job " + owner->job_id) +
+                " (" + state + ")";
+  }
+
   // Every run's folder is checked before anything is written or started.
   std::vector<RunState> states;
-  for (const train::SweepRun& run : sweep.runs) states.push_back(run_state(run));
+  for (size_t i = 0; i < sweep.runs.size(); ++i)
+    states.push_back(run_state(sweep.runs[i], !owners[i].empty()));
   const std::string program = self_path();
 
   const io::FolderLock lock(sweep.out);  // one sweep per folder; each run's train locks its own
@@ -234,27 +321,54 @@ int run_sweep(const SweepArgs& a) {
                                  train::sweep_manifest(sweep).dump(2) + "\n");
 
   std::vector<size_t> todo;
-  for (size_t i = 0; i < sweep.runs.size(); ++i)
-    if (states[i] != RunState::finished) todo.push_back(i);
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    if (stale[i]) io::remove_slurm_owner(sweep.runs[i].config.output.dir);
+    if (!owners[i].empty())
+      std::fprintf(stderr, "run %s: skipped, Slurm %s\n", sweep.runs[i].name.c_str(), owners[i].c_str());
+    else if (states[i] != RunState::finished)
+      todo.push_back(i);
+  }
 
-  if (a.print_commands || !a.slurm.empty()) {
-    std::vector<std::string> commands;
+  if (!a.slurm.empty()) {
+    if (todo.empty())
+      throw UsageError(
+          "--slurm " + a.slurm + ": no run to submit: " +
+          (owned ? std::to_string(owned) + " owned by queued or running Slurm tasks, the others finished"
+                 : std::string("every run of the sweep is finished")));
+    // One array, so one --cpus-per-task: the runs' train.threads (a grid never sets it), or the flag's.
+    int cpus = a.cpus_per_task;
+    if (cpus == 0)
+      for (size_t i : todo) cpus = std::max(cpus, sweep.runs[i].config.train.threads);
+    const std::string job_name = new_slurm_job_name();
+    std::vector<SlurmTask> tasks;
     for (size_t i : todo)
-      commands.push_back(command_line(program, train_args(sweep.runs[i], sweep, states[i], threads)));
-    if (a.print_commands)
-      for (const std::string& c : commands) std::printf("%s\n", c.c_str());
-    if (!a.slurm.empty()) {
-      if (commands.empty()) throw UsageError("--slurm " + a.slurm + ": every run of the sweep is finished");
-      io::write_user_file(a.slurm, slurm_script(sweep, commands, threads));
-      std::fprintf(stderr, "wrote %s: sbatch %s, then attograd sweep collect %s\n", a.slurm.c_str(),
-                   a.slurm.c_str(), sweep.out.c_str());
+      tasks.push_back({sweep.runs[i].config.output.dir,
+                       command_line(program, train_args(sweep.runs[i], sweep, states[i], cpus))});
+    const std::string script = slurm_script(sweep, tasks, job_name, cpus);
+    // Each run is the array's from now on, queued until its task starts (the task then writes its job id).
+    for (size_t t = 0; t < todo.size(); ++t) {
+      const std::string& dir = sweep.runs[todo[t]].config.output.dir;
+      io::mark_run_folder(dir);
+      io::write_slurm_owner(dir, io::SlurmOwner{job_name, static_cast<int64_t>(t), ""});
     }
+    io::write_user_file(a.slurm, script);
+    std::fprintf(stderr,
+                 "wrote %s: %zu array tasks, %d cpus each; sbatch %s, then attograd sweep collect %s\n",
+                 a.slurm.c_str(), todo.size(), cpus, a.slurm.c_str(), sweep.out.c_str());
+    return 0;
+  }
+  if (a.print_commands) {
+    for (size_t i : todo)
+      std::printf("%s\n",
+                  command_line(program, train_args(sweep.runs[i], sweep, states[i], threads)).c_str());
     return 0;
   }
 
-  const size_t total = sweep.runs.size(), skipped = total - todo.size();
-  std::printf("sweep %s: %zu runs (%zu finished already), %d at a time with %d threads each, into %s\n",
-              a.file.c_str(), total, skipped, jobs, threads, sweep.out.c_str());
+  const size_t total = sweep.runs.size(), skipped = total - todo.size() - owned;
+  std::printf("sweep %s: %zu runs (%zu finished already%s), %d at a time with %d threads each, into %s\n",
+              a.file.c_str(), total, skipped,
+              owned ? (", " + std::to_string(owned) + " owned by Slurm tasks").c_str() : "", jobs, threads,
+              sweep.out.c_str());
   std::fflush(stdout);
 
   g_stop.store(0);
@@ -392,7 +506,13 @@ Command add_sweep(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_flag("--print-commands", args->print_commands,
                 "print one `attograd train` command per unfinished run (for xargs, GNU parallel) and exit");
-  sub->add_option("--slurm", args->slurm, "write a Slurm job-array script for the unfinished runs to FILE");
+  CLI::Option* slurm = sub->add_option("--slurm", args->slurm,
+                                       "write a Slurm job-array script for the unfinished runs to FILE");
+  sub->add_option(
+         "--cpus-per-task", args->cpus_per_task,
+         "the script's --cpus-per-task and each run's train.threads (default: the runs' train.threads)")
+      ->check(CLI::PositiveNumber)
+      ->needs(slurm);
   CLI::App* collect = sub->add_subcommand(
       "collect", "build " + io::layout::summary_json("OUT") + ", " + io::layout::summary_csv("OUT") +
                      " and " + io::layout::sweep_index_html("OUT") + " from the run folders");

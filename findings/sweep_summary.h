@@ -28,7 +28,7 @@ struct SweepRunSummary {
   std::string setting;              // the settings other than the seed, e.g. "d_model=32"; "base" if none
   std::string status;               // "finished", "interrupted", "started", "missing" or "unreadable"
   std::string problem;              // why, when "unreadable": the one-line error of the file that failed
-  int64_t step = 0, steps = 0;      // last logged step, train.steps
+  int64_t step = 0, steps = 0;      // the checkpoint's step (else the last logged), train.steps
   std::optional<double> train_loss, eval_loss, eval_acc;
   std::optional<double> wall_seconds, tokens_per_s;  // the only fields that differ between equal runs
   // The best head per score (no phase change or curve for the duplicate-token score).

@@ -202,6 +202,14 @@ inline std::string train_log(const std::string& run) {
   return run + "/train.log";
 }
 
+// RUN/.attograd-slurm-job: the Slurm array task that owns the run, as JSON {"job_name", "task", "job_id"}:
+// `sweep --slurm` writes it (no job id: queued) for each run of the script it generates; the task rewrites
+// it with its job id when it starts and removes it when it ends. A sweep started or generated meanwhile
+// leaves the run to that job while Slurm has it queued or running (io/run_ownership.h).
+inline std::string slurm_owner(const std::string& run) {
+  return run + "/.attograd-slurm-job";
+}
+
 // OUT/slurm-JOB_TASK.log: a Slurm array task's output, named by Slurm from this pattern (--slurm).
 inline std::string slurm_log_pattern(const std::string& out) {
   return out + "/slurm-%A_%a.log";

@@ -10,9 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "io/atomic_file.h"
+#include "io/json_error.h"
 #include "io/run_layout.h"
 
 namespace io {
@@ -114,6 +116,7 @@ void check_run_entries(const std::string& run) {
   std::vector<std::string> entries = layout::run_entries(run);
   entries.push_back(layout::train_log(run));
   entries.push_back(layout::run_marker(run));
+  entries.push_back(layout::slurm_owner(run));
   const std::vector<std::string> folders = layout::run_subfolders(run);
   for (const std::string& path : entries) {
     struct stat st {};
@@ -124,6 +127,47 @@ void check_run_entries(const std::string& run) {
                                (folder ? "the run's own folder" : "a regular file") +
                                " (a run folder's entries are never followed or replaced; remove it)");
   }
+}
+
+std::optional<SlurmOwner> read_slurm_owner(const std::string& run) {
+  const std::string path = layout::slurm_owner(run);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error(path + ": is " + file_kind(st.st_mode) +
+                             ", expected the run's Slurm owner file");
+  const nlohmann::json j = parse_json(read_text_file(path), path);
+  if (!j.is_object()) json_error(path, "", "expected an object {\"job_name\", \"task\", \"job_id\"}");
+  const auto text = [&](const char* key, bool may_be_empty) {
+    if (!j.contains(key) || !j[key].is_string() || (!may_be_empty && j[key].get<std::string>().empty()))
+      json_error(path, std::string("/") + key, "expected a string");
+    return j[key].get<std::string>();
+  };
+  SlurmOwner owner;
+  owner.job_name = text("job_name", false);
+  owner.job_id = text("job_id", true);
+  if (!j.contains("task") || !j["task"].is_number_integer() || j["task"].get<int64_t>() < 0)
+    json_error(path, "/task", "expected the array task's index, an integer >= 0");
+  owner.task = j["task"].get<int64_t>();
+  // The job id and name go to squeue's command line: digits, and the generated name's characters.
+  if (owner.job_id.find_first_not_of("0123456789") != std::string::npos)
+    json_error(path, "/job_id", "expected a Slurm job id (digits), got \"" + owner.job_id + "\"");
+  if (owner.job_name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") !=
+      std::string::npos)
+    json_error(path, "/job_name", "expected letters, digits, - and _");
+  return owner;
+}
+
+void write_slurm_owner(const std::string& run, const SlurmOwner& owner) {
+  const nlohmann::ordered_json j = {
+      {"job_name", owner.job_name}, {"task", owner.task}, {"job_id", owner.job_id}};
+  write_text_file_atomically(layout::slurm_owner(run), j.dump() + "\n");
+}
+
+void remove_slurm_owner(const std::string& run) {
+  std::error_code ec;
+  std::filesystem::remove(layout::slurm_owner(run), ec);
+  if (ec) throw WriteError(layout::slurm_owner(run) + ": cannot remove: " + ec.message());
 }
 
 void remove_stale_temp_files(const std::string& run) {

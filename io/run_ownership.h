@@ -3,6 +3,8 @@
 // temporary files, which stays inside the run's own folders. The paths are io/run_layout.h's.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace io {
@@ -46,6 +48,25 @@ void mark_run_folder(const std::string& run);
 // train.log, the marker) is a symbolic link, or is there but is not what it should be (a folder, a
 // regular file): the program never writes through something planted in its run folder.
 void check_run_entries(const std::string& run);
+
+// The Slurm array task that owns a run (io::layout::slurm_owner): the array's job name (unique per script
+// `sweep --slurm` generates), the task's index in it, and its SLURM_JOB_ID once it started (empty while
+// queued). The generated script writes the same JSON with printf: keep the two in step.
+struct SlurmOwner {
+  std::string job_name;
+  int64_t task = 0;
+  std::string job_id;
+};
+
+// RUN's owner, or nothing when RUN has no owner file. A file that is not the JSON above (or a link) throws
+// one line naming it and the field.
+std::optional<SlurmOwner> read_slurm_owner(const std::string& run);
+
+// Writes RUN's owner file atomically (the caller holds the sweep folder's lock).
+void write_slurm_owner(const std::string& run, const SlurmOwner& owner);
+
+// Removes RUN's owner file, if any (a stale one: its job ended without removing it).
+void remove_slurm_owner(const std::string& run);
 
 // Removes the temporary files (io::layout::is_temp_file) a killed writer left in RUN and in its own
 // subfolders (io::layout::run_subfolders), and nowhere else: no deeper folder, no symlink followed.

@@ -62,11 +62,20 @@ findings::SweepRunSummary read_run(const std::string& dir, const std::string& na
         config["train"]["steps"].is_number_integer())
       r.steps = config["train"]["steps"].get<int64_t>();
   }
+  // What a run keeps is its checkpoint: a resume starts there and cuts metrics.jsonl back to its step. So
+  // a run is summarised as of its checkpoint's step, from the records and dumps up to that step.
+  std::optional<int64_t> checkpoint_step;
+  if (fs::exists(io::layout::model_checkpoint(run))) {
+    checkpoint_step = train::step_from_checkpoint(io::layout::model_checkpoint(run));
+    r.step = *checkpoint_step;
+  }
+  const auto kept = [&](int64_t step) { return !checkpoint_step || step <= *checkpoint_step; };
   if (fs::exists(io::layout::metrics_jsonl(run))) {
     const std::vector<train::MetricsRecord> log = train::read_metrics_jsonl(io::layout::metrics_jsonl(run));
     std::vector<double> rates;
     for (const train::MetricsRecord& m : log) {
-      r.step = m.step;
+      if (!kept(m.step)) break;
+      if (!checkpoint_step) r.step = m.step;
       r.train_loss = m.loss;
       if (m.eval_loss) r.eval_loss = m.eval_loss;
       if (m.eval_acc) r.eval_acc = m.eval_acc;
@@ -75,8 +84,11 @@ findings::SweepRunSummary read_run(const std::string& dir, const std::string& na
     // The median: one slow window (a busy machine) does not rule.
     if (!rates.empty()) r.tokens_per_s = ag::median(rates);
   }
-  if (fs::exists(io::layout::model_checkpoint(run))) r.status = "interrupted";
-  const std::vector<findings::HeadScoresFile> history = read_score_history(run);
+  if (checkpoint_step) r.status = "interrupted";
+  std::vector<findings::HeadScoresFile> history = read_score_history(run);
+  history.erase(std::remove_if(history.begin(), history.end(),
+                               [&](const findings::HeadScoresFile& f) { return !kept(f.step); }),
+                history.end());
   r.task_curve = findings::best_head_curve(history, &findings::HeadScores::task);
   r.previous_token_curve = findings::best_head_curve(history, &findings::HeadScores::previous_token);
   r.induction_curve = findings::best_head_curve(history, &findings::HeadScores::induction);

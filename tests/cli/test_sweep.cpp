@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "cli/run_command.h"
@@ -166,6 +167,29 @@ BOOST_AUTO_TEST_CASE(ctrl_c_then_rerun_matches_an_uninterrupted_sweep) {
   BOOST_TEST(!fs::exists(second + "/scores.json"), "the second run was not stopped part-way: " << log);
   BOOST_TEST(!fs::exists(stopped + "/" + kRuns[2]), "a run started after Ctrl-C");
   BOOST_TEST(json::parse(testing::read_all(stopped + "/summary.json"))["runs"][1]["status"] == "interrupted");
+
+  // Killed later (SIGKILL, or scancel past Slurm's KillWait), the run would have logged steps beyond its
+  // checkpoint, which a resume drops: the uninterrupted run's lines (the same numbers) stand in for them.
+  // The summary reports the run as of its checkpoint: its step, and the last loss logged up to it.
+  const std::string model = second + "/checkpoint/model.safetensors";
+  const auto checkpoint_step =
+      static_cast<int64_t>(train::metadata_u64(train::read_safetensors_header(model), "step", model));
+  std::istringstream full_log(testing::read_all(full + "/" + kRuns[1] + "/metrics.jsonl"));
+  std::string line, beyond;
+  json last_kept;
+  while (std::getline(full_log, line))
+    if (json::parse(line)["step"].get<int64_t>() > checkpoint_step)
+      beyond += line + "\n";
+    else
+      last_kept = json::parse(line);
+  BOOST_REQUIRE_MESSAGE(!beyond.empty() && !last_kept.is_null(), "checkpoint at step " << checkpoint_step);
+  std::ofstream(second + "/metrics.jsonl", std::ios::app) << beyond;
+  const auto collected = run_attograd("sweep collect '" + stopped + "'");
+  BOOST_REQUIRE_MESSAGE(collected.exit_code == 0, collected.err);
+  const json killed = json::parse(testing::read_all(stopped + "/summary.json"))["runs"][1];
+  BOOST_TEST(killed["status"] == "interrupted");
+  BOOST_TEST(killed["step"] == checkpoint_step, killed.dump());
+  BOOST_TEST(killed["train_loss"] == last_kept["loss"], killed.dump() << " vs " << last_kept.dump());
 
   const auto again = run_attograd("sweep '" + sweep + "' -j 1");
   BOOST_REQUIRE_MESSAGE(again.exit_code == 0, again.out + again.err);
