@@ -72,7 +72,9 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
                       y + 12, xml_escape(opts.note).c_str());
     y += 22;
   }
-  double width = 560;
+  // Wide enough for the title and the note: text is measured by characters, bold at 0.66 of its size.
+  double width = std::max({560.0, 2 * kMargin + display_width(opts.title) * 16 * 0.66,
+                           2 * kMargin + display_width(opts.note) * 12 * 0.62});
   for (const MatrixPanel& p : panels) {
     const double gx = kMargin + left, gy = y + kTitleH + band;
     io::append_format(
@@ -109,7 +111,8 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
         body,
         "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n</g>\n",
         gx, gy, p.col_labels.size() * cell, p.row_labels.size() * cell);
-    width = std::max(width, gx + p.col_labels.size() * cell + kMargin);
+    width = std::max({width, gx + p.col_labels.size() * cell + kMargin,
+                      gx + display_width(p.title) * 13 * 0.66 + kMargin});
     y = gy + p.row_labels.size() * cell + kGap;
   }
   // The legend bar with five ticks across the scale.
@@ -128,6 +131,7 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
                       t);
   }
   body += "</g>\n";
+  width = std::max(width, 2 * kMargin + display_width(opts.legend) * 11 * 0.62);
   const double height = y + 56;
 
   std::string out;
