@@ -215,10 +215,19 @@
     colourStrip();
     showReadout();
     charts.forEach(function (c) { c.cursor(data.steps[state.dump]); });
-    var hash = '#dump=' + state.dump + '&probe=' + state.probe + '&head=' + lh[0] + '.' + lh[1];
-    if (location.hash !== hash && (location.hash === '' || /dump=/.test(location.hash)))
-      history.replaceState(null, '', hash);
+    syncHash('#dump=' + state.dump + '&probe=' + state.probe + '&head=' + lh[0] + '.' + lh[1]);
     window.attogradRedrawMs = performance.now() - t0;
+  }
+
+  // The address follows the view once it rests for 150 ms: a slider dragged fast would otherwise replace
+  // the history entry so often that the browser throttles it (and says so in the console).
+  var hashTimer = null;
+  function syncHash(hash) {
+    clearTimeout(hashTimer);
+    hashTimer = setTimeout(function () {
+      if (location.hash !== hash && (location.hash === '' || /dump=/.test(location.hash)))
+        history.replaceState(null, '', hash);
+    }, 150);
   }
 
   function fillProbes() {
