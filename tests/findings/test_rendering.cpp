@@ -18,6 +18,7 @@
 #include "findings/report_html.h"
 #include "findings/svg_heatmap.h"
 #include "findings/svg_matrix.h"
+#include "findings/sweep_summary.h"
 #include "findings/utf8_label.h"
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
@@ -439,4 +440,22 @@ BOOST_AUTO_TEST_CASE(report_at_the_induction_configs_size_is_within_budget_and_s
   write_report_html(dir + "/report.html", in);
   BOOST_TEST(io::read_text_file(dir + "/report.html") == html);
   std::filesystem::remove_all(dir);
+}
+
+// index.html's phase-change chart has a dot for each of summary.json's four phase-change steps.
+BOOST_AUTO_TEST_CASE(sweep_index_marks_every_phase_change_step) {
+  SweepSummary sum;
+  sum.title = "runs/x";
+  sum.base = "configs/induction.json";
+  sum.grid = nlohmann::ordered_json::parse(R"({"seed": [1]})");
+  SweepRunSummary r;
+  r.name = "seed=1";
+  r.setting = "base";
+  r.status = "finished";
+  r.phase_change = PhaseChange{1234.0, 777.0, 456.0, 1500.0};
+  sum.runs.push_back(r);
+  const std::string html = sweep_index_html(sum);
+  for (const char* v : {"1234", "777", "456", "1500"})
+    BOOST_TEST(html.find(std::string("<title>seed=1: ") + v + "</title>") != std::string::npos, v);
+  BOOST_TEST(html.find(">task</text>") != std::string::npos);
 }
