@@ -207,6 +207,18 @@ def check_report(driver, path, out_dir):
     xs = driver.execute_script("return Array.prototype.map.call(document.querySelectorAll('#loss-log line.cursor'), function (l) { return [l.getAttribute('visibility'), +l.getAttribute('x1')]; })")
     check(xs and xs[0][0] == "visible" and xs[0][1] > 58, "report: the loss chart's cursor is at the slider's step (%r)" % xs)
 
+    # Charts: hovering one reads out its lines at the nearest step; the checkbox switches the loss axis.
+    chart = driver.find_element(By.CSS_SELECTOR, "#loss-log svg")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", chart)
+    ActionChains(driver).move_to_element(chart).perform()
+    readout = text(driver, "#loss-log figcaption")
+    check(readout.startswith("step ") and "train loss" in readout, "report: hovering the loss chart reads it out (%r)" % readout)
+    driver.find_element(By.ID, "log-loss").click()
+    shown = driver.execute_script("return [getComputedStyle(document.getElementById('loss-log')).display, getComputedStyle(document.getElementById('loss-linear')).display]")
+    check(shown == ["none", "block"], "report: the checkbox switches the loss chart to a linear axis (%r)" % shown)
+    driver.find_element(By.ID, "log-loss").click()
+    driver.execute_script("window.scrollTo(0, 0)")  # the thumbnails back from under the sticky controls
+
     # Heads: a click on a thumbnail enlarges it; the arrow keys move to the next one.
     title0 = text(driver, "#focus-title")
     thumbs = driver.find_elements(By.CSS_SELECTOR, "button.thumb")
