@@ -51,7 +51,11 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
     max_cols = std::max(max_cols, p.col_labels.size());
   }
   const double range = opts.range > 0 ? opts.range : round_up(top);
-  const double cell = max_cols <= 24 ? 20 : std::max(10.0, 480.0 / max_cols);
+  // Small matrices (composition scores: heads x heads) get cells wide enough to print their values.
+  size_t max_rows = 0;
+  for (const MatrixPanel& p : panels) max_rows = std::max(max_rows, p.row_labels.size());
+  const bool print_values = max_cols <= 8 && max_rows <= 16;
+  const double cell = print_values ? 40 : max_cols <= 24 ? 20 : std::max(10.0, 480.0 / max_cols);
   const double left = row_chars * kCharW + 8, band = col_chars * kCharW + 8;
   const char* fmt = opts.value_format.empty() ? "%.3f" : opts.value_format.c_str();
   auto label = [](const std::string& s) { return cut_label(s, kMaxLabel); };
@@ -106,6 +110,16 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
         else
           body += "no value";
         body += "</title></rect>\n";
+        if (print_values && std::isfinite(v)) {
+          const double shade = v / range;
+          const bool dark = opts.diverging ? std::fabs(shade) > 0.6 : shade > 0.55;
+          io::append_format(body,
+                            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" fill=\"%s\" "
+                            "pointer-events=\"none\">",
+                            gx + (j + 0.5) * cell, gy + (i + 0.5) * cell + 3.5, dark ? "#fff" : "#111");
+          io::append_format(body, range >= 10 ? "%.1f" : "%.2f", v);
+          body += "</text>\n";
+        }
       }
     io::append_format(
         body,

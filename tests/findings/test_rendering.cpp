@@ -340,6 +340,9 @@ BOOST_AUTO_TEST_CASE(inline_svgs_get_their_own_ids) {
   BOOST_TEST(b.find("id=\"two-scale\"") != std::string::npos);
   std::string why;
   BOOST_TEST(balanced_tags(a, why), why);
+  // A small matrix prints its values: 0.5 on a scale up to 0.5 is dark, so in white; the NaN cell none.
+  BOOST_TEST(count(svg, "pointer-events=\"none\">") == 1u);
+  BOOST_TEST(svg.find("fill=\"#fff\" pointer-events=\"none\">0.50</text>") != std::string::npos);
   // The SVG is at least as wide as its note: a long note widens it past the default 560 px.
   opts.note = std::string(120, 'n');
   const std::string noted = svg_matrices({panel}, opts);
