@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -145,6 +146,60 @@ AttentionDump attention_dump_from_json(const nlohmann::json& j, const std::strin
     dump.probes.push_back(std::move(probe));
   }
   return dump;
+}
+
+namespace {
+
+constexpr const char* kBase64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+}  // namespace
+
+std::string lower_triangle_base64(const AttentionWeights& w) {
+  check_square(w, "lower_triangle_base64");
+  std::string bytes;
+  bytes.reserve(w.size() * (w.size() + 1) / 2);
+  for (size_t i = 0; i < w.size(); ++i)
+    for (size_t j = 0; j <= i; ++j)
+      bytes += static_cast<char>(std::lround(std::clamp(double(w[i][j]), 0.0, 1.0) * 255));
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const auto byte = [&](size_t k) { return k < bytes.size() ? static_cast<unsigned char>(bytes[k]) : 0u; };
+    const unsigned n = byte(i) << 16 | byte(i + 1) << 8 | byte(i + 2);
+    out += kBase64[(n >> 18) & 63];
+    out += kBase64[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kBase64[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kBase64[n & 63] : '=';
+  }
+  return out;
+}
+
+AttentionWeights lower_triangle_from_base64(const std::string& text, size_t T) {
+  const size_t n = T * (T + 1) / 2;
+  if (text.size() != (n + 2) / 3 * 4)
+    throw std::invalid_argument("lower_triangle_from_base64: expected " + std::to_string((n + 2) / 3 * 4) +
+                                " characters for T = " + std::to_string(T) + ", got " +
+                                std::to_string(text.size()));
+  std::string bytes;
+  unsigned acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    const char* at = std::strchr(kBase64, c);
+    if (c == '\0' || !at)
+      throw std::invalid_argument(std::string("lower_triangle_from_base64: not a base64 character: '") + c +
+                                  "'");
+    acc = (acc << 6) | unsigned(at - kBase64), bits += 6;
+    if (bits >= 8) bits -= 8, bytes += static_cast<char>((acc >> bits) & 255);
+  }
+  if (bytes.size() != n)
+    throw std::invalid_argument("lower_triangle_from_base64: expected " + std::to_string(n) + " bytes, got " +
+                                std::to_string(bytes.size()));
+  AttentionWeights w(T, std::vector<float>(T, 0.0f));
+  size_t k = 0;
+  for (size_t i = 0; i < T; ++i)
+    for (size_t j = 0; j <= i; ++j) w[i][j] = static_cast<unsigned char>(bytes[k++]) / 255.0f;
+  return w;
 }
 
 std::string head_name(int layer, int head) {

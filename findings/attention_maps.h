@@ -49,6 +49,15 @@ nlohmann::json attention_dump_to_json(const AttentionDump& dump);
 // report.html).
 nlohmann::json weights_to_json(const AttentionWeights& w, double scale);
 
+// report.html's compact form of one causal map: the lower triangle (j <= i, row by row, T(T+1)/2 weights)
+// in fixed point, one byte per weight (round(w * 255), resolution 1/255, finer than the colour scale's
+// 1/100 steps), as base64. The masked cells (j > i) are not stored: a causal softmax makes them 0.
+// Throws std::invalid_argument unless the map is T x T.
+std::string lower_triangle_base64(const AttentionWeights& w);
+// The inverse (the page's script does the same): a T x T map with the upper triangle 0. Throws
+// std::invalid_argument when the text is not base64 of T(T+1)/2 bytes.
+AttentionWeights lower_triangle_from_base64(const std::string& text, size_t T);
+
 // Validates while reading. `source` (a file name) starts every error message; errors are
 // std::runtime_error with one line "SOURCE: /json/pointer: expected ..., got ...".
 // Checks: ids and tokens have the same length T >= 1; every map has T rows of T finite weights in [0, 1]

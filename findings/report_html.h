@@ -1,8 +1,12 @@
 // RUN/report.html: one self-contained page (inline CSS, JS and SVG; nothing fetched from the network) to
-// study a run: loss and accuracy curves, head scores over training and at the end, and the attention grid
-// at every dumped step with a slider and a probe selector, so a reader can watch a pattern form.
-// The dumps travel as JSON in a <script type="application/json"> tag (weights rounded to 1e-3) and a small
-// script draws the selected step as SVG, so ten dumps of 4 probes x 8 heads x T=17 stay well under 1 MB.
+// study a run. Its sections, in order, with a navigation bar: the attention viewer (every head as a
+// thumbnail, one enlarged with its query row and key column highlighted under the pointer, the probe's
+// tokens coloured by where the selected token attends; a slider over the dumped steps), the loss and
+// accuracy curves, head scores over training, the final score table, and the circuits, patching and lens
+// results when the run has them. The sections are one table in report_html.cpp (kSections).
+// The dumps travel compactly in a <script type="application/json"> tag: each map's lower triangle as
+// one byte per weight, base64 (attention_maps.h's lower_triangle_base64); report.js decodes the chosen
+// step and recolours the drawn cells in place, so the induction config's 51 dumps stay under 3 MB.
 // Not for computing anything: scores come from head_scores, pictures' colours from svg_heatmap.
 #pragma once
 

@@ -198,6 +198,12 @@ double header(std::string& out, const std::string& title, const std::string& not
   return y + 22;
 }
 
+// How wide the header's text runs (measured by characters, bold at 0.66 of its size): the picture is at
+// least this wide, so neither line is cut off.
+double header_width(const std::string& title, const std::string& note) {
+  return 2 * kMargin + std::max(display_width(title) * 17 * 0.66, display_width(note) * 12 * 0.62);
+}
+
 }  // namespace
 
 std::string sequential_colour(double w) {
@@ -255,10 +261,10 @@ std::string svg_attention_grid(const Probe& probe, const SvgOptions& opts) {
   const Layout l = layout_for(T, {probe.tokens}, opts.cell);
 
   std::string body;
-  const double top =
-      header(body, opts.title,
-             "rows: destination (query) tokens; columns: source (key) tokens; colour: attention "
-             "weight, one scale for every panel");
+  const std::string note =
+      "rows: destination (query) tokens; columns: source (key) tokens; colour: attention weight, one scale "
+      "for every panel";
+  const double top = header(body, opts.title, note);
   // Panels sit in the column of their head number so the same head lines up across layers.
   double y = top;
   for (const auto& layer : layers) {
@@ -276,7 +282,8 @@ std::string svg_attention_grid(const Probe& probe, const SvgOptions& opts) {
   legend_bar(body, kMargin, y, "seq", {0, 0.25, 0.5, 0.75, 1}, 0, 1, "attention weight");
   if (opts.mark_future) masked_key(body, kMargin + 270, y + 15);
   const double height = y + 56;
-  const double width = std::max(kMargin * 2 + heads * l.width() + (heads - 1) * kGap, 560.0);
+  const double width =
+      std::max({kMargin * 2 + heads * l.width() + (heads - 1) * kGap, 560.0, header_width(opts.title, note)});
 
   std::string out;
   open_svg(out, width, height);
@@ -320,10 +327,9 @@ std::string svg_compare(const Probe& a, const Probe& b, const SvgOptions& opts) 
   const double range = std::max(0.1, std::ceil(top_diff * 10 - 1e-9) / 10);  // a round legend end
 
   std::string body;
-  const double top =
-      header(body, opts.title,
-             "each row: one head on input A, on input B, and A - B (red: A looks more, blue: B "
-             "looks more)");
+  const std::string note =
+      "each row: one head on input A, on input B, and A - B (red: A looks more, blue: B looks more)";
+  const double top = header(body, opts.title, note);
   double y = top;
   for (const auto& [ma, mb] : pairs) {
     const std::string name = "layer " + std::to_string(ma->layer) + " head " + std::to_string(ma->head);
@@ -349,7 +355,8 @@ std::string svg_compare(const Probe& a, const Probe& b, const SvgOptions& opts) 
              "A \u2212 B: difference (blue B more, red A more)");
   if (opts.mark_future) masked_key(body, kMargin + 580, y + 15);
   const double height = y + 56;
-  const double width = std::max(kMargin * 2 + 3 * l.width() + 2 * kGap, 800.0);
+  const double width =
+      std::max({kMargin * 2 + 3 * l.width() + 2 * kGap, 800.0, header_width(opts.title, note)});
 
   std::string out;
   open_svg(out, width, height);

@@ -51,7 +51,11 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
     max_cols = std::max(max_cols, p.col_labels.size());
   }
   const double range = opts.range > 0 ? opts.range : round_up(top);
-  const double cell = max_cols <= 24 ? 20 : std::max(10.0, 480.0 / max_cols);
+  // Small matrices (composition scores: heads x heads) get cells wide enough to print their values.
+  size_t max_rows = 0;
+  for (const MatrixPanel& p : panels) max_rows = std::max(max_rows, p.row_labels.size());
+  const bool print_values = max_cols <= 8 && max_rows <= 16;
+  const double cell = print_values ? 40 : max_cols <= 24 ? 20 : std::max(10.0, 480.0 / max_cols);
   const double left = row_chars * kCharW + 8, band = col_chars * kCharW + 8;
   const char* fmt = opts.value_format.empty() ? "%.3f" : opts.value_format.c_str();
   auto label = [](const std::string& s) { return cut_label(s, kMaxLabel); };
@@ -72,7 +76,9 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
                       y + 12, xml_escape(opts.note).c_str());
     y += 22;
   }
-  double width = 560;
+  // Wide enough for the title and the note: text is measured by characters, bold at 0.66 of its size.
+  double width = std::max({560.0, 2 * kMargin + display_width(opts.title) * 16 * 0.66,
+                           2 * kMargin + display_width(opts.note) * 12 * 0.62});
   for (const MatrixPanel& p : panels) {
     const double gx = kMargin + left, gy = y + kTitleH + band;
     io::append_format(
@@ -104,12 +110,23 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
         else
           body += "no value";
         body += "</title></rect>\n";
+        if (print_values && std::isfinite(v)) {
+          const double shade = v / range;
+          const bool dark = opts.diverging ? std::fabs(shade) > 0.6 : shade > 0.55;
+          io::append_format(body,
+                            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" fill=\"%s\" "
+                            "pointer-events=\"none\">",
+                            gx + (j + 0.5) * cell, gy + (i + 0.5) * cell + 3.5, dark ? "#fff" : "#111");
+          io::append_format(body, range >= 10 ? "%.1f" : "%.2f", v);
+          body += "</text>\n";
+        }
       }
     io::append_format(
         body,
         "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n</g>\n",
         gx, gy, p.col_labels.size() * cell, p.row_labels.size() * cell);
-    width = std::max(width, gx + p.col_labels.size() * cell + kMargin);
+    width = std::max({width, gx + p.col_labels.size() * cell + kMargin,
+                      gx + display_width(p.title) * 13 * 0.66 + kMargin});
     y = gy + p.row_labels.size() * cell + kGap;
   }
   // The legend bar with five ticks across the scale.
@@ -128,6 +145,7 @@ std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvg
                       t);
   }
   body += "</g>\n";
+  width = std::max(width, 2 * kMargin + display_width(opts.legend) * 11 * 0.62);
   const double height = y + 56;
 
   std::string out;

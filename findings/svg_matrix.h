@@ -25,7 +25,8 @@ struct MatrixSvgOptions {
   std::string value_format;  // printf format of a tooltip value; "%.3f" when empty
 };
 
-// Panels stacked top to bottom. Throws std::invalid_argument when a panel's values do not have
+// Panels stacked top to bottom. Matrices of at most 8 columns and 16 rows print each value in its cell
+// (and every cell has its value as a tooltip). Throws std::invalid_argument when a panel's values do not have
 // row_labels.size() rows of col_labels.size() columns.
 std::string svg_matrices(const std::vector<MatrixPanel>& panels, const MatrixSvgOptions& opts);
 

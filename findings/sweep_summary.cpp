@@ -94,7 +94,11 @@ std::string dot_chart(const std::string& title, const std::string& y_label,
                       const std::vector<std::string>& settings, const SweepSummary& sum,
                       const std::vector<DotSeries>& series,
                       std::optional<std::pair<double, double>> y_fixed) {
-  Frame f{std::max(series.size() > 1 ? 520.0 : 360.0, 90.0 + 70.0 * settings.size()),
+  // A legend entry per series in a row under the title, each as wide as its name.
+  std::vector<double> legend_x;
+  double legend_end = 60;
+  for (const DotSeries& s : series) legend_x.push_back(legend_end), legend_end += 26 + 6.8 * s.name.size();
+  Frame f{std::max({series.size() > 1 ? 520.0 : 360.0, 90.0 + 70.0 * settings.size(), legend_end + 16}),
           300,
           60,
           16,
@@ -133,7 +137,7 @@ std::string dot_chart(const std::string& title, const std::string& y_label,
     const DotSeries& s = series[si];
     const double offset = series.size() > 1 ? (si - (series.size() - 1) / 2.0) * band / series.size() : 0;
     if (series.size() > 1) {
-      const double lx = f.L + 150 * si, ly = 33;
+      const double lx = legend_x[si], ly = 33;
       io::append_format(out, "<circle cx=\"%.0f\" cy=\"%.0f\" r=\"4\" fill=\"%s\"/>", lx + 4, ly,
                         s.colour.c_str());
       io::append_format(out, "<text x=\"%.0f\" y=\"%.0f\" class=\"tick\">%s</text>", lx + 12, ly + 4,
@@ -221,8 +225,8 @@ std::string best_cell(const std::optional<BestHead>& b) {
 
 constexpr const char* kCss = R"CSS(
 body{font-family:"DejaVu Sans",Helvetica,Arial,sans-serif;margin:24px 32px;color:#1a1a1a;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-.muted{color:#777}.row{display:flex;flex-wrap:wrap;gap:16px}p.note{font-size:13px;color:#555;max-width:1000px}
+h1{font-size:22px;margin:0 0 4px;overflow-wrap:anywhere}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.muted{color:#777}.row{display:flex;flex-wrap:wrap;gap:16px}p.note{font-size:13px;color:#555;max-width:1000px;overflow-wrap:anywhere}
 .chart{border:1px solid #eee;background:#fff}.chart .ct{font-size:13px;font-weight:bold;fill:#222}
 .chart .tick{font-size:11px;fill:#444}.chart .al{font-size:12px;fill:#333}.chart .grid{stroke:#eee}
 .chart .axis{stroke:#555}.chart .muted{fill:#777;font-size:12px}
@@ -358,6 +362,7 @@ std::string sweep_index_html(const SweepSummary& sum) {
   out += dot_chart("phase-change step (best head first at 0.5)", "step", settings, sum,
                    {{"induction", "#d62728", nullptr, &PhaseChange::induction},
                     {"previous token", "#1f77b4", nullptr, &PhaseChange::previous_token},
+                    {"task", "#9467bd", nullptr, &PhaseChange::task},
                     {"held-out loss falls fastest", "#7f7f7f", nullptr, &PhaseChange::eval_loss_fall}},
                    std::nullopt);
   out +=

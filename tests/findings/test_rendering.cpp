@@ -1,8 +1,10 @@
 // Pictures of attention maps: the ASCII levels and widths, SVG well-formedness, labels, legend and
-// escaping, the attention dump JSON round trip and its errors, and report.html being self-contained.
+// escaping, the attention dump JSON round trip and its errors, the report's compact map encoding, log
+// ticks and inline SVG ids, and report.html at a shipped config's size being self-contained and in budget.
 #define BOOST_TEST_MODULE rendering
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -10,8 +12,13 @@
 
 #include "findings/ascii_heatmap.h"
 #include "findings/attention_maps.h"
+#include "findings/chart_scale.h"
+#include "findings/phase_change.h"
+#include "findings/report_circuits.h"
 #include "findings/report_html.h"
 #include "findings/svg_heatmap.h"
+#include "findings/svg_matrix.h"
+#include "findings/sweep_summary.h"
 #include "findings/utf8_label.h"
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
@@ -282,34 +289,142 @@ BOOST_AUTO_TEST_CASE(bad_dumps_give_one_line_errors_with_file_and_pointer) {
   std::filesystem::remove_all(dir);
 }
 
-BOOST_AUTO_TEST_CASE(report_is_self_contained_and_has_the_slider) {
+BOOST_AUTO_TEST_CASE(lower_triangle_is_one_byte_per_weight_in_base64) {
+  // Bytes 255, 128, 128 (0.5 * 255 = 127.5 rounds up) are 0xFF8080: base64 "/4CA". The masked cell is not
+  // stored.
+  const AttentionWeights w = {{1.0f, 0.0f}, {0.5f, 0.5f}};
+  BOOST_TEST(lower_triangle_base64(w) == "/4CA");
+  const AttentionWeights back = lower_triangle_from_base64("/4CA", 2);
+  BOOST_TEST(back[0][0] == 1.0f);
+  BOOST_TEST(back[0][1] == 0.0f);
+  BOOST_TEST(std::fabs(back[1][0] - 128 / 255.0f) < 1e-7);
+  // A T = 17 map: 153 bytes, padded base64 of 204 characters; every weight within half a step.
+  const AttentionWeights u = probe_17(1, 1).maps[0].weights;
+  const std::string text = lower_triangle_base64(u);
+  BOOST_TEST(text.size() == 204u);
+  const AttentionWeights v = lower_triangle_from_base64(text, 17);
+  for (int i = 0; i < 17; ++i)
+    for (int j = 0; j < 17; ++j) BOOST_TEST(std::fabs(v[i][j] - u[i][j]) <= 0.5 / 255 + 1e-7);
+  BOOST_CHECK_THROW(lower_triangle_from_base64(text, 16), std::invalid_argument);
+  BOOST_CHECK_THROW(lower_triangle_from_base64("/4C*", 2), std::invalid_argument);
+  BOOST_CHECK_THROW(lower_triangle_base64({{1.0f, 0.0f}}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(log_ticks_are_powers_of_ten_around_the_data) {
+  double lo = 0, hi = 0;
+  const std::vector<double> wide = log_ticks(0.003, 2.5, &lo, &hi);
+  BOOST_TEST(lo == 0.001);
+  BOOST_TEST(hi == 10.0);
+  BOOST_TEST(wide == (std::vector<double>{0.001, 0.01, 0.1, 1, 10}), boost::test_tools::per_element());
+  const std::vector<double> narrow = log_ticks(0.3, 2.5, &lo, &hi);
+  BOOST_TEST(narrow == (std::vector<double>{0.1, 0.2, 0.5, 1, 2, 5, 10}), boost::test_tools::per_element());
+  BOOST_TEST(log_ticks(0, 1) == (std::vector<double>{1}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(inline_svgs_get_their_own_ids) {
+  MatrixPanel panel{"p", {"a", "b"}, {"x"}, {{0.5}, {std::nan("")}}};
+  MatrixSvgOptions opts;
+  opts.title = "a title";
+  const std::string svg = svg_matrices({panel}, opts);
+  BOOST_TEST_REQUIRE(svg.find("id=\"scale\"") != std::string::npos);
+  BOOST_TEST_REQUIRE(svg.find("url(#none)") != std::string::npos);
+  const std::string a = inline_svg(svg, "one", "first"), b = inline_svg(svg, "two", "second");
+  for (const std::string* s : {&a, &b}) {
+    BOOST_TEST(s->find("id=\"scale\"") == std::string::npos);
+    BOOST_TEST(s->find("url(#none)") == std::string::npos);
+    BOOST_TEST(s->find("<?xml") == std::string::npos);
+  }
+  BOOST_TEST(count(a, "id=\"one-") == count(svg, "id=\""));
+  BOOST_TEST(count(a, "url(#one-") == count(svg, "url(#"));
+  BOOST_TEST(a.find("aria-label=\"first\"") != std::string::npos);
+  BOOST_TEST(b.find("id=\"two-scale\"") != std::string::npos);
+  std::string why;
+  BOOST_TEST(balanced_tags(a, why), why);
+  // A small matrix prints its values: 0.5 on a scale up to 0.5 is dark, so in white; the NaN cell none.
+  BOOST_TEST(count(svg, "pointer-events=\"none\">") == 1u);
+  BOOST_TEST(svg.find("fill=\"#fff\" pointer-events=\"none\">0.50</text>") != std::string::npos);
+  // The SVG is at least as wide as its note: a long note widens it past the default 560 px.
+  opts.note = std::string(120, 'n');
+  const std::string noted = svg_matrices({panel}, opts);
+  BOOST_TEST(noted.find("width=\"560\"") == std::string::npos);
+  BOOST_TEST(noted.find("width=\"" + std::to_string(int(2 * 16 + 120 * 12 * 0.62 + 0.5))) !=
+             std::string::npos);
+}
+
+// The page at the size of a shipped config's trained run (configs/induction.json): its dumps, probes, heads
+// and sequence length, with every logged and evaluated step.
+BOOST_AUTO_TEST_CASE(report_at_the_induction_configs_size_is_within_budget_and_self_contained) {
+  const nlohmann::json cfg =
+      nlohmann::json::parse(io::read_text_file(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/induction.json"));
+  const int steps = cfg["train"]["steps"], every = cfg["output"]["attention_every"];
+  const int probes = cfg["output"]["probes"], layers = cfg["model"]["n_layers"],
+            heads = cfg["model"]["n_heads"];
+  const int T = 2 * cfg["task"]["length"].get<int>();  // the induction task's sequence length
+  const int log_every = cfg["train"]["log_every"], eval_every = cfg["train"]["eval_every"];
+  BOOST_TEST_REQUIRE(steps / every + 1 == 51);  // keep the budget's input honest if the config changes
   ReportInputs in;
   in.title = "induction <test>";
-  for (int s = 0; s <= 1000; s += 50) {
+  for (int s = 0; s <= steps; s += log_every) {
     ReportMetrics r;
     r.step = s;
     r.loss = 2.5 * std::exp(-s / 300.0);
     r.tokens_per_s = 1e5;
-    if (s % 250 == 0) r.eval_acc = s / 1000.0, r.eval_loss = r.loss * 1.1;
+    if (s % eval_every == 0) r.eval_acc = s / double(steps), r.eval_loss = r.loss * 1.1;
     in.metrics.push_back(r);
   }
-  // The brief's size budget: 10 dumps x 4 probes x 8 heads x T=17; one token tries to close the script.
-  for (int k = 0; k < 10; ++k) {
+  uint32_t seed = 1;
+  const auto noise = [&] { return (seed = seed * 1664525u + 1013904223u) >> 8; };
+  for (int k = 0; k <= steps / every; ++k) {
     AttentionDump d;
-    d.step = 100 * k;
-    for (int p = 0; p < 4; ++p) {
-      Probe pr = probe_17(2, 4);
-      pr.tokens[1] = "</script>";
+    d.step = int64_t(k) * every;
+    for (int p = 0; p < probes; ++p) {
+      Probe pr;
+      for (int t = 0; t < T; ++t) {
+        pr.ids.push_back(t % (T / 2));
+        pr.tokens.push_back(t == 0 ? "BOS" : t == 1 ? "</script>" : std::to_string(t % (T / 2)));
+      }
+      for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+          AttentionWeights w(T, std::vector<float>(T, 0.0f));
+          for (int i = 0; i < T; ++i) {
+            float sum = 0;
+            for (int j = 0; j <= i; ++j) sum += (w[i][j] = float(noise() % 1000 + 1));
+            for (int j = 0; j <= i; ++j) w[i][j] /= sum;
+          }
+          pr.maps.push_back({l, h, w});
+        }
       d.probes.push_back(pr);
     }
     in.dumps.push_back(d);
   }
-  in.scores = {1000, compute_head_scores(in.dumps.back().probes, {}, in.dumps.back().probes)};
+  in.scores = {steps, compute_head_scores(in.dumps.back().probes, {}, in.dumps.back().probes)};
+  in.scores.phase_change = PhaseChange{1234.0, std::nullopt, 800.0, 1500.0};
   const std::string html = report_html(in);
-  BOOST_TEST(html.size() < 3u * 1024 * 1024, html.size());
+  BOOST_TEST(html.size() <= 3u * 1000 * 1000, html.size());
+  // Sections in one order with a navigation entry each; the viewer first. No patching or lens: no entry.
+  const size_t nav = html.find("<nav class=\"sections\"");
+  BOOST_TEST_REQUIRE(nav != std::string::npos);
+  const size_t a = html.find("<section id=\"attention\">"), t = html.find("<section id=\"training\">"),
+               sc = html.find("<section id=\"scores\">"), ci = html.find("<section id=\"circuits\">");
+  BOOST_TEST((nav < a && a < t && t < sc && sc < ci), html.substr(0, 3000));
+  BOOST_TEST(html.find("href=\"#attention\"") != std::string::npos);
+  BOOST_TEST(html.find("href=\"#patching\"") == std::string::npos);
+  BOOST_TEST(html.find("<section id=\"lens\"") == std::string::npos);
   BOOST_TEST(html.find("type=\"range\"") != std::string::npos);
   BOOST_TEST(html.find("<select id=\"probe\"") != std::string::npos);
   BOOST_TEST(html.find("<script type=\"application/json\" id=\"attograd-data\">") != std::string::npos);
+  // The maps travel as base64 lower triangles, not as rows of decimals.
+  BOOST_TEST(html.find(lower_triangle_base64(in.dumps[7].probes[2].maps[5].weights)) != std::string::npos);
+  BOOST_TEST(html.find("\"weights\"") == std::string::npos);
+  // Probes repeat at every dump: their tokens are written once each.
+  BOOST_TEST(count(html, "\"BOS\"") == 1u);
+  // Every chart starts at step 0 and ends at the last step; the losses have a log-scale twin; the phase
+  // changes are marked (three of four happened).
+  BOOST_TEST(count(html, "data-x0=\"0\" data-x1=\"5000\"") == count(html, "<svg class=\"chart\""));
+  BOOST_TEST(html.find("id=\"loss-log\"") != std::string::npos);
+  BOOST_TEST(html.find("data-log=\"1\"") != std::string::npos);
+  BOOST_TEST(count(html, "<g class=\"phase\">") == 3 * count(html, "<svg class=\"chart\""));
+  BOOST_TEST(html.find("induction phase change at step 1234") != std::string::npos);
   // Every network-looking reference is the SVG namespace name, which is never fetched.
   const size_t http = count(html, "http://"), https = count(html, "https://");
   BOOST_TEST(https == 0u);
@@ -328,4 +443,22 @@ BOOST_AUTO_TEST_CASE(report_is_self_contained_and_has_the_slider) {
   write_report_html(dir + "/report.html", in);
   BOOST_TEST(io::read_text_file(dir + "/report.html") == html);
   std::filesystem::remove_all(dir);
+}
+
+// index.html's phase-change chart has a dot for each of summary.json's four phase-change steps.
+BOOST_AUTO_TEST_CASE(sweep_index_marks_every_phase_change_step) {
+  SweepSummary sum;
+  sum.title = "runs/x";
+  sum.base = "configs/induction.json";
+  sum.grid = nlohmann::ordered_json::parse(R"({"seed": [1]})");
+  SweepRunSummary r;
+  r.name = "seed=1";
+  r.setting = "base";
+  r.status = "finished";
+  r.phase_change = PhaseChange{1234.0, 777.0, 456.0, 1500.0};
+  sum.runs.push_back(r);
+  const std::string html = sweep_index_html(sum);
+  for (const char* v : {"1234", "777", "456", "1500"})
+    BOOST_TEST(html.find(std::string("<title>seed=1: ") + v + "</title>") != std::string::npos, v);
+  BOOST_TEST(html.find(">task</text>") != std::string::npos);
 }
