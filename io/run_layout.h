@@ -131,6 +131,15 @@ inline std::string lens_stem(const std::string& run, const std::string& name) {
   return lens_dir(run) + "/" + name;
 }
 
+// RUN/sae/: the SAEs trained on the run's activations, one folder per hook point.
+inline std::string sae_root(const std::string& run) {
+  return run + "/sae";
+}
+// RUN/sae/POINT/: `attograd sae`'s default output folder for an SAE trained at a hook point.
+inline std::string sae_dir(const std::string& run, const std::string& point) {
+  return sae_root(run) + "/" + point;
+}
+
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
   return run + "/report.html";
@@ -153,8 +162,8 @@ inline std::string folder_lock(const std::string& dir) {
 // The folders inside RUN that a training run and the study tools write; the only places, with RUN
 // itself, where stale temporary files are looked for.
 inline std::vector<std::string> run_subfolders(const std::string& run) {
-  return {checkpoint_dir(run), attention_dir(run), score_history_dir(run),
-          patching_dir(run),   circuits_dir(run),  lens_dir(run)};
+  return {checkpoint_dir(run), attention_dir(run), score_history_dir(run), patching_dir(run),
+          circuits_dir(run),   lens_dir(run),      sae_root(run)};
 }
 
 // The entries at the top of RUN that a training run and the study tools write (`train --overwrite`
