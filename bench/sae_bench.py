@@ -1,8 +1,9 @@
 """The SAE training-step benchmark: attograd's bench/sae_step against the same SAE in PyTorch, on the same
 activations, alternating the two, reporting each side's median step time.
 
-The SAE (docs/sae.md): f = relu((x - b_dec) W_enc + b_enc), x_hat = f W_dec + b_dec, loss = mean over tokens
-of ||x_hat - x||^2 + l1 * mean over tokens of sum f; backward; AdamW (0.9, 0.999, 1e-8, no weight decay);
+The SAE (docs/sae.md), TopK with k 32 (so L0 is that of a trained SAE from the first step):
+f = relu(topk((x - b_dec) W_enc + b_enc)), x_hat = f W_dec + b_dec, loss = mean over tokens of
+||x_hat - x||^2; backward; AdamW (0.9, 0.999, 1e-8, no weight decay);
 decoder rows renormalised to unit norm. Both sides time the same step on the same 8 batches of activations
 (bench/sae_step --write-x writes them), warm-up steps excluded.
 
@@ -25,6 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "fixtu
 from make_fixtures import read_safetensors  # noqa: E402
 from torch_bench import set_blas_threads  # noqa: E402
 
+K = 32
+
 
 def torch_steps(x, d_sae, batch, steps, warmup):
     torch.manual_seed(0)
@@ -41,9 +44,11 @@ def torch_steps(x, d_sae, batch, steps, warmup):
         t0 = time.perf_counter()
         xb = batches[s % 8]
         opt.zero_grad(set_to_none=True)
-        f = torch.relu((xb - b_dec) @ w_enc + b_enc)
+        pre = (xb - b_dec) @ w_enc + b_enc
+        keep = torch.zeros_like(pre, dtype=torch.bool).scatter_(1, pre.topk(K, dim=1).indices, True)
+        f = torch.relu(pre.masked_fill(~keep, 0.0))
         x_hat = f @ w_dec + b_dec
-        loss = ((x_hat - xb) ** 2).sum(dim=1).mean() + 0.1 * f.sum(dim=1).mean()
+        loss = ((x_hat - xb) ** 2).sum(dim=1).mean()
         loss.backward()
         opt.step()
         with torch.no_grad():

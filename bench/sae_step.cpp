@@ -1,5 +1,5 @@
 // attograd's side of the SAE training-step benchmark (bench/sae_bench.py is PyTorch's): times
-// study::SaeTrainer::step (forward, L1 loss, backward, AdamW, decoder renormalisation, fire counts) on a
+// study::SaeTrainer::step (TopK k 32: forward, loss, backward, AdamW, decoder renormalisation, fire counts) on a
 // fixed set of activations, and prints one JSON line. With --write-x FILE it first writes those
 // activations (synthetic sparse features, seeded) as a safetensors tensor "x" so the PyTorch side trains
 // on the same numbers.
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   c.steps = warmup + steps;
   c.resample_every = 0;
   c.warmup = 0;
-  c.l1_coefficient = 0.1;
+  c.activation = study::SaeActivation::topk;  // L0 = k from the first step, as after training
+  c.k = 32;
   study::SaeTrainer trainer(c, d_in, {});
   std::vector<double> seconds;
   for (int64_t s = 0; s < warmup + steps; ++s) {

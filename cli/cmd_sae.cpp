@@ -185,8 +185,9 @@ int run_sae(const Args& a) {
 int run_synthetic(const Args& a) {
   study::SaeConfig config = read_config(a.config);
   if (a.config.empty()) {
-    // Defaults for the synthetic source: one SAE step on 1024 samples, TopK near the expected L0.
-    config.steps = 3000;
+    // Defaults for the synthetic source: TopK near its expected L0 (features x p, 5.1 for the defaults).
+    config.activation = study::SaeActivation::topk;
+    config.k = 6;
     config.lr = 3e-3;
   }
   config.d_sae = a.sae_features;
@@ -253,7 +254,9 @@ Command add_sae(CLI::App& app) {
   sub->add_flag("--json", a->json, "print one JSON line instead of the summary");
   auto s = std::make_shared<Args>();
   CLI::App* syn = sub->add_subcommand(
-      "synthetic", "an SAE on synthetic sparse features with known directions: how well it recovers them");
+      "synthetic",
+      "an SAE on synthetic sparse features with known directions: how well it recovers them (without\n"
+      "--config: TopK, k 6, lr 0.003, 3000 steps of 1024)");
   syn->add_option("--features", s->features, "true features (default 256)")->check(CLI::Range(1, 1 << 14));
   syn->add_option("--dim", s->dim, "their dimension (default 32)")->check(CLI::Range(1, 1 << 14));
   syn->add_option("--p", s->p, "each feature's probability of being active (default 0.02)")

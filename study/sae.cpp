@@ -5,7 +5,9 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "autograd/gemm.h"
 #include "autograd/ops.h"
+#include "autograd/threads.h"
 #include "io/json_error.h"
 #include "train/safetensors.h"
 
@@ -103,17 +105,20 @@ double sae_lr(const SaeConfig& c, int64_t step) {
 template <typename T>
 ag::Tensor<T> topk_drop_mask(const ag::Tensor<T>& pre, int k) {
   const int64_t N = pre.size(0), M = pre.size(1);
-  ag::Tensor<T> mask = ag::Tensor<T>::full({N, M}, T(1));
-  std::vector<int32_t> order(M);
+  ag::Tensor<T> mask = ag::Tensor<T>::empty({N, M});
   const int64_t kk = std::min<int64_t>(k, M);
-  for (int64_t r = 0; r < N; ++r) {
-    const T* row = pre.data() + r * M;
-    std::iota(order.begin(), order.end(), 0);
-    std::nth_element(order.begin(), order.begin() + (kk - 1), order.end(),
-                     [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    T* m = mask.data() + r * M;
-    for (int64_t i = 0; i < kk; ++i) m[order[i]] = T(0);
-  }
+  ag::parallel_for(N, N * M * 4, [&](int64_t r0, int64_t r1) {
+    std::vector<int32_t> order(static_cast<size_t>(M));  // one buffer per block of rows
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* row = pre.data() + r * M;
+      std::iota(order.begin(), order.end(), 0);
+      std::nth_element(order.begin(), order.begin() + (kk - 1), order.end(),
+                       [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+      T* m = mask.data() + r * M;
+      std::fill(m, m + M, T(1));
+      for (int64_t i = 0; i < kk; ++i) m[order[i]] = T(0);
+    }
+  });
   return mask;
 }
 
@@ -182,15 +187,155 @@ SaeParams<float> init_sae(int64_t d_in, int64_t d_sae, ag::Rng& rng, const std::
 }
 
 template <typename T>
+ag::Tensor<T> relu_decode(const ag::Tensor<T>& pre, const ag::Tensor<T>& W) {
+  if (pre.dim() != 2 || W.dim() != 2 || pre.size(1) != W.size(0))
+    throw std::invalid_argument("relu_decode: expected pre (N, M) and W (M, D), got " +
+                                ag::shape_str(pre.shape()) + " and " + ag::shape_str(W.shape()));
+  const int64_t N = pre.size(0), M = pre.size(1), D = W.size(1);
+  ag::Tensor<T> y = ag::Tensor<T>::zeros({N, D});
+  {
+    // y_n = sum over active j of pre_nj W_j
+    ag::ConstMatMap<T> P(pre.data(), N, M), Wm(W.data(), M, D);
+    ag::MatMap<T> Y(y.data(), N, D);
+    ag::parallel_for(N, N * M, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t j = 0; j < M; ++j)
+          if (P(n, j) > T(0)) Y.row(n) += P(n, j) * Wm.row(j);
+    });
+  }
+  if (ag::needs_grad<T>({&pre, &W}))
+    ag::attach(y, "relu_decode", {pre.node_ptr(), W.node_ptr()}, [N, M, D](ag::Node<T>& node) {
+      ag::ConstMatMap<T> P(node.inputs[0]->value.data(), N, M), Wm(node.inputs[1]->value.data(), M, D);
+      ag::ConstMatMap<T> dy(node.grad.data(), N, D);
+      const ag::detail::Grad<T> dpre(*node.inputs[0]);
+      if (dpre) {
+        // dpre_nj = [pre_nj > 0] dy_n . W_j
+        ag::parallel_for(N, N * M, [&](int64_t n0, int64_t n1) {
+          for (int64_t n = n0; n < n1; ++n) {
+            T* row = dpre.data() + n * M;
+            for (int64_t j = 0; j < M; ++j) {
+              const T v = P(n, j) > T(0) ? dy.row(n).dot(Wm.row(j)) : T(0);
+              row[j] = dpre.adds() ? row[j] + v : v;
+            }
+          }
+        });
+      }
+      const ag::detail::Grad<T> dW(*node.inputs[1]);
+      if (dW) {
+        // dW_j = sum over the tokens n where j is active of pre_nj dy_n, in token order: the active
+        // entries gathered by feature first, so each row of dW is one thread's.
+        std::vector<int64_t> start(static_cast<size_t>(M + 1), 0);
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t j = 0; j < M; ++j) start[j + 1] += P(n, j) > T(0);
+        for (int64_t j = 0; j < M; ++j) start[j + 1] += start[j];
+        std::vector<int64_t> fill(start.begin(), start.end() - 1);
+        std::vector<int32_t> token(static_cast<size_t>(start[M]));
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t j = 0; j < M; ++j)
+            if (P(n, j) > T(0)) token[fill[j]++] = static_cast<int32_t>(n);
+        ag::MatMap<T> dWm(dW.data(), M, D);
+        ag::parallel_for(M, start[M] * D + M, [&](int64_t j0, int64_t j1) {
+          for (int64_t j = j0; j < j1; ++j) {
+            if (!dW.adds()) dWm.row(j).setZero();
+            for (int64_t i = start[j]; i < start[j + 1]; ++i) dWm.row(j) += P(token[i], j) * dy.row(token[i]);
+          }
+        });
+      }
+    });
+  return y;
+}
+
+template <typename T>
+ag::Tensor<T> sparse_grad_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& W, const ag::Tensor<T>& b) {
+  if (x.dim() != 2 || W.dim() != 2 || b.dim() != 1 || x.size(1) != W.size(0) || b.size(0) != W.size(1))
+    throw std::invalid_argument("sparse_grad_linear: expected x (N, D), W (D, M), b (M), got " +
+                                ag::shape_str(x.shape()) + ", " + ag::shape_str(W.shape()) + " and " +
+                                ag::shape_str(b.shape()));
+  const int64_t N = x.size(0), D = x.size(1), M = W.size(1);
+  ag::Tensor<T> y = ag::Tensor<T>::empty({N, M});
+  ag::CStart<T> start;
+  start.bias = b.data();
+  ag::gemm<T>(N, M, D, ag::row_major(x.data(), D), ag::row_major(W.data(), M), y.data(), M, start);
+  if (ag::needs_grad<T>({&x, &W, &b}))
+    ag::attach(y, "sparse_grad_linear", {x.node_ptr(), W.node_ptr(), b.node_ptr()},
+               [N, D, M](ag::Node<T>& node) {
+                 const T* dy = node.grad.data();
+                 const T* xv = node.inputs[0]->value.data();
+                 const T* Wv = node.inputs[1]->value.data();
+                 // The nonzero entries of dy, by row (for dx) and by column (for dW and db), each in
+                 // ascending order.
+                 std::vector<int64_t> row_start(static_cast<size_t>(N + 1), 0),
+                     col_start(static_cast<size_t>(M + 1), 0);
+                 for (int64_t n = 0; n < N; ++n)
+                   for (int64_t j = 0; j < M; ++j)
+                     if (dy[n * M + j] != T(0)) {
+                       ++row_start[n + 1];
+                       ++col_start[j + 1];
+                     }
+                 for (int64_t n = 0; n < N; ++n) row_start[n + 1] += row_start[n];
+                 for (int64_t j = 0; j < M; ++j) col_start[j + 1] += col_start[j];
+                 const int64_t nnz = row_start[N];
+                 const bool sparse = nnz * 10 <= N * M;
+                 const ag::detail::Grad<T> dx(*node.inputs[0]);
+                 if (dx) {
+                   if (!sparse) {
+                     ag::gemm<T>(N, D, M, ag::row_major(dy, M), ag::row_major(Wv, M).transposed(), dx.data(),
+                                 D, dx.adds());
+                   } else {
+                     // dx_n = sum over nonzero dy_nj of dy_nj W[:, j], with W transposed once so the rows are
+                     // contiguous.
+                     ag::Mat<T> Wt = ag::ConstMatMap<T>(Wv, D, M).transpose();
+                     ag::MatMap<T> dX(dx.data(), N, D);
+                     ag::parallel_for(N, nnz * D + N, [&](int64_t n0, int64_t n1) {
+                       for (int64_t n = n0; n < n1; ++n) {
+                         if (!dx.adds()) dX.row(n).setZero();
+                         for (int64_t j = 0; j < M; ++j)
+                           if (dy[n * M + j] != T(0)) dX.row(n) += dy[n * M + j] * Wt.row(j);
+                       }
+                     });
+                   }
+                 }
+                 const ag::detail::Grad<T> dW(*node.inputs[1]);
+                 if (dW) {
+                   if (!sparse) {
+                     ag::gemm<T>(D, M, N, ag::row_major(xv, D).transposed(), ag::row_major(dy, M), dW.data(),
+                                 M, dW.adds());
+                   } else {
+                     // dW[:, j] = sum over nonzero dy_nj of dy_nj x_n, gathered by column into (M, D), then
+                     // transposed.
+                     std::vector<int64_t> fill(col_start.begin(), col_start.end() - 1);
+                     std::vector<int32_t> token(static_cast<size_t>(nnz));
+                     for (int64_t n = 0; n < N; ++n)
+                       for (int64_t j = 0; j < M; ++j)
+                         if (dy[n * M + j] != T(0)) token[fill[j]++] = static_cast<int32_t>(n);
+                     ag::Mat<T> dWt(M, D);
+                     ag::ConstMatMap<T> X(xv, N, D);
+                     ag::parallel_for(M, nnz * D + M, [&](int64_t j0, int64_t j1) {
+                       for (int64_t j = j0; j < j1; ++j) {
+                         dWt.row(j).setZero();
+                         for (int64_t i = col_start[j]; i < col_start[j + 1]; ++i)
+                           dWt.row(j) += dy[token[i] * M + j] * X.row(token[i]);
+                       }
+                     });
+                     dW.put(ag::MatMap<T>(dW.data(), D, M), dWt.transpose());
+                   }
+                 }
+                 const ag::detail::Grad<T> db(*node.inputs[2]);
+                 if (db) db.put(0, M, ag::ConstMatMap<T>(dy, N, M).colwise().sum().transpose().array());
+               });
+  return y;
+}
+
+template <typename T>
 SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k) {
   if (x.dim() != 2 || x.size(1) != p.d_in())
     throw std::invalid_argument("sae_forward: x must be (N, " + std::to_string(p.d_in()) + ")");
   const int64_t N = x.size(0);
   SaeOutput<T> out;
-  ag::Tensor<T> pre = ag::matmul(ag::sub(x, p.b_dec), p.W_enc) + p.b_enc;  // (N, d_sae)
+  ag::Tensor<T> pre = sparse_grad_linear(ag::sub(x, p.b_dec), p.W_enc, p.b_enc);  // (N, d_sae)
   if (act == SaeActivation::topk) pre = ag::masked_fill(pre, topk_drop_mask(pre, k), T(0));
   out.f = ag::relu(pre);
-  out.x_hat = ag::matmul(out.f, p.W_dec) + p.b_dec;  // (N, d_in)
+  out.x_hat = relu_decode(pre, p.W_dec) + p.b_dec;  // (N, d_in)
   const ag::Tensor<T> diff = out.x_hat - x;
   out.mse = ag::scale(ag::sum(diff * diff), T(1) / static_cast<T>(N));
   out.sparsity = ag::scale(ag::sum(out.f), T(1) / static_cast<T>(N));
@@ -374,6 +519,12 @@ SaeParams<float> load_sae(const std::string& path) {
   return p;
 }
 
+template ag::Tensor<float> relu_decode(const ag::Tensor<float>&, const ag::Tensor<float>&);
+template ag::Tensor<double> relu_decode(const ag::Tensor<double>&, const ag::Tensor<double>&);
+template ag::Tensor<float> sparse_grad_linear(const ag::Tensor<float>&, const ag::Tensor<float>&,
+                                              const ag::Tensor<float>&);
+template ag::Tensor<double> sparse_grad_linear(const ag::Tensor<double>&, const ag::Tensor<double>&,
+                                               const ag::Tensor<double>&);
 template SaeOutput<float> sae_forward(const SaeParams<float>&, const ag::Tensor<float>&, SaeActivation, float,
                                       int);
 template SaeOutput<double> sae_forward(const SaeParams<double>&, const ag::Tensor<double>&, SaeActivation,

@@ -80,6 +80,19 @@ struct SaeOutput {
 template <typename T>
 SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k);
 
+// relu(pre) W (N, D) for pre (N, M) and W (M, D), an op of its own (forward and backward below, in
+// sae.cpp) because relu(pre) is sparse: the forward adds only the active rows of W, and the backward
+// computes d pre only where pre > 0 (dy . W_j) and d W_j only from the tokens where feature j is active,
+// so the decoder costs N x L0 x D instead of N x M x D per product.
+template <typename T>
+ag::Tensor<T> relu_decode(const ag::Tensor<T>& pre, const ag::Tensor<T>& W);
+
+// x W + b (N, M) for x (N, D), W (D, M), b (M): the encoder's product, an op of its own whose backward
+// reads the gradient as sparse: behind a ReLU or TopK most of d(x W + b) is zero, so dx, dW and db take
+// N x L0 x D instead of N x M x D (a dense product when more than a tenth of it is nonzero).
+template <typename T>
+ag::Tensor<T> sparse_grad_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& W, const ag::Tensor<T>& b);
+
 // Each decoder row scaled to unit norm (a zero row is left as it is).
 void normalize_decoder(SaeParams<float>& p);
 

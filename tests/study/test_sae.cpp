@@ -1,10 +1,11 @@
 // Sparse autoencoders (study/sae.h, study/sae_eval.h, study/sae_source.h): the forward, loss and gradients
 // match an independent PyTorch computation (fixture sae_small.json, made by
 // tests/fixtures/make_sae_fixture.py) to 1e-5 in float32 and 1e-10 in float64, and the loss passes a
-// float64 gradcheck; the evaluation on the trained induction_small model (MSE, explained variance, L0,
-// dead, CE clean / with SAE / zero-ablated, CE recovered, KL) matches it to 1e-4; training is the same
-// bits for the same seed and a resumed training is bit-exact; the Hungarian matching is optimal (against
-// brute force); an SAE recovers a small synthetic dictionary; bad configs and files are one-line errors.
+// float64 gradcheck, as do the sparse ops relu_decode and sparse_grad_linear; the evaluation on the trained
+// induction_small model (MSE, explained variance, L0, dead, CE clean / with SAE / zero-ablated, CE recovered,
+// KL) matches it to 1e-4; training is the same bits for the same seed and a resumed training is bit-exact;
+// the Hungarian matching is optimal (against brute force); an SAE recovers a small synthetic dictionary; bad
+// configs and files are one-line errors.
 #define BOOST_TEST_MODULE sae
 #include <boost/test/unit_test.hpp>
 #include <cstring>
@@ -87,6 +88,45 @@ BOOST_AUTO_TEST_CASE(gradients_match_pytorch_and_finite_differences_in_float64) 
         {p.W_enc.detach().set_requires_grad(true), p.b_enc.detach().set_requires_grad(true),
          p.W_dec.detach().set_requires_grad(true), p.b_dec.detach().set_requires_grad(true)});
     BOOST_TEST(r.worst() < 1e-6, name << ": " << r.report({"W_enc", "b_enc", "W_dec", "b_dec"}));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(relu_decode_is_relu_then_matmul_and_passes_gradcheck) {
+  ag::Rng rng(4);
+  auto randn = [&](const ag::Shape& shape) {
+    ag::Tensor<double> t = ag::Tensor<double>::empty(shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = rng.normal();
+    return t.set_requires_grad(true);
+  };
+  const ag::Tensor<double> pre = randn({7, 9}), W = randn({9, 5});
+  const ag::Tensor<double> y = study::relu_decode(pre, W), ref = ag::matmul(ag::relu(pre), W);
+  BOOST_TEST(testing::compare(y, ref.detach()).max_abs < 1e-12);
+  const ag::GradcheckResult r = ag::gradcheck(
+      [](const std::vector<ag::Tensor<double>>& in) { return study::relu_decode(in[0], in[1]); }, {pre, W});
+  BOOST_TEST(r.worst() < 1e-7, r.report({"pre", "W"}));
+  BOOST_TEST(error_of([&] { study::relu_decode(W, W); }) ==
+             "relu_decode: expected pre (N, M) and W (M, D), got [9, 5] and [9, 5]");
+}
+
+BOOST_AUTO_TEST_CASE(sparse_grad_linear_is_a_linear_and_passes_gradcheck_dense_and_sparse) {
+  ag::Rng rng(6);
+  auto randn = [&](const ag::Shape& shape, double shift) {
+    ag::Tensor<double> t = ag::Tensor<double>::empty(shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = rng.normal() + shift;
+    return t.set_requires_grad(true);
+  };
+  const ag::Tensor<double> x = randn({8, 5}, 0), W = randn({5, 30}, 0);
+  for (const double shift : {0.0, -4.0}) {  // dense d(out); behind a ReLU with most outputs negative, sparse
+    const ag::Tensor<double> b = randn({30}, shift);
+    const ag::Tensor<double> y = study::sparse_grad_linear(x, W, b), ref = ag::matmul(x, W) + b;
+    BOOST_TEST(testing::compare(y, ref.detach()).max_abs < 1e-12);
+    const ag::GradcheckResult r = ag::gradcheck(
+        [shift](const std::vector<ag::Tensor<double>>& in) {
+          const ag::Tensor<double> out = study::sparse_grad_linear(in[0], in[1], in[2]);
+          return shift < 0 ? ag::relu(out) : out;
+        },
+        {x, W, b});
+    BOOST_TEST(r.worst() < 1e-7, "shift " << shift << ": " << r.report({"x", "W", "b"}));
   }
 }
 
