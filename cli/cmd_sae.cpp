@@ -124,7 +124,6 @@ int run_sae(const Args& a) {
   if (a.out.empty()) lock.emplace(a.run);  // one writer per run folder
   if (std::filesystem::exists(out) && !std::filesystem::is_directory(out))
     throw UsageError("--out " + out + ": exists and is not a folder");
-  std::filesystem::create_directories(out);
   const std::string checkpoint = out + "/checkpoint.safetensors";
   if (a.resume) {
     const train::SafetensorsFile header = train::read_safetensors_header(checkpoint);
@@ -134,6 +133,7 @@ int run_sae(const Args& a) {
   }
 
   study::ModelActivations source(*run.model, *run.task, a.at, config);
+  std::filesystem::create_directories(out);  // once the point is known to be one an SAE can read
   study::SaeTrainer trainer(config, source.d_in(), a.resume ? std::vector<float>{} : source.mean());
   if (a.resume) trainer.load_checkpoint(checkpoint);
   const std::map<std::string, std::string> metadata = {{"config", study::sae_config_to_json(config).dump()},
