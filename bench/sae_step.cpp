@@ -1,6 +1,6 @@
 // attograd's side of the SAE training-step benchmark (bench/sae_bench.py is PyTorch's): times
-// study::SaeTrainer::step (TopK k 32: forward, loss, backward, AdamW, decoder renormalisation, fire counts) on a
-// fixed set of activations, and prints one JSON line. With --write-x FILE it first writes those
+// study::SaeTrainer::step (TopK k 32: forward, loss, backward, AdamW, decoder renormalisation, fire counts)
+// on a fixed set of activations, and prints one JSON line. With --write-x FILE it first writes those
 // activations (synthetic sparse features, seeded) as a safetensors tensor "x" so the PyTorch side trains
 // on the same numbers.
 //   bench/sae_step [--d-in 256] [--d-sae 2048] [--batch 1024] [--steps 30] [--warmup 5] [--threads 2]
