@@ -33,5 +33,7 @@ Command add_gradcheck(CLI::App& app);
 Command add_demo(CLI::App& app);
 Command add_bench(CLI::App& app);
 Command add_sweep(CLI::App& app);
+Command add_sae(CLI::App& app);
+Command add_tms(CLI::App& app);
 
 }  // namespace cli

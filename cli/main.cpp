@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   add(cli::add_demo);
   add(cli::add_bench);
   add(cli::add_sweep);
+  add(cli::add_sae);
+  add(cli::add_tms);
 
   try {
     app.parse(argc, argv);

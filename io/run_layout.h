@@ -149,6 +149,15 @@ inline std::string fourier_svg(const std::string& run, const std::string& name) 
   return fourier_dir(run) + "/" + name + ".svg";
 }
 
+// RUN/sae/: the SAEs trained on the run's activations, one folder per hook point.
+inline std::string sae_root(const std::string& run) {
+  return run + "/sae";
+}
+// RUN/sae/POINT/: `attograd sae`'s default output folder for an SAE trained at a hook point.
+inline std::string sae_dir(const std::string& run, const std::string& point) {
+  return sae_root(run) + "/" + point;
+}
+
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
   return run + "/report.html";
@@ -172,7 +181,7 @@ inline std::string folder_lock(const std::string& dir) {
 // itself, where stale temporary files are looked for.
 inline std::vector<std::string> run_subfolders(const std::string& run) {
   return {checkpoint_dir(run), attention_dir(run), score_history_dir(run), patching_dir(run),
-          circuits_dir(run),   lens_dir(run),      fourier_dir(run)};
+          circuits_dir(run),   lens_dir(run),      fourier_dir(run),       sae_root(run)};
 }
 
 // The entries at the top of RUN that a training run and the study tools write (`train --overwrite`

@@ -1,0 +1,145 @@
+// Sparse autoencoders (dictionary learning) on activations, with SAELens's conventions: the encoder
+// f = act((x - b_dec) W_enc + b_enc), the decoder x_hat = f W_dec + b_dec, W_enc (d_in, d_sae),
+// W_dec (d_sae, d_in) with unit-norm rows (each feature's direction), act ReLU with an L1 penalty or TopK.
+// This file holds the SAE's config, its parameters, its loss (engine ops, so float64 gradcheckable), one
+// training step (AdamW, decoder renormalisation, dead-feature resampling) and its file format. Where the
+// activations come from (a model's hook point, a synthetic source) is study/sae_source.h; the evaluation
+// on a model is study/sae_eval.h. Not a trainer of models: the model is read, never changed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autograd/random.h"
+#include "autograd/tensor.h"
+#include "train/optimizer.h"
+
+namespace study {
+
+enum class SaeActivation { relu, topk };
+
+// An SAE's training config (docs/sae.md lists the fields). Every field has a default; unknown keys are
+// errors.
+struct SaeConfig {
+  int64_t d_sae = 0;  // features; 0: expansion * d_in
+  int expansion = 8;  // d_sae / d_in when d_sae is 0
+  SaeActivation activation = SaeActivation::relu;
+  double l1_coefficient = 1.0;    // ReLU: the L1 penalty's weight (unit-norm decoder rows)
+  int k = 16;                     // TopK: active features per token
+  int64_t steps = 3000;           // training steps
+  int batch_size = 1024;          // tokens per step
+  double lr = 1e-3;               // AdamW, constant after warmup
+  int warmup = 100;               // linear warmup steps
+  double weight_decay = 0.0;      // AdamW on W_enc and W_dec
+  int64_t resample_every = 1000;  // dead-feature resampling period in steps; 0: never
+  int64_t buffer_tokens = 65536;  // activations collected and shuffled at a time
+  bool skip_bos = true;           // leave position 0 (BOS) out of training, evaluation and splicing
+  int eval_sequences = 256;       // held-out sequences for eval.json and features.json
+  int top_examples = 5;           // features.json: top-activating examples per feature
+  int checkpoint_every = 1000;    // steps between checkpoints (and at the end)
+  uint64_t seed = 1;
+
+  int64_t features(int64_t d_in) const { return d_sae > 0 ? d_sae : expansion * d_in; }
+};
+
+// The config in `j`, validated; errors are one line "SOURCE: /field: what was expected".
+SaeConfig sae_config_from_json(const nlohmann::json& j, const std::string& source);
+nlohmann::json sae_config_to_json(const SaeConfig& c);
+
+// The SAE's parameters, SAELens's names and shapes.
+template <typename T>
+struct SaeParams {
+  ag::Tensor<T> W_enc;  // (d_in, d_sae)
+  ag::Tensor<T> b_enc;  // (d_sae)
+  ag::Tensor<T> W_dec;  // (d_sae, d_in), rows of unit norm
+  ag::Tensor<T> b_dec;  // (d_in)
+
+  int64_t d_in() const { return W_enc.size(0); }
+  int64_t d_sae() const { return W_enc.size(1); }
+};
+
+// Random unit decoder rows (normal, normalised), W_enc = W_dec^T, zero biases; b_dec set to `mean` when
+// given (the data's mean, a better start than zero).
+SaeParams<float> init_sae(int64_t d_in, int64_t d_sae, ag::Rng& rng, const std::vector<float>& mean = {});
+
+template <typename T>
+struct SaeOutput {
+  ag::Tensor<T> f;      // (N, d_sae) feature activations
+  ag::Tensor<T> x_hat;  // (N, d_in) reconstruction
+  ag::Tensor<T> mse;    // [] mean over tokens of ||x_hat - x||^2 (SAELens's training MSE, summed over d_in)
+  ag::Tensor<T> sparsity;  // [] mean over tokens of sum_j f_j (the L1 norm: f >= 0, decoder rows unit)
+  ag::Tensor<T> loss;      // [] mse + l1 * sparsity (ReLU), mse (TopK)
+};
+
+// The SAE on x (N, d_in), with the graph recorded when gradients are on. TopK keeps each row's k largest
+// pre-activations (ties: the lower index) and zeroes the rest before the ReLU; no gradient flows to the
+// zeroed ones.
+template <typename T>
+SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k);
+
+// relu(pre) W (N, D) for pre (N, M) and W (M, D), an op of its own (forward and backward below, in
+// sae.cpp) because relu(pre) is sparse: the forward adds only the active rows of W, and the backward
+// computes d pre only where pre > 0 (dy . W_j) and d W_j only from the tokens where feature j is active,
+// so the decoder costs N x L0 x D instead of N x M x D per product.
+template <typename T>
+ag::Tensor<T> relu_decode(const ag::Tensor<T>& pre, const ag::Tensor<T>& W);
+
+// x W + b (N, M) for x (N, D), W (D, M), b (M): the encoder's product, an op of its own whose backward
+// reads the gradient as sparse: behind a ReLU or TopK most of d(x W + b) is zero, so dx, dW and db take
+// N x L0 x D instead of N x M x D (a dense product when more than a tenth of it is nonzero).
+template <typename T>
+ag::Tensor<T> sparse_grad_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& W, const ag::Tensor<T>& b);
+
+// Each decoder row scaled to unit norm (a zero row is left as it is).
+void normalize_decoder(SaeParams<float>& p);
+
+// Training state: the parameters, AdamW, and the per-feature fire counts since the last resampling.
+class SaeTrainer {
+ public:
+  SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<float>& data_mean);
+
+  // One step on x (N, d_in): forward, backward, AdamW at the scheduled lr, decoder rows renormalised; every
+  // resample_every steps, dead features resampled from this batch (resample_dead). Returns the loss.
+  struct StepResult {
+    float loss, mse, l0;
+    int resampled;
+  };
+  StepResult step(const ag::Tensor<float>& x);
+
+  // Features that fired on no token since the last resampling get a new direction: the residual
+  // x - x_hat of one of this batch's tokens, drawn with probability proportional to its squared error
+  // (Bricken et al. 2023), normalised, as their decoder row; their encoder column the same direction
+  // scaled to 0.2 times the mean norm of the alive features' encoder columns; b_enc 0; their AdamW
+  // moments reset. Returns how many were resampled.
+  int resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float>& x_hat);
+
+  SaeParams<float>& params() { return p_; }
+  const SaeParams<float>& params() const { return p_; }
+  const SaeConfig& config() const { return config_; }
+  int64_t steps_done() const { return step_; }
+
+  // The checkpoint (parameters, AdamW moments and step, fire counts) to `path`; load_checkpoint restores
+  // it bit-exactly (errors name the file).
+  void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& metadata) const;
+  void load_checkpoint(const std::string& path);
+
+ private:
+  SaeConfig config_;
+  SaeParams<float> p_;
+  train::AdamW optimizer_;
+  std::vector<int64_t> fired_;  // tokens each feature fired on since the last resampling
+  int64_t step_ = 0;
+};
+
+// sae.safetensors: W_enc, b_enc, W_dec, b_dec (SAELens's names and shapes) and the metadata given (the
+// config as JSON under "config", the hook point under "hook_name", d_in and d_sae).
+void save_sae(const std::string& path, const SaeParams<float>& p,
+              const std::map<std::string, std::string>& metadata);
+// Reads an SAE file: the four tensors with consistent shapes (d_in, d_sae >= 1), finite values. Errors
+// are one line naming the file and the tensor.
+SaeParams<float> load_sae(const std::string& path);
+
+}  // namespace study

@@ -1,0 +1,85 @@
+#include "study/tms.h"
+
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "train/optimizer.h"
+
+namespace study {
+
+namespace {
+
+// A batch of inputs (B, n) from `rng`.
+ag::Tensor<float> tms_batch(const TmsConfig& c, int64_t rows, ag::Rng& rng) {
+  ag::Tensor<float> x = ag::Tensor<float>::empty({rows, c.n});
+  for (int64_t i = 0; i < rows * c.n; ++i)
+    x.data()[i] = rng.uniform() < c.sparsity ? 0.f : static_cast<float>(rng.uniform());
+  return x;
+}
+
+// The importance-weighted squared error, summed over features and averaged over the batch.
+ag::Tensor<float> tms_loss(const ag::Tensor<float>& W, const ag::Tensor<float>& b,
+                           const ag::Tensor<float>& importance, const ag::Tensor<float>& x) {
+  const ag::Tensor<float> h = ag::matmul(x, ag::transpose(W));   // (B, m)
+  const ag::Tensor<float> out = ag::relu(ag::matmul(h, W) + b);  // (B, n)
+  const ag::Tensor<float> d = out - x;
+  return ag::scale(ag::sum(importance * d * d), 1.f / static_cast<float>(x.size(0)));
+}
+
+}  // namespace
+
+TmsResult train_tms(const TmsConfig& c) {
+  ag::Rng rng(c.seed);
+  // Xavier normal, as the paper's colab.
+  const double std = std::sqrt(2.0 / (c.m + c.n));
+  ag::Tensor<float> W = ag::Tensor<float>::empty({c.m, c.n});
+  for (int64_t i = 0; i < W.numel(); ++i) W.data()[i] = static_cast<float>(rng.normal(0, std));
+  ag::Tensor<float> b = ag::Tensor<float>::zeros({c.n});
+  W.set_requires_grad(true);
+  b.set_requires_grad(true);
+  std::vector<float> imp(static_cast<size_t>(c.n));
+  for (int i = 0; i < c.n; ++i) imp[i] = static_cast<float>(std::pow(c.importance, i));
+  const ag::Tensor<float> importance = ag::Tensor<float>::from({c.n}, imp);
+  train::AdamW opt({{"W", &W, false}, {"b", &b, false}}, 0.0);
+  for (int step = 0; step < c.steps; ++step) {
+    W.zero_grad();
+    b.zero_grad();
+    tms_loss(W, b, importance, tms_batch(c, c.batch_size, rng)).backward();
+    opt.step(c.lr);
+  }
+  TmsResult r;
+  r.W = W.to_vector();
+  r.b = b.to_vector();
+  ag::NoGradScope no_grad;
+  ag::Rng eval_rng(c.seed ^ 0xE7A1E7A1E7A1ull);
+  r.loss = tms_loss(W, b, importance, tms_batch(c, 8192, eval_rng)).item();
+  return r;
+}
+
+std::vector<double> tms_norms(const TmsResult& r, int m, int n) {
+  std::vector<double> out(static_cast<size_t>(n), 0.0);
+  for (int i = 0; i < n; ++i) {
+    for (int k = 0; k < m; ++k) out[i] += double(r.W[k * n + i]) * r.W[k * n + i];
+    out[i] = std::sqrt(out[i]);
+  }
+  return out;
+}
+
+std::vector<double> tms_superposition(const TmsResult& r, int m, int n) {
+  const std::vector<double> norm = tms_norms(r, m, n);
+  std::vector<double> out(static_cast<size_t>(n), 0.0);
+  for (int i = 0; i < n; ++i) {
+    if (norm[i] == 0) continue;
+    for (int j = 0; j < n; ++j) {
+      if (j == i) continue;
+      double dot = 0;
+      for (int k = 0; k < m; ++k) dot += double(r.W[k * n + i]) * r.W[k * n + j];
+      dot /= norm[i];
+      out[i] += dot * dot;
+    }
+  }
+  return out;
+}
+
+}  // namespace study

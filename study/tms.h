@@ -1,0 +1,35 @@
+// Toy Models of Superposition (Elhage et al. 2022): n features compressed into m < n dimensions and read
+// back, x' = ReLU(W^T W x + b) with W (m, n), trained with AdamW on an importance-weighted MSE. Each
+// feature is 0 with probability `sparsity`, else uniform in [0, 1); feature i's importance is
+// importance^i. Dense inputs make the model keep the m most important features; sparse ones let it store
+// more in superposition (for n 5, m 2: a pentagon).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace study {
+
+struct TmsConfig {
+  int n = 5, m = 2;
+  double sparsity = 0.0;    // probability that a feature is 0
+  double importance = 1.0;  // feature i's importance is importance^i
+  int steps = 5000;
+  int batch_size = 1024;
+  double lr = 1e-3;
+  uint64_t seed = 1;
+};
+
+struct TmsResult {
+  std::vector<float> W;  // (m, n)
+  std::vector<float> b;  // (n)
+  double loss = 0;       // the importance-weighted MSE on 8192 fresh samples
+};
+
+TmsResult train_tms(const TmsConfig& config);
+
+// ||W_i|| of each feature (column), and its superposition sum_{j != i} (W_i / ||W_i|| . W_j)^2.
+std::vector<double> tms_norms(const TmsResult& r, int m, int n);
+std::vector<double> tms_superposition(const TmsResult& r, int m, int n);
+
+}  // namespace study

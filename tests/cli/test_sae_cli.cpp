@@ -1,0 +1,95 @@
+// attograd sae and attograd tms from the command line: an SAE trained on the committed induction_small
+// run writes its folder (sae.safetensors with SAELens's tensors and the config in its metadata, eval.json,
+// features.json, features.html) and prints the documented --json keys; the same command twice gives the
+// same bytes; bad points, configs and arguments are one-line errors with exit 2; tms --json prints W (m x n),
+// b and the loss.
+#define BOOST_TEST_MODULE sae_cli
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/run_command.h"
+#include "common/temp_dir.h"
+#include "train/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A copy of the committed run, so the SAE's folder goes into a temporary one.
+std::string copy_run(const testing::TempDir& tmp) {
+  const fs::path run = tmp.dir / "run";
+  fs::copy(fs::path(ATTOGRAD_SOURCE_DIR) / "tests/fixtures/induction_small", run,
+           fs::copy_options::recursive);
+  return run.string();
+}
+
+const char* kConfig =
+    R"({"steps": 40, "batch_size": 64, "buffer_tokens": 256, "checkpoint_every": 20, "eval_sequences": 8, "d_sae": 24})";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(trains_writes_its_folder_and_prints_the_json_keys) {
+  testing::TempDir tmp;
+  const std::string run = copy_run(tmp);
+  const std::string config = (tmp.dir / "sae.json").string();
+  std::ofstream(config) << kConfig;
+  const std::string args = testing::shell_quote(run) + " --at blocks.0.mlp.post --config " +
+                           testing::shell_quote(config) + " --json";
+  const testing::CommandResult r = testing::run_attograd("sae " + args);
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key :
+       {"point", "d_in", "d_sae", "mse", "explained_variance", "l0", "dead", "ce_loss_recovered", "kl"})
+    BOOST_TEST(j.contains(key), key);
+  BOOST_TEST(j["d_in"] == 32);
+  BOOST_TEST(j["d_sae"] == 24);
+  const std::string dir = run + "/sae/blocks.0.mlp.post";
+  for (const char* file :
+       {"sae.safetensors", "checkpoint.safetensors", "eval.json", "features.json", "features.html"})
+    BOOST_TEST(fs::is_regular_file(dir + "/" + file), file);
+  const train::SafetensorsFile sae = train::read_safetensors(dir + "/sae.safetensors");
+  train::expect_tensors(sae, {{"W_enc", {32, 24}}, {"b_enc", {24}}, {"W_dec", {24, 32}}, {"b_dec", {32}}},
+                        dir + "/sae.safetensors");
+  BOOST_TEST(train::metadata_string(sae, "hook_name", "sae") == "blocks.0.mlp.post");
+  BOOST_TEST(nlohmann::json::parse(train::metadata_string(sae, "config", "sae"))["steps"] == 40);
+  // Same command, same bits.
+  const std::string first = testing::read_all(dir + "/sae.safetensors");
+  BOOST_TEST_REQUIRE(testing::run_attograd("sae " + args).exit_code == 0);
+  BOOST_TEST((testing::read_all(dir + "/sae.safetensors") == first));
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_one_line_and_exit_2) {
+  testing::TempDir tmp;
+  const std::string run = copy_run(tmp);
+  const std::string bad = (tmp.dir / "bad.json").string();
+  std::ofstream(bad) << R"({"activation": "gelu"})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"sae " + run + " --at blocks.7.mlp.post", "--at blocks.7.mlp.post: not a hook point of this model"},
+      {"sae " + run + " --at blocks.0.attn.pattern",
+       "--at blocks.0.attn.pattern: expected a point of shape (B, T, D)"},
+      {"sae " + run + " --at blocks.0.mlp.post --config " + bad,
+       bad + ": /activation: expected \"relu\" or \"topk\", got \"gelu\""},
+      {"sae " + run, "--at POINT is required"},
+      {"tms --n 3 --m 4", "--m 4: expected fewer dimensions than --n (3)"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const testing::CommandResult r = testing::run_attograd(args);
+    BOOST_TEST(r.exit_code == 2, args);
+    BOOST_TEST(r.err.find(expected) != std::string::npos, args << ": " << r.err);
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, args << ": " << r.err);
+  }
+  BOOST_TEST(!fs::exists(run + "/sae/blocks.0.attn.pattern"));
+}
+
+BOOST_AUTO_TEST_CASE(tms_json_prints_w_b_and_the_loss) {
+  const testing::CommandResult r = testing::run_attograd("tms --n 5 --m 2 --sparsity 0.9 --steps 200 --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["W"].size() == 2u);
+  BOOST_TEST(j["W"][0].size() == 5u);
+  BOOST_TEST(j["b"].size() == 5u);
+  BOOST_TEST(j["loss"].get<double>() > 0);
+}
