@@ -239,8 +239,10 @@ std::vector<float> decoder_logit_effects(const nn::CausalLM<float>& model, const
   } else {
     return std::vector<float>(static_cast<size_t>(M * V), 0.f);
   }
-  const Eigen::VectorXf g = ag::ConstVecMap<float>(model.ln_f.weight.data(), Dm);
-  dirs = dirs * g.asDiagonal();
+  if (model.ln_f) {  // ln_f's weight folded in (without LayerNorm the direction reaches W_U as it is)
+    const Eigen::VectorXf g = ag::ConstVecMap<float>(model.ln_f->weight.data(), Dm);
+    dirs = dirs * g.asDiagonal();
+  }
   const Eigen::MatrixXf eff = dirs * ag::ConstMatMap<float>(model.lm_head.weight.data(), V, Dm).transpose();
   std::vector<float> out(static_cast<size_t>(M * V));
   ag::MatMap<float>(out.data(), M, V) = eff;
