@@ -93,6 +93,39 @@ json fourier_to_json(const FourierReport& r) {
   return j;
 }
 
+FourierReport fourier_from_json(const json& j, const std::string& source) {
+  auto need = [&](const char* key, bool (json::*is)() const, const char* what) -> const json& {
+    if (!j.is_object() || !j.contains(key) || !(j.at(key).*is)())
+      throw std::runtime_error(source + ": /" + key + ": expected " + what);
+    return j.at(key);
+  };
+  auto numbers = [&](const char* key) {
+    std::vector<double> out;
+    for (const json& v : need(key, &json::is_array, "an array of numbers")) {
+      if (!v.is_number()) throw std::runtime_error(source + ": /" + key + ": expected an array of numbers");
+      out.push_back(v.get<double>());
+    }
+    return out;
+  };
+  FourierReport r;
+  r.p = need("p", &json::is_number_integer, "an integer").get<int>();
+  for (const MeasureKey& k : kMeasureKeys) r.measures.*k.member = need(k.key, &json::is_number, "a number");
+  for (const json& k : need("key_frequencies", &json::is_array, "an array of integers"))
+    if (k.is_number_integer()) r.measures.key_frequencies.push_back(k.get<int>());
+  r.embed_norms = numbers("embed_norms");
+  r.unembed_norms = numbers("unembed_norms");
+  r.neuron_logit_norms = numbers("neuron_logit_norms");
+  for (const json& n : need("neurons", &json::is_array, "an array of neurons")) {
+    if (!n.is_object() || !n.value("index", json()).is_number_integer() ||
+        !n.value("frequency", json()).is_number_integer() || !n.value("explained", json()).is_number())
+      throw std::runtime_error(source +
+                               ": /neurons: expected {\"index\", \"frequency\", \"explained\"} objects");
+    r.neurons.push_back(
+        {n.at("index").get<int>(), n.at("frequency").get<int>(), n.at("explained").get<double>()});
+  }
+  return r;
+}
+
 std::vector<FourierMeasures> read_measures(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot read");

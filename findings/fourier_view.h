@@ -41,8 +41,11 @@ struct FourierReport {
   std::vector<std::vector<double>> class_logits;
 };
 
-// The schema above (the keys); `fourier_from_json` reads it back (RUN/fourier.json, the report).
+// The schema above (the keys).
 nlohmann::json fourier_to_json(const FourierReport& r);
+// Reads fourier_to_json's keys back (the per-neuron explained fractions by frequency and the class logits,
+// which the JSON does not hold, stay empty); errors are std::runtime_error "SOURCE: /key: expected ...".
+FourierReport fourier_from_json(const nlohmann::json& j, const std::string& source);
 // One line of measures.jsonl: {"step", "train_loss", ..., "weight_norm_sq", "key_frequencies"}.
 nlohmann::json measures_to_json(const FourierMeasures& m);
 // Every line of a measures.jsonl file; errors are std::runtime_error "FILE:LINE: what was expected".

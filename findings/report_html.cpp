@@ -401,6 +401,32 @@ std::string lens_section(const ReportContext& c) {
   return report_lens_section(c.in.lenses, c.in.lens_names);
 }
 
+std::string fourier_section(const ReportContext& c) {
+  if (!c.in.fourier) return "";
+  std::string out =
+      "<p class=\"note\">The model in the Fourier basis of Z_p (docs/grokking.md): the norm of "
+      "W_E, W_U and W_L = W_U W_out in each frequency k (key frequencies in red), each MLP "
+      "neuron's variance explained per frequency, and one class's logits over (a, b). Written by "
+      "attograd fourier (and by train at the end).</p>\n<pre>" +
+      xml_escape(fourier_summary(*c.in.fourier)) + "</pre>\n";
+  const char* labels[] = {"Fourier spectra", "neurons by frequency", "logits of one class"};
+  for (size_t i = 0; i < c.in.fourier_svgs.size(); ++i)
+    out += inline_svg(c.in.fourier_svgs[i], "fourier-" + std::to_string(i), labels[std::min<size_t>(i, 2)]) +
+           "\n";
+  return out;
+}
+
+std::string measures_section(const ReportContext& c) {
+  if (c.in.measures.empty()) return "";
+  const GrokkingPhases ph = grokking_phases(c.in.measures);
+  auto step = [](int64_t s) { return s < 0 ? std::string("not reached") : "step " + std::to_string(s); };
+  return "<p class=\"note\">The progress measures of grokking, every output.measures_every steps "
+         "(measures.jsonl; docs/grokking.md): memorised (training accuracy 1) at " +
+         step(ph.memorised) + ", circuit formed (excluded loss at its peak) at " + step(ph.circuit_formed) +
+         ", generalised (held-out accuracy &gt;= 99%) at " + step(ph.generalised) + ".</p>\n" +
+         inline_svg(measures_svg(c.in.measures), "measures", "progress measures over training") + "\n";
+}
+
 // The page's sections in page order, each one entry: its anchor, its heading (also its entry in the
 // navigation bar) and the function writing its body. A body that is empty leaves the section (and its
 // navigation entry) out. To add a section, write its function and add its row here.
@@ -417,6 +443,8 @@ const ReportSection kSections[] = {
     {"circuits", "Circuits", circuits_section},
     {"patching", "Activation patching", patching_section},
     {"lens", "Logit lens and residual decomposition", lens_section},
+    {"fourier", "Fourier analysis", fourier_section},
+    {"measures", "Progress measures", measures_section},
 };
 
 // The viewer's data: per dump and probe, each head's map in lower_triangle_base64 form as

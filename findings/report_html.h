@@ -18,6 +18,7 @@
 
 #include "findings/attention_maps.h"
 #include "findings/circuits_view.h"
+#include "findings/fourier_view.h"
 #include "findings/head_scores.h"
 #include "findings/lens_view.h"
 #include "findings/patching_view.h"
@@ -45,6 +46,11 @@ struct ReportInputs {
   std::vector<std::string> patching_names;  // the files' stems, one per patching
   std::vector<LensResult> lenses;           // RUN/lens/*.json, by name
   std::vector<std::string> lens_names;      // the files' stems, one per lens
+  // A modular-addition run's Fourier analysis: RUN/fourier/fourier.json and its pictures' SVG text
+  // (spectra, neurons, logits), and RUN/measures.jsonl in step order.
+  std::optional<FourierReport> fourier;
+  std::vector<std::string> fourier_svgs;
+  std::vector<FourierMeasures> measures;
 };
 
 std::string report_html(const ReportInputs& inputs);

@@ -208,6 +208,17 @@ void write_run_report(const std::string& run_dir, const std::string& title) {
     in.circuits = findings::read_circuits(io::layout::circuits_json(run_dir));
   in.patchings = findings::read_patchings(io::layout::patching_dir(run_dir), &in.patching_names);
   in.lenses = findings::read_lenses(io::layout::lens_dir(run_dir), &in.lens_names);
+  const std::string fourier = io::layout::fourier_json(run_dir);
+  if (std::filesystem::exists(fourier)) {
+    in.fourier =
+        findings::fourier_from_json(train::parse_json_text(io::read_text_file(fourier), fourier), fourier);
+    for (const char* name : {"spectra", "neurons", "logits"}) {
+      const std::string svg = io::layout::fourier_svg(run_dir, name);
+      if (std::filesystem::exists(svg)) in.fourier_svgs.push_back(io::read_text_file(svg));
+    }
+  }
+  if (std::filesystem::exists(io::layout::measures_jsonl(run_dir)))
+    in.measures = findings::read_measures(io::layout::measures_jsonl(run_dir));
   findings::write_report_html(io::layout::report_html(run_dir), in);
 }
 
