@@ -85,7 +85,7 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
     throw std::invalid_argument(argument + ": expected integer token ids, got dtype " + dtype_name(a) +
                                 " of shape " + shape_text(shape));
   if (shape.empty() || shape.size() > 2 || a.size() == 0)
-    throw std::invalid_argument(argument + ": expected a non-empty shape (T,) or (B, T), got " +
+    throw std::invalid_argument(argument + ": expected a non-empty shape (T,) or (B, T), got shape " +
                                 shape_text(shape));
   *batch = shape.size() == 2 ? shape[0] : 1;
   *length = shape.back();

@@ -43,7 +43,11 @@ class PythonObserver : public train::TrainObserver {
     try {
       progress_(json_to_python(train::metrics_to_json(r)));
     } catch (py::error_already_set& e) {
-      error_.emplace(std::move(e));
+      // Ctrl-C while Python runs the callable arrives as its KeyboardInterrupt: a stop like any other.
+      if (e.matches(PyExc_KeyboardInterrupt))
+        interrupted_ = true;
+      else
+        error_.emplace(std::move(e));
       stop_->store(true);
     }
   }

@@ -1,5 +1,6 @@
 """Runs a notebook top to bottom with nbclient in a temporary folder; fails (exit 1) on a cell error or when
 the committed notebook holds outputs. ctest's python/notebook runs examples/notebooks/induction.ipynb."""
+import os
 import sys
 import tempfile
 import time
@@ -14,6 +15,7 @@ with_outputs = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (
 if with_outputs:
     sys.exit(f"{path}: cells {with_outputs} hold outputs; commit the notebook without them "
              "(jupyter nbconvert --clear-output --inplace)")
+os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # the kernel's debugger note on frozen modules
 start = time.time()
 with tempfile.TemporaryDirectory() as work:
     client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": work}})
@@ -21,4 +23,8 @@ with tempfile.TemporaryDirectory() as work:
         client.execute()
     except CellExecutionError as e:
         sys.exit(f"{path}: a cell failed:\n{e}")
+for cell in nb.cells:  # what the cells printed, for the test's log
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            print(out["text"], end="")
 print(f"{path}: {len(nb.cells)} cells ran in {time.time() - start:.1f} s")

@@ -35,7 +35,7 @@ def test_load_run_paths(tmp_path):
     (np.array([0.0, 1.0]), r"ids: expected integer token ids, got dtype float64 of shape \(2,\)"),
     (np.zeros((1, 2, 3), np.int32), r"ids: expected a non-empty shape \(T,\) or \(B, T\), got shape \(1, 2, 3\)"),
     (np.zeros((0,), np.int64), r"ids: expected a non-empty shape"),
-    ([0, 1, 99], "ids: token id 99 at index 2 is outside the vocabulary 0..31"),
+    ([0, 1, 99], "ids: token id 99 at index 2 is outside the vocabulary 0..32"),
     ([0, -1], "ids: token id -1 at index 1 is outside the vocabulary"),
     (np.zeros(200, np.int64), "ids: 200 tokens, but the model takes at most max_len"),
     ("BOS 3", "ids: expected token ids"),
@@ -86,7 +86,7 @@ def test_bad_tokens_points_and_hooks(run):
 
     with pytest.raises(ValueError, match="read-only"):
         run.forward(ids, hooks={"blocks.0.resid_pre": writes})
-    assert run.forward(ids).shape == (1, 7, 32)  # the run is still fine
+    assert run.forward(ids).shape == (1, 7, 33)  # the run is still fine (32 values and BOS)
 
 
 def test_bad_patch_and_study_arguments(run):
