@@ -104,7 +104,8 @@ def test_patch_circuits_ablate_eval_match_the_command_line(run, induction_dir):
     want = cli_json("patch", induction_dir, "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "4",
                     "--wrong", "20", "--json")
     assert got == want
-    assert run.patch(run.tokens(CLEAN), run.tokens(CORRUPT), answer=4, wrong=20) == want
+    four, twenty = run.tokens("4 20")  # ids, not names: token "4" is id 5 (BOS is 0)
+    assert run.patch(run.tokens(CLEAN), run.tokens(CORRUPT), answer=int(four), wrong=int(twenty)) == want
     assert run.circuits() == cli_json("circuits", induction_dir, "--json")
     assert run.ablate(mode="mean", n=16) == cli_json("ablate", induction_dir, "--mode", "mean", "--n", "16",
                                                       "--json")
