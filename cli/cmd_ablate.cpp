@@ -30,27 +30,14 @@ struct Args {
 
 // --mode: one ablation mode, printed (and --json) without touching scores.json.
 int run_mode(const Args& a, const train::LoadedRun& run, const train::Batch& eval_set) {
-  const study::AblationMode mode = a.mode == "zero"   ? study::AblationMode::zero
-                                   : a.mode == "mean" ? study::AblationMode::mean
-                                                      : study::AblationMode::resample;
+  const study::AblationMode mode = study::parse_ablation_mode(a.mode, "--mode");
   if (mode == study::AblationMode::resample && eval_set.B < 2)
     throw UsageError("--mode resample needs at least 2 held-out sequences (--n " +
                      std::to_string(eval_set.B) + ")");
   const study::ModeAblationReport r =
       study::ablate_heads_mode(*run.model, eval_set, mode, a.per_position, a.k, a.seed);
   if (a.json) {
-    nlohmann::json heads = nlohmann::json::array();
-    for (const study::ModeAblation& h : r.heads)
-      heads.push_back({{"layer", h.layer},
-                       {"head", h.head},
-                       {"position", h.position < 0 ? nlohmann::json(nullptr) : nlohmann::json(h.position)},
-                       {"acc", h.acc},
-                       {"loss", h.loss}});
-    const nlohmann::json j = {{"mode", a.mode},
-                              {"sequences", eval_set.B},
-                              {"k", mode == study::AblationMode::resample ? a.k : 1},
-                              {"baseline", {{"acc", r.baseline.acc}, {"loss", r.baseline.loss}}},
-                              {"heads", heads}};
+    const nlohmann::json j = study::mode_ablation_to_json(r, mode, eval_set.B, a.k);
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }

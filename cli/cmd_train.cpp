@@ -9,11 +9,9 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "io/atomic_file.h"
-#include "io/printable.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
-#include "study/run_study.h"
+#include "study/train_run.h"
 #include "train/checkpoint.h"
 
 namespace cli {
@@ -27,17 +25,6 @@ std::atomic<bool> g_stop{false};
 // disk is complete either way.
 extern "C" void on_interrupt(int) {
   if (g_stop.exchange(true)) ::_exit(130);
-}
-
-// --overwrite: the old run's files go before anything new is written, so a crash in between can never
-// leave the new config beside the old checkpoint (which --resume would then continue).
-void clear_run_folder(const std::string& run_dir) {
-  namespace fs = std::filesystem;
-  for (const std::string& path : io::layout::run_entries(run_dir)) {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-    if (ec) throw io::WriteError(path + ": cannot remove for --overwrite: " + ec.message());
-  }
 }
 
 struct TrainArgs {
@@ -74,51 +61,36 @@ train::Config resume_config(const TrainArgs& a) {
   return stored;
 }
 
-// The run folder goes into config.json and every message: it must be text the config's reader accepts.
-void check_folder_argument(const std::string& option, const std::string& dir) {
-  if (dir.empty()) throw UsageError(option + ": expected a folder, got an empty path");
-  if (!io::is_printable_utf8(dir))
-    throw UsageError(option + " " + io::printable(dir) + ": expected UTF-8 text without control characters");
-}
-
 int run(const TrainArgs& a) {
   train::Config config;
   std::string run_dir;
   std::unique_ptr<io::RunLock> lock;  // held until the process ends: one writer per run folder
   if (!a.resume.empty()) {
-    check_folder_argument("--resume", a.resume);
+    study::check_folder_argument("--resume", a.resume);
     config = resume_config(a);
     run_dir = a.resume;
     lock = std::make_unique<io::RunLock>(run_dir);
     io::mark_run_folder(run_dir);  // a run trained before run folders had a marker
   } else {
     if (a.config.empty()) throw UsageError("train: CONFIG is required (or --resume RUN_DIR)");
-    if (!a.out.empty()) check_folder_argument("--out", a.out);
+    if (!a.out.empty()) study::check_folder_argument("--out", a.out);
     config = train::load_config(a.config, a.sets);
     if (!a.out.empty()) config.output.dir = a.out;
     run_dir = config.output.dir;
-    // Only an empty folder or a run is ever written into; then, under the lock, only a run's own entries
-    // are removed.
-    io::check_new_run_folder(run_dir);
-    lock = std::make_unique<io::RunLock>(run_dir);
-    io::check_new_run_folder(run_dir);  // again: another process may have written it in between
-    if (std::filesystem::exists(io::layout::model_checkpoint(run_dir)) && !a.overwrite)
-      throw UsageError(run_dir + ": already holds a trained run; --resume " + run_dir +
-                       " to continue it, --out DIR for a new one, or --overwrite to replace it");
-    if (a.overwrite) clear_run_folder(run_dir);
-    io::mark_run_folder(run_dir);
+    lock = study::prepare_new_run_folder(run_dir, a.overwrite,
+                                         {"--resume " + run_dir, "--out DIR", "--overwrite"});
   }
   Progress progress(stdout);
-  study::RunStudy run_study(config, run_dir);
-  train::TrainOptions options{run_dir, !a.resume.empty(), &g_stop, {&progress, &run_study}};
   g_stop.store(false);
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
-  const train::TrainResult r = train::train_model(config, options);
+  const study::TrainedRun trained =
+      study::train_with_study(config, run_dir, !a.resume.empty(), &g_stop, {&progress});
+  const train::TrainResult& r = trained.result;
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   progress.finish_line();
-  if (!run_study.score_table().empty()) std::printf("%s", run_study.score_table().c_str());
+  if (!trained.score_table.empty()) std::printf("%s", trained.score_table.c_str());
   if (r.interrupted) {
     std::printf("interrupted at step %lld: checkpoint saved; continue with: attograd train --resume %s\n",
                 static_cast<long long>(r.step), run_dir.c_str());

@@ -14,26 +14,6 @@
 
 namespace cli {
 
-void check_input_length(const train::LoadedRun& run, size_t n, const std::string& argument) {
-  if (static_cast<int>(n) > run.config.model.max_len)
-    throw UsageError(argument + ": " + std::to_string(n) + " tokens, but the model takes at most max_len " +
-                     std::to_string(run.config.model.max_len));
-}
-
-int held_out_count(const train::LoadedRun& run, int n) {
-  if (n <= 0) return run.config.train.eval_size;
-  const std::string set = "train.eval_size=" + std::to_string(n);
-  try {
-    (void)train::from_json(train::to_json(run.config), run.dir, {set});
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    const std::string prefix = "--set " + set + ": ";
-    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
-    throw UsageError("--n " + std::to_string(n) + ": " + why);
-  }
-  return n;
-}
-
 std::string check_save_name(const std::string& name) {
   constexpr size_t kMaxSaveName = 100;
   if (name.size() > kMaxSaveName)
@@ -66,24 +46,6 @@ train::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer
       std::min(run.config.train.threads, train::max_threads()));  // may come from a larger machine
   check_layer_head(run, layer, head);
   return run;
-}
-
-std::vector<int32_t> input_from_names(const train::LoadedRun& run, const std::string& text,
-                                      const std::string& argument, bool* bos_added) {
-  std::vector<int32_t> ids = train::parse_token_names(*run.task, text, argument);
-  const std::optional<int> bos = run.task->token_id("BOS");
-  const bool add = bos && ids.front() != *bos;
-  if (add) ids.insert(ids.begin(), *bos);
-  if (bos_added) *bos_added = add;
-  check_input_length(run, ids.size(), argument);
-  return ids;
-}
-
-std::vector<int32_t> input_from_ids(const train::LoadedRun& run, const std::string& text,
-                                    const std::string& argument) {
-  std::vector<int32_t> ids = train::parse_token_ids(run.task->vocab_size(), text, argument);
-  check_input_length(run, ids.size(), argument);
-  return ids;
 }
 
 void check_layer_head(const train::LoadedRun& run, std::optional<int> layer, std::optional<int> head) {

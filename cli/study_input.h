@@ -32,26 +32,15 @@ class LayerHeadOptions {
 // `head` is outside the model (see check_layer_head).
 train::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head);
 
-// --n of eval and ablate: N held-out sequences (the config's train.eval_size when n is 0), within what
-// train.eval_size accepts (its range and the memory estimate), checked before any is made; otherwise
-// UsageError "--n N: /train/eval_size: ...".
-int held_out_count(const train::LoadedRun& run, int n);
-
 // CLI11's check of a --save NAME (patch, lens): "" when fine, else the message: letters, digits, '_', '-'
 // and '.' (not first), at most 100 characters.
 std::string check_save_name(const std::string& name);
 
-// Throws UsageError "ARGUMENT: N tokens, but the model takes at most max_len M" when n > max_len.
-void check_input_length(const train::LoadedRun& run, size_t n, const std::string& argument);
-
-// Token names from `text` (argument names the option in errors). When the task has a BOS token and the
-// first token is not BOS, BOS is put in front and *bos_added is set: the tasks' sequences all start with
-// it, so a model never saw an input without it. Throws UsageError when the input is longer than max_len.
-std::vector<int32_t> input_from_names(const train::LoadedRun& run, const std::string& text,
-                                      const std::string& argument, bool* bos_added);
-// Raw ids, taken exactly as given (no BOS added); the same length check.
-std::vector<int32_t> input_from_ids(const train::LoadedRun& run, const std::string& text,
-                                    const std::string& argument);
+// Shared with the Python module: train/run_folder.h.
+using train::check_input_length;
+using train::held_out_count;
+using train::input_from_ids;
+using train::input_from_names;
 
 // Throws UsageError "--layer 5: the model has layers 0..1" (or "--head ...") when out of range.
 void check_layer_head(const train::LoadedRun& run, std::optional<int> layer, std::optional<int> head);

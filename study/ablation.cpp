@@ -152,4 +152,38 @@ void merge_ablation(findings::HeadScoresFile& scores, const AblationReport& repo
   }
 }
 
+const char* ablation_mode_name(AblationMode mode) {
+  switch (mode) {
+    case AblationMode::zero:
+      return "zero";
+    case AblationMode::mean:
+      return "mean";
+    case AblationMode::resample:
+      return "resample";
+  }
+  return "";
+}
+
+AblationMode parse_ablation_mode(const std::string& name, const std::string& argument) {
+  for (AblationMode m : {AblationMode::zero, AblationMode::mean, AblationMode::resample})
+    if (name == ablation_mode_name(m)) return m;
+  throw std::invalid_argument(argument + ": expected zero, mean or resample, got '" + name + "'");
+}
+
+nlohmann::json mode_ablation_to_json(const ModeAblationReport& report, AblationMode mode, int sequences,
+                                     int k) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const ModeAblation& h : report.heads)
+    heads.push_back({{"layer", h.layer},
+                     {"head", h.head},
+                     {"position", h.position < 0 ? nlohmann::json(nullptr) : nlohmann::json(h.position)},
+                     {"acc", h.acc},
+                     {"loss", h.loss}});
+  return {{"mode", ablation_mode_name(mode)},
+          {"sequences", sequences},
+          {"k", mode == AblationMode::resample ? k : 1},
+          {"baseline", {{"acc", report.baseline.acc}, {"loss", report.baseline.loss}}},
+          {"heads", heads}};
+}
+
 }  // namespace study

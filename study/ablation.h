@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "findings/head_scores.h"
@@ -56,6 +58,16 @@ struct ModeAblationReport {
 // Throws std::invalid_argument when k < 1 for resample or the batch has fewer than 2 sequences for it.
 ModeAblationReport ablate_heads_mode(const nn::CausalLM<float>& model, const train::Batch& batch,
                                      AblationMode mode, bool per_position, int k = 4, uint64_t seed = 1);
+
+// The mode's name ("zero", "mean", "resample") and back; parse throws std::invalid_argument naming
+// `argument` and the three names.
+const char* ablation_mode_name(AblationMode mode);
+AblationMode parse_ablation_mode(const std::string& name, const std::string& argument);
+
+// `attograd ablate --mode M --json`'s object: {"mode", "sequences", "k" (1 unless resample), "baseline":
+// {"acc", "loss"}, "heads": [{"layer", "head", "position" (null: every position), "acc", "loss"}]}.
+nlohmann::json mode_ablation_to_json(const ModeAblationReport& report, AblationMode mode, int sequences,
+                                     int k);
 
 // Sets `ablation` {zero_acc, mean_acc, zero_loss, mean_loss} on every head of `scores` that the report
 // covers. Throws std::invalid_argument when a head of the report is missing from `scores`.

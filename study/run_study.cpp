@@ -148,13 +148,19 @@ findings::FourierReport write_fourier_files(const nn::CausalLM<float>& model, co
   return r;
 }
 
-findings::CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
-                                              const train::Config& config, const std::string& run_dir,
-                                              int64_t step, bool with_composition) {
+findings::CircuitsResult run_circuits(const nn::CausalLM<float>& model, const train::Task& task,
+                                      const train::Config& config, int64_t step, bool with_composition) {
   const train::Batch held_out = task.eval_set(config.seed, config.train.eval_size);
   const int positions = std::min<int>(task.seq_len(), static_cast<int>(model.shape.max_len));
   findings::CircuitsResult r = analyse_circuits(model, held_out, positions, with_composition);
   r.step = step;
+  return r;
+}
+
+findings::CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
+                                              const train::Config& config, const std::string& run_dir,
+                                              int64_t step, bool with_composition) {
+  const findings::CircuitsResult r = run_circuits(model, task, config, step, with_composition);
   findings::write_circuits(io::layout::circuits_json(run_dir), r);
   const std::string title = config.name + ", step " + std::to_string(step);
   if (!r.composition.empty())

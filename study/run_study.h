@@ -71,8 +71,12 @@ std::vector<findings::HeadScoresFile> read_score_history(const std::string& run_
 // The phase-change steps of a run folder, from its recorded scores and metrics.jsonl.
 findings::PhaseChange run_phase_change(const std::string& run_dir);
 
-// The circuit analysis of `model` (study/circuits.h; DLA on the run's held-out set, eval_set(seed,
-// train.eval_size)) written to RUN/circuits.json and RUN/circuits/{composition,positional_qk}.svg, then
+// The circuit analysis of `model` (study/circuits.h) as a run folder holds it: DLA on the run's held-out
+// set, eval_set(seed, train.eval_size), positional maps over the task's length; `step` recorded.
+findings::CircuitsResult run_circuits(const nn::CausalLM<float>& model, const train::Task& task,
+                                      const train::Config& config, int64_t step, bool with_composition);
+
+// run_circuits written to RUN/circuits.json and RUN/circuits/{composition,positional_qk}.svg, then
 // report.html rebuilt. Composition is computed when with_composition (the model needs >= 2 layers).
 findings::CircuitsResult write_circuits_files(const nn::CausalLM<float>& model, const train::Task& task,
                                               const train::Config& config, const std::string& run_dir,

@@ -1,0 +1,89 @@
+# The Python module `attograd` (python/, docs/python.md): a pybind11 extension over the project's libraries,
+# its pytest suite and the example notebook as ctest tests, and its install rule (the interpreter's module
+# folder under the install prefix, so the .deb puts it in /usr/lib/python3/dist-packages).
+# ATTOGRAD_PYTHON is on by default when a Python 3 interpreter with numpy and Debian's pybind11 are found.
+# A shell may put another interpreter first on PATH (pyenv): -DPython3_EXECUTABLE=/usr/bin/python3 picks one.
+find_package(Python3 COMPONENTS Interpreter Development.Module)
+find_package(pybind11 CONFIG QUIET)
+set(attograd_python_default OFF)
+set(ATTOGRAD_PYTHON_DEB_DEPENDS "")
+if(Python3_FOUND AND pybind11_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import numpy" RESULT_VARIABLE attograd_numpy_missing
+                  OUTPUT_QUIET ERROR_QUIET)
+  if(attograd_numpy_missing EQUAL 0)
+    set(attograd_python_default ON)
+  else()
+    message(STATUS "attograd Python module: off (${Python3_EXECUTABLE} cannot import numpy)")
+  endif()
+else()
+  message(STATUS "attograd Python module: off (needs python3-dev and pybind11-dev)")
+endif()
+option(ATTOGRAD_PYTHON "Build the Python module attograd (pybind11)" ${attograd_python_default})
+if(NOT ATTOGRAD_PYTHON)
+  return()
+endif()
+if(NOT Python3_FOUND OR NOT pybind11_FOUND)
+  message(FATAL_ERROR "ATTOGRAD_PYTHON needs Python 3 (python3-dev) and pybind11 (pybind11-dev)")
+endif()
+
+# A shared module links the static layer libraries, so their code must be position independent; without
+# semantic interposition GCC still inlines and calls a library's own functions directly, as without -fPIC.
+foreach(layer io autograd nn train findings study)
+  set_target_properties(attograd_${layer} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(attograd_${layer} PRIVATE -fno-semantic-interposition)
+  endif()
+endforeach()
+
+file(GLOB PYTHON_SOURCES CONFIGURE_DEPENDS python/*.cpp)
+add_library(attograd_python MODULE ${PYTHON_SOURCES})
+target_link_libraries(attograd_python PRIVATE attograd_study pybind11::module)
+pybind11_extension(attograd_python)  # the interpreter's suffix: attograd.cpython-311-x86_64-linux-gnu.so
+set_target_properties(attograd_python PROPERTIES OUTPUT_NAME attograd CXX_VISIBILITY_PRESET hidden
+                                                 LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/python)
+# `--target attograd` (scripts/run, the .deb's build) builds the module too.
+add_dependencies(attograd attograd_python)
+
+# Installed into the interpreter's module folder, taken relative to its prefix (Debian:
+# lib/python3/dist-packages), under CMAKE_INSTALL_PREFIX: /usr for the .deb, or any --prefix (then put
+# PREFIX/lib/python3/dist-packages on PYTHONPATH).
+execute_process(
+  COMMAND ${Python3_EXECUTABLE} -c
+          "import os,sysconfig,sys; print(os.path.relpath(sysconfig.get_path('platlib', 'deb_system' if 'deb_system' in sysconfig.get_scheme_names() else 'posix_prefix'), sys.base_prefix))"
+  OUTPUT_VARIABLE attograd_python_dir OUTPUT_STRIP_TRAILING_WHITESPACE)
+set(ATTOGRAD_PYTHON_INSTALL_DIR ${attograd_python_dir}
+    CACHE STRING "Where cmake --install puts the Python module, relative to the install prefix")
+install(TARGETS attograd_python LIBRARY DESTINATION ${ATTOGRAD_PYTHON_INSTALL_DIR})
+set(ATTOGRAD_PYTHON_DEB_DEPENDS ", python3, python3-numpy")
+
+# The tests: pytest over tests/python/ and the example notebook run top to bottom (a cell error fails it),
+# each with the module of this build first on PYTHONPATH. In the ASan build the interpreter is not
+# instrumented, so the sanitizer runtimes are preloaded into it (leak detection off: CPython keeps its
+# objects to the end by design).
+set(attograd_python_env PYTHONPATH=${PROJECT_BINARY_DIR}/python PYTHONDONTWRITEBYTECODE=1
+                        ATTOGRAD_SOURCE_DIR=${PROJECT_SOURCE_DIR} ATTOGRAD_BINARY=$<TARGET_FILE:attograd>
+                        MPLBACKEND=Agg)
+if(ATTOGRAD_SANITIZE STREQUAL "address")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE asan_lib
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libubsan.so OUTPUT_VARIABLE ubsan_lib
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  list(APPEND attograd_python_env "LD_PRELOAD=${asan_lib} ${ubsan_lib}"
+       ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
+endif()
+# Under the sanitizers: the files that need only the module (hostile input and the engine), not the
+# program's side of the comparisons.
+set(attograd_pytest_files ${PROJECT_SOURCE_DIR}/tests/python)
+if(sanitize_flags)
+  set(attograd_pytest_files ${PROJECT_SOURCE_DIR}/tests/python/test_hostile.py
+                            ${PROJECT_SOURCE_DIR}/tests/python/test_engine.py)
+endif()
+add_test(NAME python/pytest COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${attograd_pytest_files}
+         WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+set_tests_properties(python/pytest PROPERTIES ENVIRONMENT "${attograd_python_env}" TIMEOUT 600)
+if(NOT sanitize_flags)
+  add_test(NAME python/notebook
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/run_notebook.py
+                   ${PROJECT_SOURCE_DIR}/examples/notebooks/induction.ipynb WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  set_tests_properties(python/notebook PROPERTIES ENVIRONMENT "${attograd_python_env}" TIMEOUT 600)
+endif()

@@ -1,0 +1,30 @@
+// The parts of the Python module attograd (python/module.cpp puts them together): each adds its classes and
+// functions to the module. docs/python.md is the API's reference.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <stdexcept>
+
+namespace pyag {
+
+namespace py = pybind11;
+
+// A path that does not exist: FileNotFoundError in Python, with the C++ side's one-line message.
+class FileNotFound : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// attograd.ConfigError and the translation of every C++ exception to a Python one with the same text:
+// train::ConfigError -> ConfigError (a ValueError), FileNotFound -> FileNotFoundError, std::logic_error
+// (invalid_argument, out_of_range, ...) -> ValueError, any other std::exception -> RuntimeError.
+void bind_errors(py::module_& m);
+// attograd.load_run and the Run it returns.
+void bind_run(py::module_& m);
+// attograd.train.
+void bind_train(py::module_& m);
+// attograd.Tensor, Tensor64, the ops, gradcheck.
+void bind_engine(py::module_& m);
+
+}  // namespace pyag

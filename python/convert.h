@@ -1,0 +1,46 @@
+// What crosses between Python and the engine: tensors as numpy arrays (views that keep the tensor's storage
+// alive, so an array outlives the run or model it came from), numpy arrays as tensors and token ids (each
+// checked, a ValueError naming the argument, the expected and the given dtype or shape), JSON as Python
+// objects and back. Not for the API itself: python/run.cpp, train.cpp and engine.cpp use these.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // in every file of the module: the same conversions everywhere
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace pyag {
+
+namespace py = pybind11;
+
+// "(2, 3)" for a shape, "()" for a scalar's.
+std::string shape_text(const std::vector<int64_t>& shape);
+
+// A numpy array of the tensor's values without a copy: it shares the tensor's storage and holds a reference
+// to it. `writable` false gives a read-only array (hooks' values, parameters: what flows on in C++).
+template <typename T>
+py::array tensor_view(const ag::Tensor<T>& t, bool writable);
+
+// A tensor holding a copy of `value`, which must be a numpy array of T's dtype (float32 for float) and, when
+// `expected` is given, of that shape. ValueError "ARGUMENT: expected a float32 array of shape (1, 4), got
+// float64 of shape (4,)" otherwise; a list is taken as an array of T.
+template <typename T>
+ag::Tensor<T> tensor_from_array(py::handle value, const std::string& argument,
+                                const std::vector<int64_t>* expected = nullptr);
+
+// Token ids from a sequence or array of integers of shape (T,) or (B, T), each in [0, vocab), with at most
+// max_len positions: the ids row-major, and B (1 for shape (T,)) and T. ValueError naming `argument`.
+std::vector<int32_t> token_ids(py::handle value, const std::string& argument, int vocab, int max_len,
+                               int64_t* batch, int64_t* length);
+
+py::object json_to_python(const nlohmann::json& j);
+// A dict (or list, number, string...) as JSON, through Python's json module: ValueError or TypeError for
+// what JSON cannot hold.
+nlohmann::json python_to_json(py::handle value);
+
+}  // namespace pyag

@@ -1,0 +1,13 @@
+// The Python module attograd: a thin layer over the C++ libraries (docs/python.md). Runs (load, forward,
+// hooks, cache, patch, circuits, scores, ablate), training, and the engine's Tensor for small experiments.
+#include "python/bindings.h"
+
+PYBIND11_MODULE(attograd, m) {
+  m.doc() =
+      "attograd: train, capture, patch and read small transformers on the attograd engine; tensors and "
+      "activations as numpy arrays (docs/python.md)";
+  pyag::bind_errors(m);
+  pyag::bind_run(m);
+  pyag::bind_train(m);
+  pyag::bind_engine(m);
+}

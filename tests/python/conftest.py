@@ -1,0 +1,45 @@
+# Shared fixtures of the Python module's tests: the module from the build folder (ctest puts it first on
+# PYTHONPATH), the attograd program of the same build, and one briefly trained induction run that the
+# module and the program both read.
+import json
+import os
+import subprocess
+
+import pytest
+
+import attograd
+
+SOURCE_DIR = os.environ.get("ATTOGRAD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.environ.get("ATTOGRAD_BINARY", os.path.join(SOURCE_DIR, "build", "attograd"))
+# Short: the tests compare the module with the program on the same checkpoint, not a trained circuit.
+INDUCTION_SETS = ["train.steps=150", "train.eval_every=50", "train.log_every=50", "train.eval_size=64",
+                  "output.attention_every=0", "output.checkpoint_every=0", "train.threads=1"]
+
+
+def config_path(name):
+    return os.path.join(SOURCE_DIR, "configs", name)
+
+
+def cli(*args, expect=0):
+    """Runs the attograd program; returns (stdout, stderr) and checks its exit code."""
+    p = subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=300)
+    assert p.returncode == expect, f"attograd {' '.join(args)}: exit {p.returncode}\n{p.stderr}"
+    return p.stdout, p.stderr
+
+
+def cli_json(*args):
+    return json.loads(cli(*args)[0])
+
+
+@pytest.fixture(scope="session")
+def induction_dir(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("runs") / "induction")
+    attograd.train(config_path("induction.json"), out=out, set=INDUCTION_SETS)
+    return out
+
+
+@pytest.fixture()
+def run(induction_dir):
+    r = attograd.load_run(induction_dir)
+    yield r
+    r.close()

@@ -1,0 +1,167 @@
+# Whatever a Python caller passes, the interpreter survives: wrong types, shapes and dtypes, bad ids and
+# names, closed runs, misbehaving hooks, paths that are not runs. Each is a Python exception with a one-line
+# message naming the argument. Also run under the ASan build (cmake/python.cmake).
+import os
+import re
+
+import numpy as np
+import pytest
+
+import attograd
+
+INPUT = "BOS 3 1 4 1 5 9"
+
+
+def one_line(excinfo):
+    text = str(excinfo.value)
+    assert text and "\n" not in text, text
+    return text
+
+
+def test_load_run_paths(tmp_path):
+    with pytest.raises(FileNotFoundError) as e:
+        attograd.load_run(str(tmp_path / "missing"))
+    assert "missing: not a run folder" in one_line(e)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RuntimeError):
+        attograd.load_run(str(tmp_path / "file"))
+    with pytest.raises(RuntimeError, match="model.safetensors: missing"):
+        attograd.load_run(str(tmp_path))
+    with pytest.raises(TypeError):
+        attograd.load_run(42)
+
+
+@pytest.mark.parametrize("ids,message", [
+    (np.array([0.0, 1.0]), r"ids: expected integer token ids, got dtype float64 of shape \(2,\)"),
+    (np.zeros((1, 2, 3), np.int32), r"ids: expected a non-empty shape \(T,\) or \(B, T\), got shape \(1, 2, 3\)"),
+    (np.zeros((0,), np.int64), r"ids: expected a non-empty shape"),
+    ([0, 1, 99], "ids: token id 99 at index 2 is outside the vocabulary 0..32"),
+    ([0, -1], "ids: token id -1 at index 1 is outside the vocabulary"),
+    (np.zeros(200, np.int64), "ids: 200 tokens, but the model takes at most max_len"),
+    ("BOS 3", "ids: expected token ids"),
+    (None, "ids: expected token ids"),
+    ([[0, 1], [2]], None),
+])
+def test_bad_ids(run, ids, message):
+    with pytest.raises((ValueError, TypeError)) as e:
+        run.forward(ids)
+    if message:
+        assert re.search(message, one_line(e)), str(e.value)
+    with pytest.raises((ValueError, TypeError)):
+        run.run_with_cache(ids)
+    with pytest.raises((ValueError, TypeError)):
+        run.token_names(ids)
+
+
+def test_bad_tokens_points_and_hooks(run):
+    with pytest.raises(ValueError, match="text: unknown token") as e:
+        run.tokens("BOS 3 frog")
+    one_line(e)
+    ids = run.tokens(INPUT)
+    with pytest.raises(ValueError, match="blocks.7.attn.z") as e:
+        run.run_with_cache(ids, names=["blocks.7.attn.z"])
+    with pytest.raises(ValueError, match="nope"):
+        run.forward(ids, hooks={"nope": lambda v, p: None})
+    with pytest.raises(ValueError, match="hooks: expected a dict"):
+        run.forward(ids, hooks=[lambda v, p: None])
+    with pytest.raises(ValueError, match=r"hooks\[logits\]: expected a function"):
+        run.forward(ids, hooks={"logits": 3})
+    with pytest.raises(ValueError) as e:
+        run.forward(ids, hooks={"blocks.0.attn.z": lambda v, p: np.zeros((1, 7, 8, 4), np.float32)})
+    assert one_line(e) == ("hooks[blocks.0.attn.z] returned: expected a float32 array of shape (1, 7, 4, 8), "
+                           "got float32 of shape (1, 7, 8, 4)")
+    with pytest.raises(ValueError, match=r"expected a float32 array of shape \(1, 7, 32\), got float64"):
+        run.forward(ids, hooks={"blocks.0.resid_pre": lambda v, p: np.zeros(v.shape)})
+    with pytest.raises(ValueError, match="got str"):
+        run.forward(ids, hooks={"blocks.0.resid_pre": lambda v, p: "zeros"})
+
+    def raises(v, p):
+        raise KeyError("from the hook")
+
+    with pytest.raises(KeyError, match="from the hook"):
+        run.forward(ids, hooks={"blocks.1.attn.pattern": raises})
+
+    def writes(v, p):
+        v[0] = 1
+
+    with pytest.raises(ValueError, match="read-only"):
+        run.forward(ids, hooks={"blocks.0.resid_pre": writes})
+    assert run.forward(ids).shape == (1, 7, 33)  # the run is still fine (32 values and BOS)
+
+
+def test_bad_patch_and_study_arguments(run):
+    with pytest.raises(ValueError, match="clean has 7 tokens but corrupt has 6"):
+        run.patch(INPUT, "BOS 3 1 4 1 5")
+    with pytest.raises(ValueError, match="give both answer and wrong"):
+        run.patch(INPUT, INPUT, answer="3")
+    with pytest.raises(ValueError, match="answer: unknown token 'x'"):
+        run.patch(INPUT, INPUT, answer="x", wrong="3")
+    with pytest.raises(ValueError, match="wrong: token id 40 is outside"):
+        run.patch(INPUT, INPUT, answer=3, wrong=40)
+    with pytest.raises(ValueError, match="answer and wrong are the same token"):
+        run.patch(INPUT, INPUT, answer=3, wrong=3)
+    with pytest.raises(ValueError, match=r"clean: expected one sequence of shape \(T,\)"):
+        run.patch(np.zeros((2, 3), np.int64), np.zeros((2, 3), np.int64), answer=1, wrong=2)
+    with pytest.raises(ValueError, match="mode: expected zero, mean or resample, got 'half'"):
+        run.ablate(mode="half")
+    with pytest.raises(ValueError, match="n 100000000: .*eval_size"):
+        run.ablate(n=100000000)
+    with pytest.raises(ValueError, match="k: expected at least 1"):
+        run.ablate(mode="resample", k=0)
+    with pytest.raises(TypeError):
+        run.ablate(mode=3)
+
+
+def test_closed_runs(run):
+    params = run.parameters()
+    run.close()
+    run.close()  # twice is fine
+    for call in (lambda: run.forward([0, 1]), lambda: run.run_with_cache([0]), run.hook_points,
+                 run.parameters, run.circuits, run.scores, run.eval, lambda: run.tokens("BOS"),
+                 lambda: run.config, lambda: run.patch("BOS 1", "BOS 2")):
+        with pytest.raises(RuntimeError, match="the run is closed"):
+            call()
+    assert params["ln_f.weight"].shape == (32,)
+
+
+def test_bad_train_arguments(tmp_path):
+    with pytest.raises(ValueError, match="config: expected a dict or a path, got int"):
+        attograd.train(3)
+    with pytest.raises(attograd.ConfigError):
+        attograd.train({"modle": {}}, out=str(tmp_path / "a"))
+    with pytest.raises(ValueError, match="Out of range float"):
+        attograd.train({"train": {"lr": float("nan")}}, out=str(tmp_path / "b"))
+    with pytest.raises(TypeError):
+        attograd.train({"train": {"lr": np.float32(0.1)}}, out=str(tmp_path / "c"))
+    with pytest.raises(ValueError, match="out: expected a folder, got an empty path"):
+        attograd.train({}, out="")
+    with pytest.raises(ValueError, match="progress: expected a function"):
+        attograd.train({}, out=str(tmp_path / "d"), progress=5)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(Exception) as e:
+        attograd.train({}, out=str(tmp_path / "taken"))
+    one_line(e)
+    assert os.listdir(tmp_path / "taken") == ["notes.txt"]
+
+
+def test_bad_tensors():
+    with pytest.raises(ValueError, match="values: expected a float32 array, got str"):
+        attograd.Tensor("abc")
+    with pytest.raises(ValueError, match="values: expected a float32 array, got int64"):
+        attograd.Tensor(np.arange(3))
+    with pytest.raises(ValueError, match="got a list that is not one"):
+        attograd.Tensor([[1.0], [2.0, 3.0]])
+    t = attograd.Tensor(np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError):
+        t @ attograd.Tensor64(np.ones((2, 2)))
+    with pytest.raises(ValueError):
+        attograd.reshape(t, [3, 3])
+    with pytest.raises(ValueError):
+        attograd.sum(t, dim=5)
+    with pytest.raises(ValueError):
+        t.item()
+    with pytest.raises(ValueError, match="does not require grad"):
+        attograd.sum(t).backward()
+    strided = attograd.Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)[:, ::2])
+    np.testing.assert_array_equal(strided.numpy(), [[0, 2], [4, 6], [8, 10], [12, 14]])
