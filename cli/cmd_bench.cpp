@@ -212,7 +212,9 @@ int run(const Args& a) {
   for (const auto& p : trainer.model().named_parameters())
     if (p.name.rfind("tok_emb.", 0) != 0 && p.name.rfind("pos_emb.", 0) != 0)
       non_embedding += p.tensor->numel();
-  const int B = config.train.batch_size, T = trainer.task().seq_len();
+  // train.batch_size 0 is a finite dataset's whole training set every step.
+  const int64_t B = config.train.batch_size > 0 ? config.train.batch_size : trainer.task().split_size(false);
+  const int T = trainer.task().seq_len();
   std::vector<double> step_seconds;
   // Other processes' CPU use over the timed steps, so that a result taken on a busy machine says so.
   double all_cpu_start = 0, own_cpu_start = 0;
