@@ -179,11 +179,11 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
   const MatrixXd F = fourier_basis(p);
   const MatrixXd WE = rows_of(model.tok_emb.weight, d.value_ids);  // (p, D)
   const MatrixXd WU = rows_of(model.lm_head.weight, d.value_ids);  // (p, D): W_U^T on the value classes
-  const MatrixXd Wout = rows_of(block.mlp->fc2.weight, [&] {       // (D, F_)
-    std::vector<int32_t> all(static_cast<size_t>(model.shape.d_model));
-    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
-    return all;
-  }());
+  const ag::Tensor<float>& fc2 = block.mlp->fc2.weight;            // (D, F_)
+  const MatrixXd Wout =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+          fc2.data(), fc2.size(0), fc2.size(1))
+          .cast<double>();
   out.embed_norms = spectrum(F, WE);
   out.unembed_norms = spectrum(F, WU);
   out.neuron_logit_norms = spectrum(F, WU * Wout);  // W_L = W_U W_out, (p classes, F_)
