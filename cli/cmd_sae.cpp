@@ -4,6 +4,7 @@
 // features.html. attograd sae synthetic [...]: the same SAE on a source with known features, and how well
 // it recovers them.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "autograd/threads.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/stop_signal.h"
 #include "cli/study_input.h"
 #include "findings/sae_view.h"
 #include "io/atomic_file.h"
@@ -46,11 +48,12 @@ study::SaeConfig read_config(const std::string& path) {
 }
 
 // Trains `trainer` to its config's steps on source(step), with the progress line; checkpoints to
-// `checkpoint` (when not empty) every checkpoint_every steps and at the end.
+// `checkpoint` (when not empty) every checkpoint_every steps and at the end. When `stop` is set (Ctrl-C),
+// it checkpoints at the current step and returns false; true when the config's steps are done.
 template <typename Source>
-void train_sae(study::SaeTrainer& trainer, Source&& source, const std::string& name,
-               const std::string& checkpoint, const std::map<std::string, std::string>& metadata,
-               bool quiet) {
+bool train_sae(study::SaeTrainer& trainer, Source&& source, const std::string& name,
+               const std::string& checkpoint, const std::map<std::string, std::string>& metadata, bool quiet,
+               const std::atomic<bool>* stop = nullptr) {
   const study::SaeConfig& c = trainer.config();
   Progress progress(stderr);
   train::Config shown;
@@ -65,6 +68,11 @@ void train_sae(study::SaeTrainer& trainer, Source&& source, const std::string& n
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = trainer.steps_done();
   while (trainer.steps_done() < c.steps) {
+    if (stop && stop->load()) {
+      if (!checkpoint.empty()) trainer.save_checkpoint(checkpoint, metadata);
+      if (!quiet) progress.finish_line();
+      return false;
+    }
     const int64_t step = trainer.steps_done();
     const study::SaeTrainer::StepResult r = trainer.step(source(step));
     if (!std::isfinite(r.loss))
@@ -85,6 +93,7 @@ void train_sae(study::SaeTrainer& trainer, Source&& source, const std::string& n
       trainer.save_checkpoint(checkpoint, metadata);
   }
   if (!quiet) progress.finish_line();
+  return true;
 }
 
 json eval_to_json(const std::string& point, const study::SaeEval& e, int64_t d_in, int64_t d_sae) {
@@ -141,8 +150,18 @@ int run_sae(const Args& a) {
                                                        {"d_in", std::to_string(source.d_in())},
                                                        {"d_sae", std::to_string(trainer.params().d_sae())},
                                                        {"run", a.run}};
-  train_sae(
-      trainer, [&](int64_t step) { return source.batch(step); }, "sae " + a.at, checkpoint, metadata, a.json);
+  std::optional<StopOnSignal> stop(std::in_place);
+  const bool finished = train_sae(
+      trainer, [&](int64_t step) { return source.batch(step); }, "sae " + a.at, checkpoint, metadata, a.json,
+      stop->stop());
+  stop.reset();
+  if (!finished) {
+    const std::string again =
+        "attograd sae " + a.run + " --at " + a.at + (a.out.empty() ? "" : " --out " + a.out);
+    std::fprintf(stderr, "interrupted at step %lld: checkpoint saved; continue with: %s --resume\n",
+                 static_cast<long long>(trainer.steps_done()), again.c_str());
+    return 130;
+  }
   study::save_sae(out + "/sae.safetensors", trainer.params(), metadata);
 
   const train::Batch held_out = run.task->eval_set(run.config.seed, config.eval_sequences);

@@ -1,14 +1,12 @@
 // attograd train CONFIG [--set key.path=value]... [--out DIR] [--resume RUN_DIR]
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/stop_signal.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "study/train_run.h"
@@ -17,15 +15,6 @@
 namespace cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-// The first Ctrl-C (or SIGTERM) asks the trainer to checkpoint and stop; a second one, for a person who
-// does not want to wait (e.g. for the final evaluation), ends the process at once: the last checkpoint on
-// disk is complete either way.
-extern "C" void on_interrupt(int) {
-  if (g_stop.exchange(true)) ::_exit(130);
-}
 
 struct TrainArgs {
   std::string config;
@@ -81,14 +70,11 @@ int run(const TrainArgs& a) {
                                          {"--resume " + run_dir, "--out DIR", "--overwrite"});
   }
   Progress progress(stdout);
-  g_stop.store(false);
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
+  std::optional<StopOnSignal> stop(std::in_place);
   const study::TrainedRun trained =
-      study::train_with_study(config, run_dir, !a.resume.empty(), &g_stop, {&progress});
+      study::train_with_study(config, run_dir, !a.resume.empty(), stop->stop(), {&progress});
   const train::TrainResult& r = trained.result;
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  stop.reset();
   progress.finish_line();
   if (!trained.score_table.empty()) std::printf("%s", trained.score_table.c_str());
   if (r.interrupted) {

@@ -1,14 +1,20 @@
 // attograd sae and attograd tms from the command line: an SAE trained on the committed induction_small
 // run writes its folder (sae.safetensors with SAELens's tensors and the config in its metadata, eval.json,
 // features.json, features.html) and prints the documented --json keys; the same command twice gives the
-// same bytes; bad points, configs and arguments are one-line errors with exit 2; tms --json prints W (m x n),
-// b and the loss.
+// same bytes; Ctrl-C checkpoints and --resume ends with the same bytes as an uninterrupted SAE; bad points,
+// configs and arguments are one-line errors with exit 2; tms --json prints W (m x n), b and the loss.
 #define BOOST_TEST_MODULE sae_cli
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli/run_command.h"
 #include "common/temp_dir.h"
@@ -92,4 +98,49 @@ BOOST_AUTO_TEST_CASE(tms_json_prints_w_b_and_the_loss) {
   BOOST_TEST(j["W"][0].size() == 5u);
   BOOST_TEST(j["b"].size() == 5u);
   BOOST_TEST(j["loss"].get<double>() > 0);
+}
+
+BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
+  testing::TempDir tmp;
+  const std::string run = copy_run(tmp);
+  const std::string config = (tmp.dir / "long.json").string();
+  std::ofstream(config)
+      << R"({"steps": 4000, "batch_size": 64, "buffer_tokens": 256, "checkpoint_every": 25, "eval_sequences": 8, "d_sae": 48})";
+  const std::string base = testing::shell_quote(run) + " --at blocks.0.mlp.post --json --out ";
+  const std::string full = (tmp.dir / "full").string(), cut = (tmp.dir / "cut").string();
+  BOOST_REQUIRE(testing::run_attograd("sae " + base + testing::shell_quote(full) + " --config " +
+                                      testing::shell_quote(config))
+                    .exit_code == 0);
+
+  // The same SAE again; Ctrl-C once its first checkpoint is on disk.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string("exec '") + ATTOGRAD_BINARY + "' sae " + base +
+                            testing::shell_quote(cut) + " --config " + testing::shell_quote(config) +
+                            " >/dev/null 2>" + testing::shell_quote((tmp.dir / "cut.err").string());
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && !fs::exists(cut + "/checkpoint.safetensors"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  BOOST_REQUIRE(WIFEXITED(status));
+  BOOST_TEST_REQUIRE(WEXITSTATUS(status) == 130, "the SAE finished before Ctrl-C arrived, or crashed");
+  const std::string err = testing::read_all((tmp.dir / "cut.err").string());
+  BOOST_TEST(err.find("checkpoint saved; continue with: attograd sae ") != std::string::npos, err);
+  BOOST_TEST(!fs::exists(cut + "/sae.safetensors"));
+  const train::SafetensorsFile saved = train::read_safetensors(cut + "/checkpoint.safetensors");
+  const uint64_t stopped_at = train::metadata_u64(saved, "step", "checkpoint");
+  BOOST_TEST(stopped_at > 0u);
+  BOOST_TEST(stopped_at < 4000u);
+
+  const testing::CommandResult resumed =
+      testing::run_attograd("sae " + base + testing::shell_quote(cut) + " --resume");
+  BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.err);
+  BOOST_TEST((testing::read_all(cut + "/sae.safetensors") == testing::read_all(full + "/sae.safetensors")),
+             "stopped at step " << stopped_at << " and resumed, the SAE differs from the uninterrupted one");
+  BOOST_TEST((testing::read_all(cut + "/eval.json") == testing::read_all(full + "/eval.json")));
 }
