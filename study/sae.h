@@ -80,6 +80,11 @@ struct SaeOutput {
 template <typename T>
 SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k);
 
+// relu of each row's k largest entries of pre (N, M), the rest 0 (ties: the lower index is kept): the TopK
+// activation as one op; its gradient flows to the kept positive entries only.
+template <typename T>
+ag::Tensor<T> topk_relu(const ag::Tensor<T>& pre, int k);
+
 // relu(pre) W (N, D) for pre (N, M) and W (M, D), an op of its own (forward and backward below, in
 // sae.cpp) because relu(pre) is sparse: the forward adds only the active rows of W, and the backward
 // computes d pre only where pre > 0 (dy . W_j) and d W_j only from the tokens where feature j is active,
@@ -87,11 +92,13 @@ SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActiv
 template <typename T>
 ag::Tensor<T> relu_decode(const ag::Tensor<T>& pre, const ag::Tensor<T>& W);
 
-// x W + b (N, M) for x (N, D), W (D, M), b (M): the encoder's product, an op of its own whose backward
-// reads the gradient as sparse: behind a ReLU or TopK most of d(x W + b) is zero, so dx, dW and db take
-// N x L0 x D instead of N x M x D (a dense product when more than a tenth of it is nonzero).
+// (x - c) W + b (N, M) for x (N, D), c (D), W (D, M), b (M): the encoder's product, an op of its own whose
+// backward reads the gradient as sparse: behind a ReLU or TopK most of d((x - c) W + b) is zero, so dx and
+// dW take N x L0 x D instead of N x M x D (a dense product when more than a tenth of it is nonzero), and
+// dc = -W db costs D x M whatever N (dx is not formed unless x needs it).
 template <typename T>
-ag::Tensor<T> sparse_grad_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& W, const ag::Tensor<T>& b);
+ag::Tensor<T> sparse_grad_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& c, const ag::Tensor<T>& W,
+                                 const ag::Tensor<T>& b);
 
 // Each decoder row scaled to unit norm (a zero row is left as it is).
 void normalize_decoder(SaeParams<float>& p);
