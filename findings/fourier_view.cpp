@@ -181,12 +181,12 @@ std::string fourier_summary(const FourierReport& r) {
   std::vector<int> per_k(r.embed_norms.size() + 1, 0);
   int clustered = 0;
   for (const FourierNeuron& n : r.neurons)
-    if (n.explained >= 0.85 && n.frequency > 0 && n.frequency < static_cast<int>(per_k.size())) {
+    if (n.explained >= kNeuronExplained && n.frequency > 0 && n.frequency < static_cast<int>(per_k.size())) {
       ++per_k[n.frequency];
       ++clustered;
     }
-  io::append_format(s, "  neurons with one frequency explaining >= 85%% of their variance: %d of %zu",
-                    clustered, r.neurons.size());
+  io::append_format(s, "  neurons with one frequency explaining >= %g%% of their variance: %d of %zu",
+                    100 * kNeuronExplained, clustered, r.neurons.size());
   for (size_t k = 1; k < per_k.size(); ++k)
     if (per_k[k] > 0) io::append_format(s, "%s k %zu: %d", k == 1 ? "" : ",", k, per_k[k]);
   s += "\n";

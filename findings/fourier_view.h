@@ -29,6 +29,10 @@ struct FourierMeasures {
   std::vector<int> key_frequencies;
 };
 
+// The fraction of a neuron's variance its best frequency must explain for the neuron to count in that
+// frequency's cluster (the key-frequency rule, docs/grokking.md; the summary counts the same neurons).
+constexpr double kNeuronExplained = 0.85;
+
 struct FourierReport {
   int p = 0;
   FourierMeasures measures;

@@ -215,7 +215,7 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
   const int64_t cluster = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(kKeyClusterShare * n_neurons)));
   std::vector<int64_t> count(K + 1, 0);
   for (const findings::FourierNeuron& n : out.neurons)
-    if (n.explained >= kNeuronExplained) ++count[n.frequency];
+    if (n.explained >= findings::kNeuronExplained) ++count[n.frequency];
   for (int k = 1; k <= K; ++k)
     if (count[k] >= cluster) m.key_frequencies.push_back(k);
 

@@ -32,9 +32,8 @@ struct ModularAddition {
 // modulus.
 ModularAddition modular_addition(const train::Task& task);
 
-// The neuron-variance fraction above which a neuron counts toward its frequency's cluster, and the share of
-// the MLP's neurons (at least 2) a frequency's cluster needs to make the frequency key.
-constexpr double kNeuronExplained = 0.85;
+// The share of the MLP's neurons (at least 2) a frequency's cluster (findings::kNeuronExplained) needs to
+// make the frequency key.
 constexpr double kKeyClusterShare = 0.01;
 
 // The whole analysis of the model on every pair; `step` is recorded in measures.step. Needs a model with an
