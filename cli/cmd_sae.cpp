@@ -21,6 +21,7 @@
 #include "io/json_error.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
+#include "study/run_study.h"
 #include "study/sae.h"
 #include "study/sae_eval.h"
 #include "study/sae_source.h"
@@ -176,6 +177,7 @@ int run_sae(const Args& a) {
       out + "/features.html",
       findings::sae_features_html(run.config.name + ", step " + std::to_string(run.step) + ": SAE at " + a.at,
                                   ej, features));
+  if (a.out.empty()) study::write_run_report(a.run, run.config.name);  // its "Sparse autoencoders" section
   if (a.json) {
     std::printf("%s\n", json{{"point", a.at},
                              {"d_in", source.d_in()},

@@ -15,6 +15,7 @@
 #include "findings/chart_scale.h"
 #include "findings/report_assets.h"
 #include "findings/report_circuits.h"
+#include "findings/report_sae.h"
 #include "findings/svg_heatmap.h"
 #include "io/append_format.h"
 #include "io/atomic_file.h"
@@ -427,6 +428,10 @@ std::string measures_section(const ReportContext& c) {
          inline_svg(measures_svg(c.in.measures), "measures", "progress measures over training") + "\n";
 }
 
+std::string sae_section(const ReportContext& c) {
+  return report_sae_section(c.in.saes, c.in.sae_pages);
+}
+
 // The page's sections in page order, each one entry: its anchor, its heading (also its entry in the
 // navigation bar) and the function writing its body. A body that is empty leaves the section (and its
 // navigation entry) out. To add a section, write its function and add its row here.
@@ -445,6 +450,7 @@ const ReportSection kSections[] = {
     {"lens", "Logit lens and residual decomposition", lens_section},
     {"fourier", "Fourier analysis", fourier_section},
     {"measures", "Progress measures", measures_section},
+    {"sae", "Sparse autoencoders", sae_section},
 };
 
 // The viewer's data: per dump and probe, each head's map in lower_triangle_base64 form as

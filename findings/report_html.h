@@ -2,8 +2,9 @@
 // study a run. Its sections, in order, with a navigation bar: the attention viewer (every head as a
 // thumbnail, one enlarged with its query row and key column highlighted under the pointer, the probe's
 // tokens coloured by where the selected token attends; a slider over the dumped steps), the loss and
-// accuracy curves, head scores over training, the final score table, and the circuits, patching and lens
-// results when the run has them. The sections are one table in report_html.cpp (kSections).
+// accuracy curves, head scores over training, the final score table, and the circuits, patching, lens,
+// Fourier and sparse-autoencoder results when the run has them. The sections are one table in
+// report_html.cpp (kSections).
 // The dumps travel compactly in a <script type="application/json"> tag: each map's lower triangle as
 // one byte per weight, base64 (attention_maps.h's lower_triangle_base64); report.js decodes the chosen
 // step and recolours the drawn cells in place, so the induction config's 51 dumps stay under 3 MB.
@@ -22,6 +23,7 @@
 #include "findings/head_scores.h"
 #include "findings/lens_view.h"
 #include "findings/patching_view.h"
+#include "findings/sae_view.h"
 
 namespace findings {
 
@@ -51,6 +53,10 @@ struct ReportInputs {
   std::optional<FourierReport> fourier;
   std::vector<std::string> fourier_svgs;
   std::vector<FourierMeasures> measures;
+  // The SAEs trained on the run: each RUN/sae/POINT/eval.json, by folder name, and its features.html's
+  // path relative to the run folder, one per SAE (empty when the page is missing).
+  std::vector<SaeEvalSummary> saes;
+  std::vector<std::string> sae_pages;
 };
 
 std::string report_html(const ReportInputs& inputs);

@@ -1,6 +1,8 @@
-// A sparse autoencoder's findings as plain data, their JSON (features.json) and the self-contained page
-// that lists them (features.html): each feature's density, top-activating held-out examples with the
-// activation per token, and its decoder direction's logit effect. Computing them is study/sae_eval.h's job.
+// A sparse autoencoder's findings as plain data, their JSON (features.json, and eval.json read back) and
+// the self-contained page that lists them (features.html): each feature's density, top-activating held-out
+// examples with the activation per token, and its decoder direction's logit effect; and the feature-density
+// histogram as a small SVG (features.html and the run report draw it). Computing them is study/sae_eval.h's
+// job; the run report's section is report_sae.h's.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +30,36 @@ struct SaeFeature {
 };
 
 nlohmann::json sae_features_to_json(const std::vector<SaeFeature>& features);
-// The page: a title, the evaluation's numbers as a table (eval is eval.json's object), then every feature
-// with at least one example, densest first, its examples' tokens shaded by activation.
+
+// features.html shows each example as a window of its sequence around the peak: this many tokens before
+// the peak token and after it (features.json keeps the whole sequence).
+inline constexpr int kSaeWindowBefore = 24, kSaeWindowAfter = 8;
+// A token's shade on the page: its activation over the example's peak, in this many steps.
+inline constexpr int kSaeShades = 8;
+
+// The page: a title, the evaluation's numbers as a table with the density histogram (eval is eval.json's
+// object), then every feature with at least one example, densest first (anchor "feature-N"): its density,
+// logit effects and examples, each a window of kSaeWindowBefore + 1 + kSaeWindowAfter tokens with the
+// peak boxed and the tokens shaded by activation (a class per shade step, the value as a tooltip).
 std::string sae_features_html(const std::string& title, const nlohmann::json& eval,
                               const std::vector<SaeFeature>& features);
+
+// eval.json's numbers, as the run report lists them (cli/cmd_sae.cpp writes the file).
+struct SaeEvalSummary {
+  std::string point;
+  int64_t d_in = 0, d_sae = 0, tokens = 0, dead = 0;
+  // NaN where eval.json holds null (a ratio whose denominator was 0).
+  double mse = 0, explained_variance = 0, l0 = 0, ce_loss_recovered = 0, kl = 0;
+  std::vector<std::string> density_bins;  // "dead", "[1e-6,1e-5)", ..., "[1e-1,1]"
+  std::vector<int64_t> density_counts;    // features per bin, one per bin
+};
+
+// eval.json's object read back; a missing key or a value of the wrong type is one line
+// "SOURCE: POINTER: WHAT" (io/json_error.h).
+SaeEvalSummary sae_eval_from_json(const nlohmann::json& j, const std::string& source);
+
+// The density histogram as a small inline SVG bar chart (class "density"): one bar per bin, its height
+// the bin's count over the largest, the dead bar red; each bar's tooltip gives its bin and count.
+std::string sae_density_svg(const std::vector<std::string>& bins, const std::vector<int64_t>& counts);
 
 }  // namespace findings

@@ -157,10 +157,26 @@ inline std::string sae_root(const std::string& run) {
 inline std::string sae_dir(const std::string& run, const std::string& point) {
   return sae_root(run) + "/" + point;
 }
+// DIR/eval.json, DIR an SAE's folder (sae_dir, or `sae --out DIR`): the SAE's evaluation (docs/sae.md);
+// the run report lists every RUN/sae/POINT/eval.json.
+inline std::string sae_eval_json(const std::string& sae_folder) {
+  return sae_folder + "/eval.json";
+}
+// DIR/features.html: the page of the SAE's features and their top examples; the run report links it.
+inline std::string sae_features_html(const std::string& sae_folder) {
+  return sae_folder + "/features.html";
+}
 
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
   return run + "/report.html";
+}
+
+// `path`, one of the paths above built on `run`, relative to the run folder ("sae/POINT/features.html"):
+// how report.html links the run's other pages, so the folder can move.
+inline std::string relative_to_run(const std::string& run, const std::string& path) {
+  const std::string prefix = run + "/";
+  return path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : path;
 }
 
 // RUN/.attograd-run: the marker that makes a folder a run folder, written when `attograd train` (or a

@@ -8,6 +8,7 @@
 #include "findings/report_html.h"
 #include "findings/svg_heatmap.h"
 #include "io/atomic_file.h"
+#include "io/json_error.h"
 #include "io/run_layout.h"
 #include "study/capture.h"
 #include "study/circuits.h"
@@ -199,6 +200,25 @@ findings::PhaseChange run_phase_change(const std::string& run_dir) {
   return findings::phase_change(read_score_history(run_dir), eval_loss);
 }
 
+void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>* saes,
+               std::vector<std::string>* pages) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> points;
+  std::error_code ec;
+  const std::string root = io::layout::sae_root(run_dir);
+  if (fs::is_directory(root, ec))
+    for (const auto& entry : fs::directory_iterator(root, ec))
+      if (entry.is_directory(ec)) points.push_back(entry.path().filename().string());
+  std::sort(points.begin(), points.end());
+  for (const std::string& point : points) {
+    const std::string dir = io::layout::sae_dir(run_dir, point), eval = io::layout::sae_eval_json(dir);
+    if (!fs::exists(eval, ec)) continue;  // not evaluated yet (training stopped, or still under way)
+    saes->push_back(findings::sae_eval_from_json(io::parse_json(io::read_text_file(eval), eval), eval));
+    const std::string page = io::layout::sae_features_html(dir);
+    pages->push_back(fs::exists(page, ec) ? io::layout::relative_to_run(run_dir, page) : std::string());
+  }
+}
+
 void write_run_report(const std::string& run_dir, const std::string& title) {
   findings::ReportInputs in;
   in.title = title;
@@ -225,6 +245,7 @@ void write_run_report(const std::string& run_dir, const std::string& title) {
   }
   if (std::filesystem::exists(io::layout::measures_jsonl(run_dir)))
     in.measures = findings::read_measures(io::layout::measures_jsonl(run_dir));
+  read_saes(run_dir, &in.saes, &in.sae_pages);
   findings::write_report_html(io::layout::report_html(run_dir), in);
 }
 

@@ -9,9 +9,11 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "findings/circuits_view.h"
 #include "findings/head_scores.h"
+#include "findings/sae_view.h"
 #include "nn/transformer.h"
 #include "study/progress_measures.h"
 #include "train/trainer.h"
@@ -92,8 +94,14 @@ findings::FourierReport write_fourier_files(const nn::CausalLM<float>& model, co
                                             const train::Config& config, const std::string& run_dir,
                                             int64_t step);
 
+// The SAEs trained on the run: each RUN/sae/POINT/eval.json (folders in name order; one without eval.json
+// is skipped) read into `saes`, and its features.html's path relative to the run folder into `pages`
+// (empty when missing). A malformed eval.json is one line naming the file and the field.
+void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>* saes,
+               std::vector<std::string>* pages);
+
 // Rebuilds RUN/report.html from the run folder's files (metrics.jsonl, scores.json, scores/*.json,
-// attention/*.json, circuits.json, patching/*.json).
+// attention/*.json, circuits.json, patching/*.json, lens/*.json, fourier/, measures.jsonl, sae/*/eval.json).
 void write_run_report(const std::string& run_dir, const std::string& title);
 
 }  // namespace study

@@ -1,8 +1,10 @@
 // attograd sae and attograd tms from the command line: an SAE trained on the committed induction_small
 // run writes its folder (sae.safetensors with SAELens's tensors and the config in its metadata, eval.json,
-// features.json, features.html) and prints the documented --json keys; the same command twice gives the
-// same bytes; Ctrl-C checkpoints and --resume ends with the same bytes as an uninterrupted SAE; bad points,
-// configs and arguments are one-line errors with exit 2; tms --json prints W (m x n), b and the loss.
+// features.json, features.html with each shown feature's top example around its peak token) and prints the
+// documented --json keys; the run's report.html gets a "Sparse autoencoders" row with eval.json's numbers
+// and a link to features.html; the same command twice gives the same bytes; Ctrl-C checkpoints and --resume
+// ends with the same bytes as an uninterrupted SAE; bad points, configs, arguments and a malformed
+// eval.json beside it are one-line errors with exit 2; tms --json prints W (m x n), b and the loss.
 #define BOOST_TEST_MODULE sae_cli
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@
 
 #include "cli/run_command.h"
 #include "common/temp_dir.h"
+#include "findings/svg_heatmap.h"
 #include "train/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -34,6 +38,20 @@ std::string copy_run(const testing::TempDir& tmp) {
 
 const char* kConfig =
     R"({"steps": 40, "batch_size": 64, "buffer_tokens": 256, "checkpoint_every": 20, "eval_sequences": 8, "d_sae": 24})";
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// The text of the first element `<TAG ...>TEXT</TAG>` in `html` from `from`, or "(none)".
+std::string first_element_text(const std::string& html, size_t from, size_t to, const std::string& tag) {
+  const size_t open = html.find("<" + tag, from);
+  if (open == std::string::npos || open >= to) return "(none)";
+  const size_t text = html.find('>', open) + 1, close = html.find("</" + tag + ">", text);
+  return html.substr(text, close - text);
+}
 
 }  // namespace
 
@@ -61,6 +79,52 @@ BOOST_AUTO_TEST_CASE(trains_writes_its_folder_and_prints_the_json_keys) {
                         dir + "/sae.safetensors");
   BOOST_TEST(train::metadata_string(sae, "hook_name", "sae") == "blocks.0.mlp.post");
   BOOST_TEST(nlohmann::json::parse(train::metadata_string(sae, "config", "sae"))["steps"] == 40);
+  // The run's report lists the SAE: eval.json's numbers in the table's formats, the density histogram (a
+  // bar per bin), and the link to its page, relative to the run folder.
+  const nlohmann::json ev = nlohmann::json::parse(testing::read_all(dir + "/eval.json"));
+  const std::string report = testing::read_all(run + "/report.html");
+  const size_t section = report.find("<section id=\"sae\"><h2>Sparse autoencoders</h2>");
+  BOOST_TEST_REQUIRE(section != std::string::npos);
+  BOOST_TEST(report.find("<a href=\"#sae\">") != std::string::npos);
+  const size_t row = report.find("<tr><td>blocks.0.mlp.post</td>", section);
+  BOOST_TEST_REQUIRE(row != std::string::npos);
+  const std::string cells = report.substr(row, report.find("</tr>", row) - row);
+  const auto cell = [](const nlohmann::json& v, const char* fmt) {
+    return v.is_null() ? std::string("<td class=\"num muted\">&ndash;</td>")
+                       : "<td class=\"num\">" + format(fmt, v.get<double>()) + "</td>";
+  };
+  const std::string expected = "<td class=\"num\">32</td><td class=\"num\">24</td>" +
+                               cell(ev["mse"], "%.4g") + cell(ev["explained_variance"], "%.4f") +
+                               cell(ev["l0"], "%.2f") + "<td class=\"num\">" +
+                               std::to_string(ev["dead"].get<int64_t>()) + "</td>" +
+                               cell(ev["ce_loss_recovered"], "%.4f") + cell(ev["kl"], "%.4g");
+  BOOST_TEST(cells.find(expected) != std::string::npos, cells);
+  BOOST_TEST(cells.find("<a href=\"sae/blocks.0.mlp.post/features.html\">") != std::string::npos, cells);
+  const std::string svg = cells.substr(cells.find("<svg class=\"density\""));
+  const auto& counts = ev["density_histogram"]["counts"];
+  BOOST_TEST_REQUIRE(counts.size() == 7u);
+  for (size_t i = 0; i < counts.size(); ++i)
+    BOOST_TEST(
+        svg.find("<title>" + findings::xml_escape(ev["density_histogram"]["bins"][i].get<std::string>()) +
+                 ": " + std::to_string(counts[i].get<int64_t>()) + "</title>") != std::string::npos,
+        i);
+  // features.html: every feature that fired, each with its top example around the peak token (boxed).
+  const nlohmann::json features = nlohmann::json::parse(testing::read_all(dir + "/features.json"));
+  const std::string page = testing::read_all(dir + "/features.html");
+  int shown = 0;
+  for (const nlohmann::json& f : features) {
+    if (f["examples"].empty()) continue;
+    ++shown;
+    const std::string anchor =
+        "<div class=feat id=feature-" + std::to_string(f["index"].get<int64_t>()) + ">";
+    const size_t at = page.find(anchor);
+    BOOST_TEST_REQUIRE(at != std::string::npos, anchor);
+    const size_t end = std::min(page.size(), page.find("<div class=feat ", at + 1));
+    const nlohmann::json& top = f["examples"][0];
+    const std::string peak = top["tokens"][top["position"].get<size_t>()];
+    BOOST_TEST(first_element_text(page, at, end, "b") == findings::xml_escape(peak), anchor);
+  }
+  BOOST_TEST(shown > 0);
   // Same command, same bits.
   const std::string first = testing::read_all(dir + "/sae.safetensors");
   BOOST_TEST_REQUIRE(testing::run_attograd("sae " + args).exit_code == 0);
@@ -88,6 +152,21 @@ BOOST_AUTO_TEST_CASE(bad_input_is_one_line_and_exit_2) {
     BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, args << ": " << r.err);
   }
   BOOST_TEST(!fs::exists(run + "/sae/blocks.0.attn.pattern"));
+  // Another SAE's malformed eval.json: the report cannot list it, and says which file and field.
+  fs::create_directories(run + "/sae/blocks.0.resid_post");
+  std::ofstream(run + "/sae/blocks.0.resid_post/eval.json")
+      << R"({"point": "blocks.0.resid_post", "d_in": -1})";
+  const std::string config = (tmp.dir / "sae.json").string();
+  std::ofstream(config) << kConfig;
+  const testing::CommandResult r =
+      testing::run_attograd("sae " + run + " --at blocks.0.mlp.post --config " + config + " --json");
+  BOOST_TEST(r.exit_code == 2, r.err);
+  BOOST_TEST(
+      r.err.find(run +
+                 "/sae/blocks.0.resid_post/eval.json: /d_in: expected a non-negative integer, got -1") !=
+          std::string::npos,
+      r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
 }
 
 BOOST_AUTO_TEST_CASE(tms_json_prints_w_b_and_the_loss) {

@@ -1,6 +1,9 @@
 // Pictures of attention maps: the ASCII levels and widths, SVG well-formedness, labels, legend and
 // escaping, the attention dump JSON round trip and its errors, the report's compact map encoding, log
-// ticks and inline SVG ids, and report.html at a shipped config's size being self-contained and in budget.
+// ticks and inline SVG ids, report.html at a shipped config's size being self-contained and in budget, the
+// report's SAE section (eval.json's numbers, the density histogram, the link; absent without SAEs) and
+// eval.json's errors, and an SAE's features.html (a window around each peak, in budget at the text SAE's
+// size).
 #define BOOST_TEST_MODULE rendering
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -16,6 +19,8 @@
 #include "findings/phase_change.h"
 #include "findings/report_circuits.h"
 #include "findings/report_html.h"
+#include "findings/report_sae.h"
+#include "findings/sae_view.h"
 #include "findings/svg_heatmap.h"
 #include "findings/svg_matrix.h"
 #include "findings/sweep_summary.h"
@@ -410,6 +415,8 @@ BOOST_AUTO_TEST_CASE(report_at_the_induction_configs_size_is_within_budget_and_s
   BOOST_TEST(html.find("href=\"#attention\"") != std::string::npos);
   BOOST_TEST(html.find("href=\"#patching\"") == std::string::npos);
   BOOST_TEST(html.find("<section id=\"lens\"") == std::string::npos);
+  BOOST_TEST(html.find("<section id=\"sae\"") == std::string::npos);  // no SAEs: no section, no entry
+  BOOST_TEST(html.find("href=\"#sae\"") == std::string::npos);
   BOOST_TEST(html.find("type=\"range\"") != std::string::npos);
   BOOST_TEST(html.find("<select id=\"probe\"") != std::string::npos);
   BOOST_TEST(html.find("<script type=\"application/json\" id=\"attograd-data\">") != std::string::npos);
@@ -443,6 +450,189 @@ BOOST_AUTO_TEST_CASE(report_at_the_induction_configs_size_is_within_budget_and_s
   write_report_html(dir + "/report.html", in);
   BOOST_TEST(io::read_text_file(dir + "/report.html") == html);
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// eval.json as `attograd sae` writes it (the numbers are the text SAE's of docs/sae.md).
+nlohmann::json text_sae_eval() {
+  return nlohmann::json::parse(
+      R"json({"point": "blocks.1.mlp.post", "d_in": 512, "d_sae": 1024, "tokens": 12600,
+    "mse": 0.0093123, "explained_variance": 0.93214, "l0": 32, "dead": 7,
+    "density_histogram": {"bins": ["dead", "[1e-6,1e-5)", "[1e-5,1e-4)", "[1e-4,1e-3)", "[1e-3,1e-2)",
+                                   "[1e-2,1e-1)", "[1e-1,1]"],
+                          "counts": [7, 0, 9, 15, 133, 825, 35]},
+    "ce_clean": 2.0549, "ce_with_sae": 2.0591, "ce_zero_ablation": 2.215, "ce_loss_recovered": 0.97412,
+    "kl": 0.0056})json");
+}
+
+std::string error_of(const nlohmann::json& j) {
+  try {
+    sae_eval_from_json(j, "run/sae/p/eval.json");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+// One row per SAE with eval.json's numbers, a bar per density bin (the dead one red, the largest full
+// height), and the link to its page; a dash for a null and for a missing page.
+BOOST_AUTO_TEST_CASE(report_lists_each_sae_with_its_numbers_histogram_and_link) {
+  ReportInputs in;
+  in.title = "text";
+  nlohmann::json second = text_sae_eval();
+  second["point"] = "blocks.0.resid_post";
+  second["ce_loss_recovered"] = nullptr;
+  in.saes = {sae_eval_from_json(text_sae_eval(), "a"), sae_eval_from_json(second, "b")};
+  in.sae_pages = {"sae/blocks.1.mlp.post/features.html", ""};
+  const std::string html = report_html(in);
+  const size_t section = html.find("<section id=\"sae\"><h2>Sparse autoencoders</h2>");
+  BOOST_TEST_REQUIRE(section != std::string::npos);
+  BOOST_TEST(html.find("<a href=\"#sae\">Sparse autoencoders</a>") != std::string::npos);
+  const size_t row = html.find("<tr><td>blocks.1.mlp.post</td>", section);
+  BOOST_TEST_REQUIRE(row != std::string::npos);
+  const std::string cells = html.substr(row, html.find("</tr>", row) - row);
+  BOOST_TEST(cells.find("<td class=\"num\">512</td><td class=\"num\">1024</td><td class=\"num\">0.009312</td>"
+                        "<td class=\"num\">0.9321</td><td class=\"num\">32.00</td><td class=\"num\">7</td>"
+                        "<td class=\"num\">0.9741</td><td class=\"num\">0.0056</td>") != std::string::npos,
+             cells);
+  BOOST_TEST(
+      cells.find("<a href=\"sae/blocks.1.mlp.post/features.html\">features.html</a>") != std::string::npos,
+      cells);
+  BOOST_TEST(count(cells, "<g><title>") == 7u);
+  BOOST_TEST(cells.find("<title>[1e-2,1e-1): 825</title>") != std::string::npos);
+  BOOST_TEST(cells.find("<title>[1e-6,1e-5): 0</title>") != std::string::npos);
+  BOOST_TEST(cells.find("height=\"30.0\" fill=\"#1f77b4\"") != std::string::npos);  // 825, the largest
+  BOOST_TEST(cells.find("fill=\"#d62728\"") != std::string::npos);                  // the dead bar
+  const size_t svg = cells.find("<svg class=\"density\""), svg_end = cells.find("</svg>", svg) + 6;
+  std::string why;
+  BOOST_TEST(balanced_tags(cells.substr(svg, svg_end - svg), why), why);
+  const size_t row2 = html.find("<tr><td>blocks.0.resid_post</td>", section);
+  BOOST_TEST_REQUIRE(row2 != std::string::npos);
+  const std::string cells2 = html.substr(row2, html.find("</tr>", row2) - row2);
+  BOOST_TEST(count(cells2, "<td class=\"num muted\">&ndash;</td>") == 1u);  // the null CE loss recovered
+  BOOST_TEST(cells2.find("<a href") == std::string::npos);
+  BOOST_TEST(cells2.find("<td class=\"muted\">&ndash;</td>") != std::string::npos);
+  // A folder name cannot end the link or read as a query.
+  BOOST_TEST(report_sae_section(in.saes, {"sae/a\"b?c/features.html"})
+                 .find("href=\"sae/a%22b%3Fc/features.html\"") != std::string::npos);
+  BOOST_TEST(report_sae_section({}, {}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_eval_json_is_one_line_naming_the_file_and_field) {
+  const auto with = [](const char* key, const nlohmann::json& v) {
+    nlohmann::json j = text_sae_eval();
+    j[key] = v;
+    return j;
+  };
+  nlohmann::json no_kl = text_sae_eval();
+  no_kl.erase("kl");
+  nlohmann::json short_counts = text_sae_eval();
+  short_counts["density_histogram"]["counts"].erase(6);
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {nlohmann::json::array(), "run/sae/p/eval.json: /: expected an object, got array"},
+      {no_kl, "run/sae/p/eval.json: /: missing required key \"kl\""},
+      {with("mse", "small"), "run/sae/p/eval.json: /mse: expected a number or null, got string"},
+      {with("dead", -3), "run/sae/p/eval.json: /dead: expected a non-negative integer, got -3"},
+      {with("point", 1), "run/sae/p/eval.json: /point: expected a string, got number"},
+      {with("density_histogram", 5),
+       "run/sae/p/eval.json: /density_histogram: expected an object, got number"},
+      {short_counts, "run/sae/p/eval.json: /density_histogram/counts: expected one count per bin (7), got 6"},
+  };
+  for (const auto& [j, expected] : cases) {
+    const std::string e = error_of(j);
+    BOOST_TEST(e == expected);
+  }
+  BOOST_TEST(error_of(text_sae_eval()) == "(no error)");
+}
+
+// Each example is the peak token with up to kSaeWindowBefore tokens before it and kSaeWindowAfter after,
+// shaded by class, the peak boxed (<b>), its activation as a tooltip; features without examples are left out.
+BOOST_AUTO_TEST_CASE(features_html_shows_a_window_around_each_peak) {
+  BOOST_TEST_REQUIRE(kSaeWindowBefore == 24);
+  BOOST_TEST_REQUIRE(kSaeWindowAfter == 8);
+  SaeFeature f;
+  f.index = 17;
+  f.density = 0.25;
+  SaeExample e;
+  e.sequence = 3, e.position = 60, e.max = 2.0f;
+  for (int t = 0; t < 100; ++t) e.tokens.push_back("t" + std::to_string(t) + "_");
+  e.tokens[61] = "<x>";
+  e.acts.assign(100, 0.f);
+  e.acts[58] = 0.5f, e.acts[60] = 2.0f, e.acts[62] = 1.2f, e.acts[10] = 1.9f;
+  f.examples.push_back(e);
+  SaeExample early = e;  // a peak near the start: no cut before it
+  early.position = 2;
+  early.acts.assign(100, 0.f);
+  early.acts[2] = 2.0f;
+  f.examples.push_back(early);
+  SaeFeature silent;
+  silent.index = 5;
+  const std::string html = sae_features_html("t", text_sae_eval(), {silent, f});
+  BOOST_TEST(html.find("id=feature-17>") != std::string::npos);
+  BOOST_TEST(html.find("id=feature-5>") == std::string::npos);
+  const size_t ex = html.find("<div class=ex>&hellip;");
+  BOOST_TEST_REQUIRE(ex != std::string::npos);
+  const std::string first = html.substr(ex, html.find("</div>", ex) - ex);
+  BOOST_TEST(first.find(">t35_<") == std::string::npos, first);
+  BOOST_TEST(first.find("<i>t36_</i>") != std::string::npos, first);
+  BOOST_TEST(first.find("<i class=a2 title=0.5>t58_</i>") != std::string::npos, first);  // 0.25 of the peak
+  BOOST_TEST(first.find("<b class=a8 title=2>t60_</b>") != std::string::npos, first);
+  BOOST_TEST(first.find("<i>&lt;x&gt;</i>") != std::string::npos, first);
+  BOOST_TEST(first.find("<i class=a5 title=1.2>t62_</i>") != std::string::npos, first);  // 0.6 of the peak
+  BOOST_TEST(first.find("<i>t68_</i>&hellip;") != std::string::npos, first);
+  BOOST_TEST(first.find(">t69_<") == std::string::npos, first);
+  BOOST_TEST(first.find("t10_") == std::string::npos, first);
+  BOOST_TEST(count(first, "<i") + count(first, "<b") == 33u);
+  const size_t ex2 = html.find("<div class=ex><i>t0_</i>");
+  BOOST_TEST_REQUIRE(ex2 != std::string::npos);
+  const std::string second = html.substr(ex2, html.find("</div>", ex2) - ex2);
+  BOOST_TEST(count(second, "<i") + count(second, "<b") == 11u);  // 2 before, the peak, 8 after
+  BOOST_TEST(second.find("<b class=a8 title=2>t2_</b>") != std::string::npos, second);
+  // The evaluation's density histogram is drawn on the page too; nothing is fetched, no script runs.
+  BOOST_TEST(html.find("<title>[1e-2,1e-1): 825</title>") != std::string::npos);
+  BOOST_TEST(html.find("<script") == std::string::npos);
+  BOOST_TEST(html.find("src=") == std::string::npos);
+  BOOST_TEST(html.find("style=") == std::string::npos);  // shades are classes, not a style per token
+}
+
+// The page at the size of the SAE of docs/sae.md (configs/sae/text-mlp.json on configs/text.json's model):
+// 1024 features, 5 examples each of 65 character tokens, a few tokens active around each peak.
+BOOST_AUTO_TEST_CASE(features_html_at_the_text_saes_size_is_within_budget) {
+  const nlohmann::json sae = nlohmann::json::parse(
+      io::read_text_file(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/sae/text-mlp.json"));
+  const nlohmann::json text =
+      nlohmann::json::parse(io::read_text_file(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/text.json"));
+  const int d_sae = sae["d_sae"], T = text["task"]["length"].get<int>() + 1, examples = 5;
+  BOOST_TEST_REQUIRE(d_sae == 1024);
+  uint32_t seed = 1;
+  const auto noise = [&] { return (seed = seed * 1664525u + 1013904223u) >> 8; };
+  std::vector<SaeFeature> features(static_cast<size_t>(d_sae));
+  for (int j = 0; j < d_sae; ++j) {
+    SaeFeature& f = features[j];
+    f.index = j;
+    f.density = (noise() % 1000) / 1e4;
+    for (int k = 0; k < 5; ++k) {
+      f.promoted.push_back({std::string(1, char('a' + noise() % 26)), 0.5f});
+      f.suppressed.push_back({std::string(1, char('a' + noise() % 26)), -0.5f});
+    }
+    for (int k = 0; k < examples; ++k) {
+      SaeExample e;
+      e.sequence = noise() % 200, e.position = 1 + noise() % (T - 1), e.max = 3.14159f;
+      for (int t = 0; t < T; ++t) {
+        const uint32_t c = noise() % 40;
+        e.tokens.push_back(c == 0 ? "\\n" : c == 1 ? "\\s" : std::string(1, char('a' + c % 26)));
+        e.acts.push_back(t == e.position ? e.max : noise() % 10 == 0 ? (noise() % 1000) / 400.f : 0.f);
+      }
+      f.examples.push_back(e);
+    }
+  }
+  const std::string html = sae_features_html("text: SAE at blocks.1.mlp.post", text_sae_eval(), features);
+  BOOST_TEST(html.size() <= 3u * 1000 * 1000, html.size());
+  BOOST_TEST(count(html, "<div class=ex>") == size_t(d_sae) * examples);
+  BOOST_TEST(count(html, "<b class=a8 title=3.14>") == size_t(d_sae) * examples);
 }
 
 // index.html's phase-change chart has a dot for each of summary.json's four phase-change steps.
