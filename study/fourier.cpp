@@ -15,6 +15,7 @@ namespace {
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
 using RowMatrixXd = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 constexpr double kPi = 3.14159265358979323846;
 
@@ -55,7 +56,7 @@ std::vector<double> spectrum(const MatrixXd& F, const MatrixXd& X) {
 struct LossAcc {
   double loss = 0, acc = 0;
 };
-LossAcc cross_entropy(const MatrixXd& logits, const std::vector<int>& targets,
+LossAcc cross_entropy(const RowMatrixXd& logits, const std::vector<int>& targets,
                       const std::vector<uint8_t>& use) {
   double loss = 0, correct = 0, n = 0;
   for (Eigen::Index r = 0; r < logits.rows(); ++r) {
@@ -138,7 +139,10 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
   const std::string post = nn::hook_name(nn::Point::mlp_post, model.blocks.size() - 1);
 
   // Every pair's MLP activations and logits at the answer position, a chunk of pairs at a time.
-  RowMatrixXd acts(pairs, n_neurons), logits(pairs, V);
+  // acts stays float (p^2 x d_mlp, 26 MB at p 113): it is written once per measured step, and its
+  // products below sum p terms, far inside the analysis' 1e-4.
+  RowMatrixXf acts(pairs, n_neurons);
+  RowMatrixXd logits(pairs, V);
   {
     ag::NoGradScope no_grad;
     const int64_t chunk = 1024;
@@ -171,8 +175,7 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
   out.p = p;
   findings::FourierMeasures& m = out.measures;
   m.step = step;
-  const MatrixXd full = logits;
-  const LossAcc tr = cross_entropy(full, answer_ids, train), te = cross_entropy(full, answer_ids, test);
+  const LossAcc tr = cross_entropy(logits, answer_ids, train), te = cross_entropy(logits, answer_ids, test);
   m.train_loss = tr.loss, m.train_acc = tr.acc, m.test_loss = te.loss, m.test_acc = te.acc;
 
   // The spectra.
@@ -188,29 +191,50 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
   out.unembed_norms = spectrum(F, WU);
   out.neuron_logit_norms = spectrum(F, WU * Wout);  // W_L = W_U W_out, (p classes, F_)
 
-  // Neurons: the 2D transform F A F^T of each neuron's (a, b) grid; frequency k explains the terms whose
-  // two frequencies are in {0, k}, but the constant.
+  // Neurons: the 2D transform G = F A F^T of each neuron's (a, b) grid A; frequency k explains the terms
+  // whose two frequencies are in {0, k}, but the constant. F is orthonormal, so ||G|| = ||A||, and only G's
+  // first row and column and its 2 x 2 diagonal blocks are needed. acts, row-major (p^2, N), is the (p, p N)
+  // matrix [a][b N + n], so one product gives B = F A for every neuron: B(k, b N + n).
   out.neuron_explained.assign(n_neurons, std::vector<double>(K, 0.0));
-  MatrixXd A(p, p);
-  for (int64_t n = 0; n < n_neurons; ++n) {
-    for (int a = 0; a < p; ++a)
-      for (int b = 0; b < p; ++b) A(a, b) = acts(static_cast<int64_t>(a) * p + b, n);
-    const MatrixXd G = F * A * F.transpose();
-    const double total = G.squaredNorm() - G(0, 0) * G(0, 0);
-    findings::FourierNeuron neuron;
-    neuron.index = static_cast<int>(n);
+  {
+    const int64_t N = n_neurons;
+    const RowMatrixXf Bf =
+        F.cast<float>() * Eigen::Map<const RowMatrixXf>(acts.data(), p, p * N);  // (p, p N)
+    // Row k of B as the (p, N) matrix [b][n], in double for the sums below.
+    auto Bk = [&](int k) {
+      return Eigen::Map<const RowMatrixXf>(Bf.data() + static_cast<int64_t>(k) * p * N, p, N).cast<double>();
+    };
+    const RowMatrixXd row0 = F * Bk(0);  // G_n(0, l) at [l][n]
+    RowMatrixXd col0(p, N);              // G_n(k, 0) at [k][n]
+    for (int k = 0; k < p; ++k) col0.row(k) = F.row(0) * Bk(k);
+    VectorXd total = VectorXd::Zero(N);  // ||A_n||^2 - G_n(0, 0)^2, summed by rows (acts is row-major)
+    for (int64_t r = 0; r < pairs; ++r) total += acts.row(r).transpose().cast<double>().cwiseAbs2();
+    total -= row0.row(0).transpose().cwiseAbs2();
+    std::vector<double> best(static_cast<size_t>(N), -1.0);
+    std::vector<int> best_k(static_cast<size_t>(N), 0);
     for (int k = 1; k <= K; ++k) {
       const int c = 2 * k - 1;
-      const double e = G(0, c) * G(0, c) + G(0, c + 1) * G(0, c + 1) + G(c, 0) * G(c, 0) +
-                       G(c + 1, 0) * G(c + 1, 0) + G.block(c, c, 2, 2).squaredNorm();
-      const double explained = total > 0 ? e / total : 0.0;
-      out.neuron_explained[n][k - 1] = explained;
-      if (explained > neuron.explained || neuron.frequency == 0) {
-        neuron.explained = explained;
-        neuron.frequency = k;
+      // The 2 x 2 block G_n(c + i, c + j) = sum_b B(c + i, b N + n) F(c + j, b), at [i * 2 + j][n].
+      RowMatrixXd block(4, N);
+      for (int i = 0; i < 2; ++i) block.middleRows(2 * i, 2) = F.middleRows(c, 2) * Bk(c + i);
+      for (int64_t n = 0; n < N; ++n) {
+        const double e = row0(c, n) * row0(c, n) + row0(c + 1, n) * row0(c + 1, n) + col0(c, n) * col0(c, n) +
+                         col0(c + 1, n) * col0(c + 1, n) + block.col(n).squaredNorm();
+        const double explained = total(n) > 0 ? e / total(n) : 0.0;
+        out.neuron_explained[n][k - 1] = explained;
+        if (explained > best[n]) {  // the first k on a tie, as the loop order gives
+          best[n] = explained;
+          best_k[n] = k;
+        }
       }
     }
-    out.neurons.push_back(neuron);
+    for (int64_t n = 0; n < N; ++n) {
+      findings::FourierNeuron neuron;
+      neuron.index = static_cast<int>(n);
+      neuron.frequency = best_k[n];
+      neuron.explained = std::max(0.0, best[n]);
+      out.neurons.push_back(neuron);
+    }
   }
   const int64_t cluster = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(kKeyClusterShare * n_neurons)));
   std::vector<int64_t> count(K + 1, 0);
@@ -221,9 +245,9 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
 
   // Restricted and excluded logits over the value classes: the projections of each class's logits on
   // u_k(a, b) = cos(2 pi k (a + b) / p) and v_k = sin(...) of the key frequencies.
-  MatrixXd L(pairs, p);
-  for (int c = 0; c < p; ++c) L.col(c) = full.col(d.value_ids[c]);
-  MatrixXd projections = MatrixXd::Zero(pairs, p);
+  RowMatrixXd L(pairs, p);
+  for (int c = 0; c < p; ++c) L.col(c) = logits.col(d.value_ids[c]);
+  RowMatrixXd projections = RowMatrixXd::Zero(pairs, p);
   for (int k : m.key_frequencies)
     for (int trig = 0; trig < 2; ++trig) {
       VectorXd u(pairs);
@@ -233,8 +257,8 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
       }
       projections += u * ((u.transpose() * L) / u.squaredNorm());
     }
-  const MatrixXd restricted = projections.rowwise() + L.colwise().mean();
-  const MatrixXd excluded = L - projections;
+  const RowMatrixXd restricted = projections.rowwise() + L.colwise().mean();
+  const RowMatrixXd excluded = L - projections;
   m.restricted_loss = cross_entropy(restricted, classes, test).loss;
   m.excluded_loss = cross_entropy(excluded, classes, train).loss;
 
