@@ -502,17 +502,17 @@ SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& x) {
       sae_forward(p_, x, config_.activation, static_cast<float>(config_.l1_coefficient), config_.k);
   out.loss.backward();
   optimizer_.step(sae_lr(config_, step_));
-  int64_t fired_before = 0;
-  for (int64_t c : fired_) fired_before += c;
   normalize_decoder(p_);
   const int64_t N = x.size(0), M = p_.d_sae();
+  int64_t active = 0;
   for (int64_t r = 0; r < N; ++r) {
     const float* f = out.f.data() + r * M;
-    for (int64_t j = 0; j < M; ++j) fired_[j] += f[j] > 0;  // no branch: the loop vectorises
+    for (int64_t j = 0; j < M; ++j) {  // no branch: the loop vectorises
+      const int64_t on = f[j] > 0;
+      fired_[j] += on;
+      active += on;
+    }
   }
-  int64_t active = 0;
-  for (int64_t j = 0; j < M; ++j) active += fired_[j];
-  active -= fired_before;
   ++step_;
   int resampled = 0;
   if (config_.resample_every > 0 && step_ % config_.resample_every == 0 && step_ < config_.steps) {
