@@ -20,24 +20,7 @@ int main(int argc, char** argv) {
     cli::Command c = f(app);
     commands[app.get_subcommands({}).back()] = std::move(c);
   };
-  add(cli::add_train);
-  add(cli::add_eval);
-  add(cli::add_forward);
-  add(cli::add_generate);
-  add(cli::add_attend);
-  add(cli::add_compare);
-  add(cli::add_ablate);
-  add(cli::add_patch);
-  add(cli::add_lens);
-  add(cli::add_detect);
-  add(cli::add_circuits);
-  add(cli::add_fourier);
-  add(cli::add_gradcheck);
-  add(cli::add_demo);
-  add(cli::add_bench);
-  add(cli::add_sweep);
-  add(cli::add_sae);
-  add(cli::add_tms);
+  for (auto add_command : cli::kCommands) add(add_command);
 
   try {
     app.parse(argc, argv);

@@ -14,19 +14,6 @@
 
 namespace cli {
 
-std::string check_save_name(const std::string& name) {
-  constexpr size_t kMaxSaveName = 100;
-  if (name.size() > kMaxSaveName)
-    return "NAME: at most " + std::to_string(kMaxSaveName) + " characters, got " +
-           std::to_string(name.size());
-  if (name.empty() ||
-      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-          std::string::npos ||
-      name[0] == '.')
-    return "NAME: letters, digits, '_', '-' and '.' only";
-  return "";
-}
-
 void LayerHeadOptions::add_to(CLI::App* sub, const std::string& note) {
   layer_opt_ = sub->add_option("--layer", layer_, "only this layer (from 0)" + note);
   head_opt_ = sub->add_option("--head", head_, "only this head (from 0)" + note);
@@ -110,12 +97,6 @@ std::string side_by_side(const std::vector<std::vector<std::string>>& panels, in
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + '\n';
   }
-  return out;
-}
-
-std::string join_tokens(const std::vector<std::string>& tokens) {
-  std::string out;
-  for (const std::string& t : tokens) out += (out.empty() ? "" : " ") + t;
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/print.h"
 #include "findings/attention_maps.h"
 #include "train/run_folder.h"
 
@@ -31,10 +32,6 @@ class LayerHeadOptions {
 // The run in `dir`, with the engine's threads set as its config says; throws UsageError when `layer` or
 // `head` is outside the model (see check_layer_head).
 train::LoadedRun load_for_study(const std::string& dir, std::optional<int> layer, std::optional<int> head);
-
-// CLI11's check of a --save NAME (patch, lens): "" when fine, else the message: letters, digits, '_', '-'
-// and '.' (not first), at most 100 characters.
-std::string check_save_name(const std::string& name);
 
 // Shared with the Python module: train/run_folder.h.
 using train::check_input_length;
@@ -59,9 +56,6 @@ std::vector<std::string> text_lines(const std::string& text, int n = -1);
 // Panels next to each other, `gap` columns apart, each padded to its widest line (UTF-8 aware);
 // trailing spaces trimmed.
 std::string side_by_side(const std::vector<std::vector<std::string>>& panels, int gap = 3);
-
-// Token names separated by single spaces.
-std::string join_tokens(const std::vector<std::string>& tokens);
 
 // Prints the line that says input_from_names put BOS in front.
 void print_bos_added(const train::LoadedRun& run);

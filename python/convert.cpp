@@ -136,8 +136,16 @@ py::object json_to_python(const nlohmann::json& j) {
 }
 
 nlohmann::json python_to_json(py::handle value) {
-  const std::string text =
-      py::module_::import("json").attr("dumps")(value, py::arg("allow_nan") = false).cast<std::string>();
+  // numpy arrays and scalars as the lists and numbers they hold; anything else json cannot hold stays a
+  // TypeError.
+  const py::cpp_function plain([](py::handle v) -> py::object {
+    if (py::hasattr(v, "tolist")) return v.attr("tolist")();
+    throw py::type_error("Object of type " + py::str(py::type::of(v).attr("__name__")).cast<std::string>() +
+                         " is not JSON serializable");
+  });
+  const std::string text = py::module_::import("json")
+                               .attr("dumps")(value, py::arg("allow_nan") = false, py::arg("default") = plain)
+                               .cast<std::string>();
   return nlohmann::json::parse(text);
 }
 

@@ -7,6 +7,11 @@
 #include <string>
 #include <tuple>
 
+#include "io/atomic_file.h"
+#include "io/run_layout.h"
+#include "io/run_ownership.h"
+#include "study/run_study.h"
+
 namespace study {
 namespace {
 
@@ -76,8 +81,7 @@ std::pair<int, int> default_answer_wrong(const nn::CausalLM<float>& model, const
   if (answer == wrong)
     throw std::invalid_argument(
         "the model's top prediction is token id " + std::to_string(answer) +
-        " on both --clean and --corrupt, so the default metric is 0; give --answer and "
-        "--wrong");
+        " on both clean and corrupt, so the default metric is 0; give answer and wrong");
   return {answer, wrong};
 }
 
@@ -263,6 +267,50 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
       }
     }
   return e;
+}
+
+Output<findings::PatchingResult> patch(StudyRun& run, const PatchRequest& request) {
+  if (request.answer.empty() != request.wrong.empty()) throw RequestError("give both answer and wrong, or neither");
+  if (!request.save.empty()) {
+    const std::string problem = save_name_problem(request.save);
+    if (!problem.empty()) throw RequestError("save: " + problem);
+  }
+  Output<findings::PatchingResult> out;
+  const std::vector<int32_t> clean = input_ids(run, request.clean, "clean", Bos::kAdd, &out.notes);
+  const std::vector<int32_t> corrupt = input_ids(run, request.corrupt, "corrupt", Bos::kAdd, &out.notes);
+  if (clean.size() != corrupt.size())
+    throw RequestError("clean has " + std::to_string(clean.size()) + " tokens but corrupt has " +
+                       std::to_string(corrupt.size()) + "; patching needs inputs of the same length");
+  int answer = 0, wrong = 0;
+  if (!request.answer.empty()) {
+    answer = token_id(run, request.answer, "answer");
+    wrong = token_id(run, request.wrong, "wrong");
+    if (answer == wrong)
+      throw RequestError("answer and wrong are the same token '" + token_label(run, answer) + "'");
+  } else {
+    std::tie(answer, wrong) = default_answer_wrong(*run.model, clean, corrupt);
+  }
+  findings::PatchingResult& r = out.result;
+  r = activation_patching(*run.model, clean, corrupt, answer, wrong);
+  if (request.attribution) r.attribution = attribution_patching(*run.model, clean, corrupt, answer, wrong);
+  r.clean_tokens = token_labels(run, clean);
+  r.corrupt_tokens = token_labels(run, corrupt);
+  r.answer_token = token_label(run, answer);
+  r.wrong_token = token_label(run, wrong);
+  if (!request.save.empty()) out.wrote = save_patch(run, request.save, r);
+  return out;
+}
+
+std::vector<std::string> save_patch(const StudyRun& run, const std::string& name,
+                                    const findings::PatchingResult& r) {
+  const io::RunLock lock(run.dir);  // one writer per run folder
+  const std::string stem = io::layout::patching_stem(run.dir, name);
+  findings::write_patching(stem + ".json", r);
+  io::write_text_file_atomically(
+      stem + ".svg", findings::svg_patching(r, run.config.name + ", step " + std::to_string(run.step) +
+                                                   ": activation patching '" + name + "'"));
+  write_run_report(run.dir, run.config.name);
+  return {stem + ".json", stem + ".svg", io::layout::report_html(run.dir)};
 }
 
 }  // namespace study

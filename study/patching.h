@@ -20,8 +20,24 @@
 
 #include "findings/patching_view.h"
 #include "nn/transformer.h"
+#include "study/tool.h"
 
 namespace study {
+
+// attograd patch as a library call (the command line and the Python module both call patch()).
+struct PatchRequest {
+  Sequence clean, corrupt;  // the same length; token names get BOS put in front when missing
+  Token answer;             // the token the metric rewards; none (and no wrong) = the top prediction on clean
+  Token wrong;              // the token it subtracts; none = the top prediction on corrupt
+  bool attribution = false;  // also attribution patching's estimate of every patch
+  std::string save;  // "" = write nothing; NAME = RUN/patching/NAME.json and .svg, report.html rebuilt
+};
+
+Output<findings::PatchingResult> patch(StudyRun& run, const PatchRequest& request);
+
+// RUN/patching/NAME.json and .svg, then report.html, under the run's lock; returns the paths written.
+std::vector<std::string> save_patch(const StudyRun& run, const std::string& name,
+                                    const findings::PatchingResult& r);
 
 // The token with the largest logit at the last position of `ids` (ties: the lowest id).
 int top_prediction(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids);

@@ -100,7 +100,7 @@ def test_bad_patch_and_study_arguments(run):
         run.patch(INPUT, INPUT, answer=3, wrong=40)
     with pytest.raises(ValueError, match="answer and wrong are the same token"):
         run.patch(INPUT, INPUT, answer=3, wrong=3)
-    with pytest.raises(ValueError, match=r"clean: expected one sequence of shape \(T,\)"):
+    with pytest.raises(ValueError, match=r"^clean/0: expected an integer, got an array$"):
         run.patch(np.zeros((2, 3), np.int64), np.zeros((2, 3), np.int64), answer=1, wrong=2)
     with pytest.raises(ValueError, match="mode: expected zero, mean or resample, got 'half'"):
         run.ablate(mode="half")
@@ -131,8 +131,8 @@ def test_bad_train_arguments(tmp_path):
         attograd.train({"modle": {}}, out=str(tmp_path / "a"))
     with pytest.raises(ValueError, match="Out of range float"):
         attograd.train({"train": {"lr": float("nan")}}, out=str(tmp_path / "b"))
-    with pytest.raises(TypeError):
-        attograd.train({"train": {"lr": np.float32(0.1)}}, out=str(tmp_path / "c"))
+    with pytest.raises(TypeError, match="Object of type object is not JSON serializable"):
+        attograd.train({"train": {"lr": object()}}, out=str(tmp_path / "c"))
     with pytest.raises(ValueError, match="out: expected a folder, got an empty path"):
         attograd.train({}, out="")
     with pytest.raises(ValueError, match="progress: expected a function"):

@@ -1,0 +1,47 @@
+// What every command shares after its call: printing a tool's result (one JSON line with --json, else the
+// text and the files it wrote), and the flags several tools take the same way (an input as --tokens or
+// --ids, --save NAME). Nothing here computes: the tools are in study/.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "study/tool.h"
+
+namespace cli {
+
+// With `json`, the result's JSON on one line; otherwise `header`, the tool's notes, `table` and, when
+// files were written, a line "wrote A, B and C". Returns 0, the exit code.
+int print_output(bool json, const nlohmann::json& result, const std::string& header,
+                 const std::vector<std::string>& notes, const std::string& table,
+                 const std::vector<std::string>& wrote);
+template <typename Result>
+int print_output(bool json, const study::Output<Result>& out, const nlohmann::json& result,
+                 const std::string& header, const std::string& table) {
+  return print_output(json, result, header, out.notes, table, out.wrote);
+}
+
+// --tokens "BOS 3 1 4" and --ids "0 5 3 6" (exclusive) into a study::Sequence. `tokens_help` says what
+// the tool does with names (BOS added or not).
+class InputOptions {
+ public:
+  void add_to(CLI::App* sub, const std::string& tokens_help);
+  // The input given; UsageError when neither flag was given, or an --ids word is not an integer.
+  study::Sequence sequence(const std::string& tool) const;
+
+ private:
+  std::string tokens_, ids_;
+};
+
+// --save NAME, checked as the tools check it (study::save_name_problem).
+CLI::Option* add_save_option(CLI::App* sub, std::string& name, const std::string& what);
+
+// "RUN (step N)": how every command names the run it read.
+std::string run_title(const study::StudyRun& run);
+
+// Token names separated by single spaces.
+std::string join_tokens(const std::vector<std::string>& tokens);
+
+}  // namespace cli

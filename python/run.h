@@ -1,0 +1,83 @@
+// attograd.Run: a trained run folder opened for study (study::open_run), shared by python/run.cpp (its
+// forward, hooks and cache) and python/tools.cpp (every study tool as a method).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "python/bindings.h"
+#include "python/convert.h"
+#include "study/tool.h"
+
+namespace pyag {
+
+class Run {
+ public:
+  explicit Run(const std::string& path) {
+    if (!std::filesystem::exists(path)) {
+      try {
+        (void)train::load_run(path);
+      } catch (const std::exception& e) {
+        throw FileNotFound(e.what());
+      }
+    }
+    run_ = std::make_shared<study::StudyRun>(study::open_run(path));
+    path_ = path;
+  }
+
+  // The open run, shared so that close() during another thread's call leaves that call its run.
+  std::shared_ptr<study::StudyRun> get() const {
+    if (!run_) throw std::runtime_error(path_ + ": the run is closed");
+    return run_;
+  }
+  void close() { run_.reset(); }
+  const std::string& path() const { return path_; }
+
+  std::vector<int32_t> ids(const train::LoadedRun& run, py::handle value, const std::string& argument,
+                           int64_t* B, int64_t* T) const {
+    return token_ids(value, argument, run.task->vocab_size(), run.config.model.max_len, B, T);
+  }
+
+  // A token-name string (BOS put in front when missing, as `attograd patch` does) or ids of shape (T,).
+  std::vector<int32_t> sequence(const train::LoadedRun& run, py::handle value,
+                                const std::string& argument) const {
+    if (py::isinstance<py::str>(value))
+      return train::input_from_names(run, value.cast<std::string>(), argument, nullptr);
+    int64_t B = 0, T = 0;
+    std::vector<int32_t> out = ids(run, value, argument, &B, &T);
+    if (py::isinstance<py::array>(value) && py::reinterpret_borrow<py::array>(value).ndim() != 1)
+      throw std::invalid_argument(argument + ": expected one sequence of shape (T,), got shape (" +
+                                  std::to_string(B) + ", " + std::to_string(T) + ")");
+    return out;
+  }
+
+  // A token given by name or id.
+  int token(const train::LoadedRun& run, py::handle value, const std::string& argument) const {
+    if (py::isinstance<py::str>(value)) {
+      const std::string name = value.cast<std::string>();
+      const std::optional<int> id = run.task->token_id(name);
+      if (!id) throw std::invalid_argument(argument + ": unknown token '" + name + "'");
+      return *id;
+    }
+    if (!py::isinstance<py::int_>(value))
+      throw std::invalid_argument(argument + ": expected a token name or id");
+    const int64_t id = value.cast<int64_t>();
+    if (id < 0 || id >= run.task->vocab_size())
+      throw std::invalid_argument(argument + ": token id " + std::to_string(id) +
+                                  " is outside the vocabulary 0.." +
+                                  std::to_string(run.task->vocab_size() - 1));
+    return static_cast<int>(id);
+  }
+
+ private:
+  std::shared_ptr<study::StudyRun> run_;
+  std::string path_;
+};
+
+// Every study tool of study/tools.h: Run.NAME(...) for the tools that read a run, attograd.NAME(...) for
+// the others (python/tools.cpp).
+void bind_tools(py::module_& m, py::class_<Run>& run_class);
+
+}  // namespace pyag

@@ -1,0 +1,95 @@
+#include "study/tool.h"
+
+#include <algorithm>
+
+#include "autograd/threads.h"
+#include "train/token_input.h"
+
+namespace study {
+
+StudyRun open_run(const std::string& dir) {
+  StudyRun run = train::load_run(dir);
+  ag::set_num_threads(std::min(run.config.train.threads, train::max_threads()));
+  return run;
+}
+
+namespace {
+std::string bos_note(const StudyRun& run) {
+  return "(BOS put in front: every " + run.config.task.kind +
+         " sequence starts with it; write it yourself to silence this)";
+}
+}  // namespace
+
+std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const std::string& field, Bos bos,
+                               std::vector<std::string>* notes) {
+  if (input.empty()) throw RequestError(field + ": expected token names or ids, got none");
+  std::vector<int32_t> ids;
+  if (!input.tokens.empty()) {
+    bool bos_added = false;
+    ids = bos == Bos::kAdd ? train::input_from_names(run, input.tokens, field, &bos_added)
+                           : train::parse_token_names(*run.task, input.tokens, field);
+    const std::string note = bos_note(run);
+    if (bos_added && notes && std::find(notes->begin(), notes->end(), note) == notes->end())
+      notes->push_back(note);
+  } else {
+    const int64_t vocab = run.task->vocab_size();
+    for (int64_t id : input.ids) {
+      if (id < 0 || id >= vocab)
+        throw RequestError(field + ": " + std::to_string(id) + " is not a token id in 0.." +
+                           std::to_string(vocab - 1));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  train::check_input_length(run, ids.size(), field);
+  return ids;
+}
+
+int token_id(const StudyRun& run, const Token& token, const std::string& field) {
+  if (token.name.empty()) {
+    const int64_t vocab = run.task->vocab_size();
+    if (!token.id || *token.id < 0 || *token.id >= vocab)
+      throw RequestError(field + ": token id " + (token.id ? std::to_string(*token.id) : "none") +
+                         " is outside the vocabulary 0.." + std::to_string(vocab - 1));
+    return static_cast<int>(*token.id);
+  }
+  const std::optional<int> id = run.task->token_id(token.name);
+  if (!id) throw RequestError(field + ": unknown token '" + token.name + "'");
+  return *id;
+}
+
+std::string token_label(const StudyRun& run, int id) {
+  return id < run.task->vocab_size() ? run.task->token_name(id) : "<id " + std::to_string(id) + ">";
+}
+
+std::vector<std::string> token_labels(const StudyRun& run, const std::vector<int32_t>& ids) {
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) out.push_back(token_label(run, id));
+  return out;
+}
+
+void check_layer_head(const StudyRun& run, std::optional<int> layer, std::optional<int> head) {
+  const int L = static_cast<int>(run.model->blocks.size());
+  const int H = static_cast<int>(run.config.model.n_heads);
+  if (layer && (*layer < 0 || *layer >= L))
+    throw RequestError("layer " + std::to_string(*layer) + ": the model has " + std::to_string(L) +
+                       (L == 1 ? " layer (valid: 0)" : " layers (valid: 0.." + std::to_string(L - 1) + ")"));
+  if (head && (*head < 0 || *head >= H))
+    throw RequestError("head " + std::to_string(*head) + ": the model has " + std::to_string(H) +
+                       (H == 1 ? " head per layer (valid: 0)"
+                               : " heads per layer (valid: 0.." + std::to_string(H - 1) + ")"));
+}
+
+std::string save_name_problem(const std::string& name) {
+  constexpr size_t kMaxSaveName = 100;  // NAME.json and NAME.svg stay well within a file name's 255 bytes
+  if (name.size() > kMaxSaveName)
+    return "at most " + std::to_string(kMaxSaveName) + " characters, got " + std::to_string(name.size());
+  if (name.empty() ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+          std::string::npos ||
+      name[0] == '.')
+    return "letters, digits, '_', '-' and '.' only";
+  return "";
+}
+
+}  // namespace study

@@ -1,0 +1,35 @@
+// Every study tool, one row each: its name, what it does, and its call on a request given as JSON (the
+// request struct's fields by name) returning the result's JSON. The Python module binds every row, and
+// `attograd NAME --json` prints what the row returns, so the two front ends give the same answer.
+// study/tool.h says how to add a tool.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "study/tool.h"
+
+namespace study {
+
+struct Tool {
+  std::string name;
+  std::string summary;
+  // The request's fields in order: its input sequences, then its table's rows (Python binds them in this
+  // order, so the first ones may be given positionally).
+  std::vector<std::string> fields;
+  // Whether the tool reads a trained run (Python: a method of Run) or stands alone (a module function).
+  bool reads_run = true;
+  // The call: `run` is the open run when reads_run, else null. Errors are RequestError (a bad request),
+  // the library's one-line exceptions, or io::WriteError.
+  std::function<nlohmann::json(StudyRun* run, const nlohmann::json& request)> call;
+};
+
+// Every tool, in the order the docs list them.
+const std::vector<Tool>& tools();
+
+// The row called `name`; RequestError "NAME: no such tool" when none is.
+const Tool& tool(const std::string& name);
+
+}  // namespace study
