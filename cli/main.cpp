@@ -1,4 +1,4 @@
-// attograd: one program, one subcommand per job (docs/architecture.md "The command line"). This file only
+// attograd: one program, one subcommand per job (docs/cli.md). This file only
 // dispatches and turns failures into one-line messages and exit codes: 0 success, 1 the run failed, 2 bad
 // input.
 #include <cstdio>

@@ -1,8 +1,9 @@
-// The contract against the program: docs/architecture.md "The command line" has a section
-// "### `attograd SUB`" per subcommand, with a table whose first column names each argument and option.
-// Every subcommand that `attograd --help` (or a subcommand's --help) lists must have its section, every
-// argument and long option that `attograd SUB --help` lists must be in that section's table, and the
-// section may name no subcommand or option the program lacks. A failure names what is missing where.
+// The contract against the program: docs/cli.md has a section "## `attograd SUB`" per subcommand, with its
+// usage (indented lines "    attograd SUB ...") and a table whose first column names each argument and
+// option. Every subcommand that `attograd --help` (or a subcommand's --help) lists must have its section,
+// every argument and long option that `attograd SUB --help` lists must be in that section's table, and the
+// section's table and usage may name no subcommand or option the program lacks. A failure names what is
+// missing where.
 #define BOOST_TEST_MODULE contract
 #include <boost/test/unit_test.hpp>
 #include <cctype>
@@ -78,33 +79,34 @@ Help parse_help(const std::string& text) {
   return h;
 }
 
-// One subcommand's section of the contract: the names in the first column of its table.
+// One subcommand's section of the contract: the names in the first column of its table, and the long
+// options its usage lines name.
 struct Section {
-  Names positionals, options;
+  Names positionals, options, usage_options;
 };
 
-// The sections of docs/architecture.md's "## The command line", by subcommand ("train", "sweep collect").
-// A section starts at a heading "### `attograd SUB`"; its table rows start with "| `", and their first cell
-// holds an argument ("`RUN_DIR`") or options with their values ("`-j, --jobs N`").
+// The sections of docs/cli.md, by subcommand ("train", "sweep collect"). A section starts at a heading
+// "## `attograd SUB`" and ends at the next "## " heading (a "### " heading inside it does not end it). Its
+// usage lines are indented code ("    attograd SUB [--opt X]"); its table rows start with "| `", and their
+// first cell holds an argument ("`RUN_DIR`") or options with their values ("`-j, --jobs N`").
 std::map<std::string, Section> parse_contract(const std::string& doc) {
   std::map<std::string, Section> sections;
-  bool in_command_line = false;
   Section* current = nullptr;
   for (const std::string& line : lines_of(doc)) {
     if (line.rfind("## ", 0) == 0) {
-      in_command_line = line == "## The command line";
-      current = nullptr;
-      continue;
-    }
-    if (!in_command_line) continue;
-    if (line.rfind("### ", 0) == 0) {
-      const std::string prefix = "### `attograd ";
+      const std::string prefix = "## `attograd ";
       current = nullptr;
       if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size() && line.back() == '`')
         current = &sections[line.substr(prefix.size(), line.size() - prefix.size() - 1)];
       continue;
     }
-    if (!current || line.rfind("| `", 0) != 0) continue;
+    if (line.rfind("# ", 0) == 0) current = nullptr;
+    if (!current) continue;
+    if (line.rfind("    attograd ", 0) == 0) {
+      for (const std::string& o : long_options(line)) current->usage_options.insert(o);
+      continue;
+    }
+    if (line.rfind("| `", 0) != 0) continue;
     const size_t cell_end = line.find(" |", 2);
     std::string cell = line.substr(2, cell_end == std::string::npos ? std::string::npos : cell_end - 2);
     std::string names;  // the text inside the cell's backquotes
@@ -130,7 +132,7 @@ std::string join(const Names& names) {
   return out.empty() ? "(none)" : out;
 }
 
-const std::string kContract = "docs/architecture.md";
+const std::string kContract = "docs/cli.md";
 
 // Checks `attograd <path> --help` against the contract's section for `path`, then each of its subcommands.
 void check_subcommand(const std::map<std::string, Section>& contract, const std::string& path, Names& seen) {
@@ -142,9 +144,8 @@ void check_subcommand(const std::map<std::string, Section>& contract, const std:
                         "attograd " + path + " --help: found no argument and no option in:\n" + r.out);
   seen.insert(path);
   const auto it = contract.find(path);
-  BOOST_CHECK_MESSAGE(it != contract.end(), kContract + ": `attograd " + path +
-                                                "` has no section \"### `attograd " + path +
-                                                "`\" under \"## The command line\"");
+  BOOST_CHECK_MESSAGE(it != contract.end(),
+                      kContract + ": `attograd " + path + "` has no section \"## `attograd " + path + "`\"");
   if (it != contract.end()) {
     const Section& doc = it->second;
     for (const std::string& p : help.positionals)
@@ -160,6 +161,10 @@ void check_subcommand(const std::map<std::string, Section>& contract, const std:
                                                          join(help.positionals) + ")");
     for (const std::string& o : doc.options)
       BOOST_CHECK_MESSAGE(help.options.count(o), kContract + ": the table of `attograd " + path + "` lists " +
+                                                     o + ", which its --help does not (" +
+                                                     join(help.options) + ")");
+    for (const std::string& o : doc.usage_options)
+      BOOST_CHECK_MESSAGE(help.options.count(o), kContract + ": the usage of `attograd " + path + "` names " +
                                                      o + ", which its --help does not (" +
                                                      join(help.options) + ")");
   }
@@ -183,13 +188,16 @@ BOOST_AUTO_TEST_CASE(the_help_output_parses_as_the_contract_test_expects) {
 
 BOOST_AUTO_TEST_CASE(the_contract_parses_a_section_per_subcommand) {
   const auto sections = parse_contract(
-      "## The command line\n\n### `attograd sweep`\n\n| argument | meaning |\n|---|---|\n"
+      "# attograd: the command line\n\n## `attograd sweep`\n\n    attograd sweep SWEEP [-j N] [--slurm F]\n\n"
+      "| argument | meaning |\n|---|---|\n"
       "| `SWEEP` | the file, `x.json` |\n| `-j, --jobs N` | runs at a time, see `--print-commands` |\n\n"
-      "### `attograd sweep collect`\n\n| `DIR` | the folder |\n\n### Not a subcommand\n\n| `--x` | y |\n"
+      "### Its output\n\n| `--dry` | z |\n\n"
+      "## `attograd sweep collect`\n\n| `DIR` | the folder |\n\n## Not a subcommand\n\n| `--x` | y |\n"
       "## Config\n\n### `attograd train`\n");
   BOOST_TEST(sections.size() == 2u);
   BOOST_TEST(sections.at("sweep").positionals == Names({"SWEEP"}));
-  BOOST_TEST(sections.at("sweep").options == Names({"--jobs"}));
+  BOOST_TEST(sections.at("sweep").options == Names({"--jobs", "--dry"}));
+  BOOST_TEST(sections.at("sweep").usage_options == Names({"--slurm"}));
   BOOST_TEST(sections.at("sweep collect").positionals == Names({"DIR"}));
   BOOST_TEST(sections.at("sweep collect").options.empty());
 }
