@@ -89,7 +89,7 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   for (const auto& input : inputs) tool.fields.push_back(input.first);
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
   tool.reads_run = std::is_invocable_v<Run, StudyRun&, const Request&>;
-  tool.call = [name = tool.name, &fields, inputs, run](StudyRun* open, const json& j) -> json {
+  tool.call = [name = tool.name, fields, inputs, run](StudyRun* open, const json& j) -> json {
     const Request request = read_request(j, name, fields, inputs);
     if constexpr (std::is_invocable_v<Run, StudyRun&, const Request&>) {
       return run(*open, request);
