@@ -73,3 +73,11 @@ def test_bad_requests_name_the_field_not_a_flag(run):
     # The command line says the same, without its flags' dashes.
     _, err = cli("lens", run.path, "--tokens", "BOS 5 9", "--answer", "x", expect=2)
     assert err.strip() == "attograd lens: answer: unknown token 'x'"
+
+
+def test_a_deep_argument_is_one_line_not_a_crash(run):
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(ValueError, match=r"^argument: line 1, column \d+: nested deeper than 64 levels$"):
+        run.lens(deep)
