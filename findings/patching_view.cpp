@@ -263,11 +263,10 @@ PatchingResult patching_from_json(const json& j, const std::string& source) {
   return r;
 }
 
-void write_patching(const std::string& path, const PatchingResult& r) {
+std::string patching_file_text(const PatchingResult& r, const std::string& path) {
   const std::string text = patching_to_json(r, true).dump(1) + "\n";
-  // Read back first: a value its reader refuses (a NaN written as null) is an error, not a file.
   patching_from_json(io::parse_json(text, path), path + " (not written)");
-  io::write_text_file_atomically(path, text);
+  return text;
 }
 
 PatchingResult read_patching(const std::string& path) {

@@ -63,9 +63,9 @@ nlohmann::json patching_to_json(const PatchingResult& r, bool with_labels);
 // Validates the schema's keys and types; errors are std::runtime_error "SOURCE: /pointer: expected ...".
 PatchingResult patching_from_json(const nlohmann::json& j, const std::string& source);
 PatchingResult read_patching(const std::string& path);
-// The saved file (with the labels), atomically; a result its reader would refuse throws instead, so no
-// file is ever written that read_patching rejects.
-void write_patching(const std::string& path, const PatchingResult& r);
+// The saved file's text (patching_to_json with labels), read back first: a value its reader refuses (a NaN
+// written as null) is a std::runtime_error naming `path` "(not written)", not a file.
+std::string patching_file_text(const PatchingResult& r, const std::string& path);
 // Every RUN/patching/*.json, by file name; `names` gets each file's stem.
 std::vector<PatchingResult> read_patchings(const std::string& dir, std::vector<std::string>* names);
 

@@ -2,11 +2,8 @@
 
 #include <algorithm>
 
-#include "io/atomic_file.h"
 #include "io/run_layout.h"
-#include "io/run_ownership.h"
 #include "study/residual.h"
-#include "study/run_study.h"
 
 namespace study {
 
@@ -43,14 +40,8 @@ Output<findings::LensResult> lens(StudyRun& run, const LensRequest& request) {
 
 std::vector<std::string> save_lens(const StudyRun& run, const std::string& name,
                                    const findings::LensResult& r) {
-  const io::RunLock lock(run.dir);  // one writer per run folder
-  const std::string stem = io::layout::lens_stem(run.dir, name);
-  io::write_text_file_atomically(stem + ".json", findings::lens_to_json(r, true).dump(1) + "\n");
-  io::write_text_file_atomically(
-      stem + ".svg", findings::svg_lens(r, run.config.name + ", step " + std::to_string(run.step) +
-                                               ": logit lens '" + name + "'"));
-  write_run_report(run.dir, run.config.name);
-  return {stem + ".json", stem + ".svg", io::layout::report_html(run.dir)};
+  return save_named(run, io::layout::lens_stem(run.dir, name), findings::lens_to_json(r, true).dump(1) + "\n",
+                    findings::svg_lens(r, picture_title(run, "logit lens '" + name + "'")));
 }
 
 }  // namespace study

@@ -7,10 +7,7 @@
 #include <string>
 #include <tuple>
 
-#include "io/atomic_file.h"
 #include "io/run_layout.h"
-#include "io/run_ownership.h"
-#include "study/run_study.h"
 
 namespace study {
 namespace {
@@ -270,7 +267,8 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
 }
 
 Output<findings::PatchingResult> patch(StudyRun& run, const PatchRequest& request) {
-  if (request.answer.empty() != request.wrong.empty()) throw RequestError("give both answer and wrong, or neither");
+  if (request.answer.empty() != request.wrong.empty())
+    throw RequestError("give both answer and wrong, or neither");
   if (!request.save.empty()) {
     const std::string problem = save_name_problem(request.save);
     if (!problem.empty()) throw RequestError("save: " + problem);
@@ -303,14 +301,9 @@ Output<findings::PatchingResult> patch(StudyRun& run, const PatchRequest& reques
 
 std::vector<std::string> save_patch(const StudyRun& run, const std::string& name,
                                     const findings::PatchingResult& r) {
-  const io::RunLock lock(run.dir);  // one writer per run folder
   const std::string stem = io::layout::patching_stem(run.dir, name);
-  findings::write_patching(stem + ".json", r);
-  io::write_text_file_atomically(
-      stem + ".svg", findings::svg_patching(r, run.config.name + ", step " + std::to_string(run.step) +
-                                                   ": activation patching '" + name + "'"));
-  write_run_report(run.dir, run.config.name);
-  return {stem + ".json", stem + ".svg", io::layout::report_html(run.dir)};
+  return save_named(run, stem, findings::patching_file_text(r, stem + ".json"),
+                    findings::svg_patching(r, picture_title(run, "activation patching '" + name + "'")));
 }
 
 }  // namespace study

@@ -3,6 +3,10 @@
 #include <algorithm>
 
 #include "autograd/threads.h"
+#include "io/atomic_file.h"
+#include "io/run_layout.h"
+#include "io/run_ownership.h"
+#include "study/run_study.h"
 #include "train/token_input.h"
 
 namespace study {
@@ -78,6 +82,19 @@ void check_layer_head(const StudyRun& run, std::optional<int> layer, std::option
     throw RequestError("head " + std::to_string(*head) + ": the model has " + std::to_string(H) +
                        (H == 1 ? " head per layer (valid: 0)"
                                : " heads per layer (valid: 0.." + std::to_string(H - 1) + ")"));
+}
+
+std::vector<std::string> save_named(const StudyRun& run, const std::string& stem,
+                                    const std::string& json_text, const std::string& svg) {
+  const io::RunLock lock(run.dir);  // one writer per run folder
+  io::write_text_file_atomically(stem + ".json", json_text);
+  io::write_text_file_atomically(stem + ".svg", svg);
+  write_run_report(run.dir, run.config.name);
+  return {stem + ".json", stem + ".svg", io::layout::report_html(run.dir)};
+}
+
+std::string picture_title(const StudyRun& run, const std::string& what) {
+  return run.config.name + ", step " + std::to_string(run.step) + ": " + what;
 }
 
 std::string save_name_problem(const std::string& name) {

@@ -88,6 +88,15 @@ std::vector<std::string> token_labels(const StudyRun& run, const std::vector<int
 // RequestError "layer 5: the model has 2 layers (valid: 0..1)" (or "head ...") when out of range.
 void check_layer_head(const StudyRun& run, std::optional<int> layer, std::optional<int> head);
 
+// A named finding saved in the run (patch --save, lens --save): STEM.json and STEM.svg, each written
+// atomically, then report.html rebuilt, all under the run's lock; returns the paths written. STEM comes
+// from io/run_layout.h.
+std::vector<std::string> save_named(const StudyRun& run, const std::string& stem,
+                                    const std::string& json_text, const std::string& svg);
+
+// A saved picture's title: "CONFIG NAME, step N: WHAT".
+std::string picture_title(const StudyRun& run, const std::string& what);
+
 // "" when `name` is a valid save name (letters, digits, '_', '-' and '.' not first, at most 100
 // characters), else what is wrong with it.
 std::string save_name_problem(const std::string& name);
