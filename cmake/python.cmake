@@ -41,8 +41,11 @@ target_link_libraries(attograd_python PRIVATE attograd_study pybind11::module)
 pybind11_extension(attograd_python)  # the interpreter's suffix: attograd.cpython-311-x86_64-linux-gnu.so
 set_target_properties(attograd_python PROPERTIES OUTPUT_NAME attograd CXX_VISIBILITY_PRESET hidden
                                                  LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/python)
-# `--target attograd` (scripts/run, the .deb's build) builds the module too.
-add_dependencies(attograd attograd_python)
+# `--target attograd` (scripts/run, the .deb's build) builds the module too; not in sanitizer builds, where
+# scripts/test builds the module only for the Python tests it runs.
+if(NOT sanitize_flags)
+  add_dependencies(attograd attograd_python)
+endif()
 
 # Installed into the interpreter's module folder, taken relative to its prefix (Debian:
 # lib/python3/dist-packages), under CMAKE_INSTALL_PREFIX: /usr for the .deb, or any --prefix (then put
