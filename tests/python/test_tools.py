@@ -3,13 +3,17 @@
 import pytest
 
 import attograd
-from conftest import cli, cli_json
+from conftest import cli, cli_json, config_path
 
 CLEAN = "BOS 5 9 3 7 12 4 5 9 3 7 12"
 CORRUPT = "BOS 5 9 3 7 12 4 5 9 3 20 12"
 
-# name: (the Python call on an open Run (or None for a tool that reads no run), the program's arguments
-# after the tool's name; "{run}" is the run folder).
+# A tiny architecture for the whole-model gradient check: seconds, not minutes.
+GRADCHECK_SETS = ["task.length=3", "model.max_len=8"]
+
+# name: (the Python call on an open Run (the argument is None for a tool that reads no run), the program's
+# arguments after the tool's name; "{run}" is the run folder[, the fixture that makes the run when it is not
+# the induction run]).
 CASES = {
     "eval": (lambda run: run.eval(n=16), ["{run}", "--n", "16"]),
     "patch": (lambda run: run.patch(CLEAN, CORRUPT, answer="4", wrong="20", attribution=True),
@@ -17,6 +21,13 @@ CASES = {
                "--attribution"]),
     "lens": (lambda run: run.lens("BOS 5 9 3 7 12 5", answer="9"),
              ["{run}", "--tokens", "BOS 5 9 3 7 12 5", "--answer", "9"]),
+    "scores": (lambda run: run.scores(), ["{run}"]),
+    "ablate": (lambda run: run.ablate("resample", 16, True, 3, 5),
+               ["{run}", "--mode", "resample", "--n", "16", "--per-position", "--k", "3", "--seed", "5"]),
+    "circuits": (lambda run: run.circuits(), ["{run}"]),
+    "fourier": (lambda run: run.fourier(), ["{run}"], "modadd_dir"),
+    "gradcheck": (lambda _: attograd.gradcheck(config_path("induction.json"), set=GRADCHECK_SETS),
+                  [config_path("induction.json")] + [a for s in GRADCHECK_SETS for a in ("--set", s)]),
 }
 
 
@@ -25,10 +36,26 @@ def test_every_tool_has_a_case():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_python_call_equals_the_command_lines_json(name, run, induction_dir):
-    call, args = CASES[name]
-    want = cli_json(name, *[a.replace("{run}", induction_dir) for a in args], "--json")
-    assert call(run) == want
+def test_python_call_equals_the_command_lines_json(name, request):
+    call, args, *fixture = CASES[name]
+    tool = next(t for t in attograd.tools() if t["name"] == name)
+    if not tool["reads_run"]:
+        assert call(None) == cli_json(name, *args, "--json")
+        return
+    folder = request.getfixturevalue(fixture[0] if fixture else "induction_dir")
+    want = cli_json(name, *[a.replace("{run}", folder) for a in args], "--json")
+    with attograd.load_run(folder) as run:
+        assert call(run) == want
+
+
+def test_gradcheck_is_the_engines_for_a_function_and_the_tools_for_a_config():
+    import numpy as np
+    r = attograd.gradcheck(lambda t: t[0] * t[0], [attograd.Tensor64(np.array([1.0, 2.0]))])
+    assert set(r) == {"worst", "per_input", "report"}
+    with pytest.raises(ValueError, match=r"^tolerance: must be > 0"):
+        attograd.gradcheck(config_path("induction.json"), tolerance=0.0)
+    with pytest.raises(ValueError, match=r"^config: expected a config file, got none$"):
+        attograd.gradcheck(set=["seed=1"])
 
 
 def test_fields_by_position_and_name_and_token_ids(run, induction_dir):
