@@ -54,7 +54,7 @@ def test_gradcheck_is_the_engines_for_a_function_and_the_tools_for_a_config():
     assert set(r) == {"worst", "per_input", "report"}
     with pytest.raises(ValueError, match=r"^tolerance: must be > 0"):
         attograd.gradcheck(config_path("induction.json"), tolerance=0.0)
-    with pytest.raises(ValueError, match=r"^config: expected a config file, got none$"):
+    with pytest.raises(ValueError, match=r"^config: must not be empty$"):
         attograd.gradcheck(set=["seed=1"])
 
 
