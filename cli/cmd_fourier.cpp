@@ -1,51 +1,16 @@
-// attograd fourier RUN_DIR [--json]: a modular-addition model read in the Fourier basis of Z_p
-// (study/fourier.h, docs/grokking.md): the spectra of its embedding, unembedding and neuron-logit map, its
-// neurons' frequencies, the key frequencies, the restricted and excluded losses, the Gini coefficients and
-// the sum of squared weights. Writes RUN/fourier/ (fourier.json and the SVGs) and rebuilds report.html.
-#include <cstdio>
-
+// attograd fourier RUN_DIR [--json]: calls study::fourier on the run (saving RUN/fourier/ and rebuilding
+// report.html) and prints its summary or JSON.
 #include "cli/commands.h"
-#include "cli/study_input.h"
-#include "io/run_layout.h"
-#include "io/run_ownership.h"
+#include "cli/print.h"
 #include "study/fourier.h"
-#include "study/run_study.h"
 
 namespace cli {
 
-namespace {
-
-struct Args {
-  std::string run;
-  bool json = false;
-};
-
-int run_fourier(const Args& a) {
-  train::LoadedRun run = load_for_study(a.run, std::nullopt, std::nullopt);
-  try {
-    study::modular_addition(*run.task);  // refuses anything but modular addition, before the lock
-    if (run.config.model.attention_only) throw std::invalid_argument("fourier: the model has no MLP");
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(a.run + ": " + e.what());
-  }
-  const io::RunLock lock(a.run);  // one writer per run folder
-  const findings::FourierReport r =
-      study::write_fourier_files(*run.model, *run.task, run.config, a.run, run.step);
-  if (a.json) {
-    std::printf("%s\n", findings::fourier_to_json(r).dump().c_str());
-    return 0;
-  }
-  std::printf("%s (step %lld): Fourier analysis over all %d^2 pairs\n", a.run.c_str(),
-              static_cast<long long>(run.step), r.p);
-  std::printf("%s", findings::fourier_summary(r).c_str());
-  std::printf("wrote %s, %s/*.svg and %s\n", io::layout::fourier_json(a.run).c_str(),
-              io::layout::fourier_dir(a.run).c_str(), io::layout::report_html(a.run).c_str());
-  return 0;
-}
-
-}  // namespace
-
 Command add_fourier(CLI::App& app) {
+  struct Args {
+    std::string run;
+    bool json = false;
+  };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "fourier",
@@ -58,7 +23,16 @@ Command add_fourier(CLI::App& app) {
       "Example: attograd fourier runs/grokking --json");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   sub->add_flag("--json", a->json, "print one JSON object instead of the summary");
-  return [a] { return run_fourier(*a); };
+  return [a] {
+    study::FourierRequest request;
+    request.save = true;
+    study::StudyRun run = study::open_run(a->run);
+    const auto out = study::fourier(run, request);
+    return print_output(
+        a->json, out, findings::fourier_to_json(out.result),
+        run_title(run) + ": Fourier analysis over all " + std::to_string(out.result.p) + "^2 pairs\n",
+        findings::fourier_summary(out.result));
+  };
 }
 
 }  // namespace cli

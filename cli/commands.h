@@ -23,6 +23,7 @@ Command add_forward(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_attend(CLI::App& app);
 Command add_compare(CLI::App& app);
+Command add_scores(CLI::App& app);
 Command add_ablate(CLI::App& app);
 Command add_patch(CLI::App& app);
 Command add_lens(CLI::App& app);
@@ -39,8 +40,8 @@ Command add_tms(CLI::App& app);
 // Every subcommand, in the order `attograd --help` lists them: a new command is its add_ function above and
 // one entry here.
 inline Command (*const kCommands[])(CLI::App&) = {
-    add_train,     add_eval,  add_forward, add_generate, add_attend,   add_compare,
-    add_ablate,    add_patch, add_lens,    add_detect,   add_circuits, add_fourier,
-    add_gradcheck, add_demo,  add_bench,   add_sweep,    add_sae,      add_tms};
+    add_train,  add_eval,  add_forward, add_generate, add_attend,   add_compare, add_scores,
+    add_ablate, add_patch, add_lens,    add_detect,   add_circuits, add_fourier, add_gradcheck,
+    add_demo,   add_bench, add_sweep,   add_sae,      add_tms};
 
 }  // namespace cli

@@ -7,7 +7,9 @@ PYBIND11_MODULE(attograd, m) {
       "attograd: train, capture, patch and read small transformers on the attograd engine; tensors and "
       "activations as numpy arrays (docs/python.md)";
   pyag::bind_errors(m);
+  // The engine first: attograd.gradcheck(f, inputs) is its overload, tried before the gradcheck tool's
+  // gradcheck(config, ...) (bound by bind_run's tools), which takes every call whose f is not callable.
+  pyag::bind_engine(m);
   pyag::bind_run(m);
   pyag::bind_train(m);
-  pyag::bind_engine(m);
 }

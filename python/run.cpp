@@ -1,7 +1,8 @@
 // attograd.load_run(path) -> Run: a trained run folder, as the study commands open it (train::load_run),
-// with forward passes, hooks as Python functions, activation caches, patching, circuits, head scores,
-// ablation and evaluation. Arrays come out as float32 numpy arrays in the hook points' shapes
-// (docs/architecture.md "Hook points"); dicts are shaped like the command line's JSON.
+// with forward passes, hooks as Python functions and activation caches; the study tools (patching,
+// circuits, head scores, ablation, evaluation, ...) are bound from study/tools.h by python/tools.cpp.
+// Arrays come out as float32 numpy arrays in the hook points' shapes (docs/architecture.md "Hook points");
+// dicts are shaped like the command line's JSON.
 #include "python/run.h"
 
 #include <algorithm>
@@ -10,17 +11,9 @@
 #include <tuple>
 
 #include "autograd/threads.h"
-#include "findings/circuits_view.h"
-#include "findings/head_scores.h"
-#include "findings/patching_view.h"
 #include "nn/hooks.h"
 #include "python/bindings.h"
 #include "python/convert.h"
-#include "study/ablation.h"
-#include "study/circuits.h"
-#include "study/patching.h"
-#include "study/run_study.h"
-#include "train/evaluate.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
 
@@ -88,49 +81,6 @@ py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names
   return py::make_tuple(tensor_view(logits, true), cache);
 }
 
-py::object circuits(const Run& self, bool composition) {
-  const auto run = self.get();
-  if (composition && run->model->blocks.size() < 2)
-    throw std::invalid_argument(self.path() +
-                                ": composition needs a model with at least 2 layers, this one has " +
-                                std::to_string(run->model->blocks.size()) + " (composition=False)");
-  findings::CircuitsResult r;
-  {
-    py::gil_scoped_release release;
-    study::check_circuits_vocab(run->config.model.vocab, self.path());
-    r = study::run_circuits(*run->model, *run->task, run->config, run->step, composition);
-  }
-  return json_to_python(findings::circuits_to_json(r, false));
-}
-
-py::object scores(const Run& self) {
-  const auto run = self.get();
-  findings::HeadScoresFile s;
-  {
-    py::gil_scoped_release release;
-    const train::Batch score_set = run->task->eval_set(run->config.seed, run->config.train.eval_size);
-    s = study::Study(*run->task, run->config, score_set).head_scores(*run->model, run->step);
-  }
-  return json_to_python(findings::head_scores_to_json(s));
-}
-
-py::object ablate(const Run& self, const std::string& mode_name, int n, bool per_position, int k,
-                  uint64_t seed) {
-  const auto run = self.get();
-  const study::AblationMode mode = study::parse_ablation_mode(mode_name, "mode");
-  const int count = train::held_out_count(*run, n, "n");
-  if (k < 1) throw std::invalid_argument("k: expected at least 1, got " + std::to_string(k));
-  nlohmann::json j;
-  {
-    py::gil_scoped_release release;
-    const train::Batch eval_set = run->task->eval_set(run->config.seed, count);
-    const study::ModeAblationReport r =
-        study::ablate_heads_mode(*run->model, eval_set, mode, per_position, k, seed);
-    j = study::mode_ablation_to_json(r, mode, eval_set.B, k);
-  }
-  return json_to_python(j);
-}
-
 }  // namespace
 
 void bind_run(py::module_& m) {
@@ -176,11 +126,7 @@ void bind_run(py::module_& m) {
               out[py::str(p.name)] = tensor_view(*p.tensor, false);
             return out;
           },
-          "Every parameter under its PyTorch state_dict name, as read-only float32 arrays.")
-      .def("circuits", &circuits, py::arg("composition") = true, "The circuit analysis, as circuits.json.")
-      .def("scores", &scores, "Every head's scores at the checkpoint, as scores.json's heads.")
-      .def("ablate", &ablate, py::arg("mode") = "zero", py::arg("n") = 0, py::arg("per_position") = false,
-           py::arg("k") = 4, py::arg("seed") = 1, "Head ablation, as `attograd ablate --mode M --json`.");
+          "Every parameter under its PyTorch state_dict name, as read-only float32 arrays.");
   bind_tools(m, run_class);
   run_class.def("close", &Run::close, "Frees the model; later calls raise RuntimeError.")
       .def("__enter__", [](Run& r) -> Run& { return r; })

@@ -20,14 +20,22 @@ nlohmann::json request_from_args(const study::Tool& tool, const py::args& args, 
     throw py::type_error(tool.name + "() takes at most " + std::to_string(tool.fields.size()) +
                          " positional arguments (" + std::to_string(args.size()) + " given)");
   nlohmann::json request = nlohmann::json::object();
-  for (size_t i = 0; i < args.size(); ++i) request[tool.fields[i]] = python_to_json(args[i]);
+  // A function is no request value; said so here, since a name can also hold another overload taking one
+  // (the engine's gradcheck(f, inputs)) whose arguments did not match.
+  auto to_json = [&tool](const std::string& field, py::handle v) {
+    if (PyCallable_Check(v.ptr()))
+      throw py::type_error(tool.name + "() argument '" + field +
+                           "': expected a request value, not a function");
+    return python_to_json(v);
+  };
+  for (size_t i = 0; i < args.size(); ++i) request[tool.fields[i]] = to_json(tool.fields[i], args[i]);
   for (const auto& [key, value] : kwargs) {
     const std::string name = py::str(key).cast<std::string>();
     if (std::find(tool.fields.begin(), tool.fields.end(), name) == tool.fields.end())
       throw py::type_error(tool.name + "() got an unexpected keyword argument '" + name + "'");
     if (request.contains(name))
       throw py::type_error(tool.name + "() got multiple values for argument '" + name + "'");
-    if (!value.is_none()) request[name] = python_to_json(value);
+    if (!value.is_none()) request[name] = to_json(name, value);
   }
   return request;
 }

@@ -3,8 +3,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
+
+#include "io/run_layout.h"
+#include "io/run_ownership.h"
+#include "study/run_study.h"
+#include "study/scores.h"
 
 namespace study {
 
@@ -76,63 +82,151 @@ ModeAblationReport ablate_heads_mode(const nn::CausalLM<float>& model, const tra
   nn::Hooks<float> none;
   report.baseline = train::evaluate(model, batch, chunk, &none);
   const size_t L = model.blocks.size();
-  // The sources each mode patches in, per layer: (T, H, dk) for zero and mean, one (B, T, H, dk) per draw
-  // for resample.
-  std::vector<ag::Tensor<float>> means;
-  if (mode == AblationMode::mean) means = mean_head_outputs(model, batch, chunk);
-  std::vector<std::vector<ag::Tensor<float>>> draws(L);  // [layer][draw]
-  if (mode == AblationMode::resample) {
-    nn::Hooks<float> cache;
-    for (size_t l = 0; l < L; ++l) cache.capture(nn::hook_name(nn::Point::attn_z, l));
-    {
-      ag::NoGradScope no_grad;
-      model.forward(batch.inputs, B, T, {}, &cache);
-    }
-    ag::Rng rng(seed);
-    for (int r = 0; r < k; ++r) {
-      // A random derangement: shuffle, then move any fixed point to its neighbour's place.
-      std::vector<int> perm(static_cast<size_t>(B));
-      for (int b = 0; b < B; ++b) perm[b] = b;
-      for (int b = B - 1; b > 0; --b)
-        std::swap(perm[b], perm[static_cast<int>(rng.uniform() * (b + 1)) % (b + 1)]);
-      for (int b = 0; b < B; ++b)
-        if (perm[b] == b) std::swap(perm[b], perm[(b + 1) % B]);
-      for (size_t l = 0; l < L; ++l) {
-        const ag::Tensor<float>& z = cache.captured(nn::hook_name(nn::Point::attn_z, l));  // (B, T, H, dk)
-        const int64_t per = z.numel() / B;
-        std::vector<float> v(static_cast<size_t>(z.numel()));
-        for (int b = 0; b < B; ++b)
-          std::copy(z.data() + perm[b] * per, z.data() + (perm[b] + 1) * per, v.begin() + b * per);
-        draws[l].push_back(ag::Tensor<float>::from(z.shape(), std::move(v)));
-      }
-    }
-  }
-  for (size_t l = 0; l < L; ++l) {
-    const std::string point = nn::hook_name(nn::Point::attn_z, l);
-    const auto& attn = model.blocks[l]->attn;
-    for (int h = 0; h < static_cast<int>(attn.n_heads); ++h)
+  // Every (layer, head, position) in report order; each accumulates its runs' acc / runs and loss / runs in
+  // draw order, so the sums do not depend on whether the draws are kept or streamed.
+  for (size_t l = 0; l < L; ++l)
+    for (int h = 0; h < static_cast<int>(model.blocks[l]->attn.n_heads); ++h)
       for (int pos = -1; pos < (per_position ? T : 0); ++pos) {
-        const std::vector<int64_t> positions = pos < 0 ? std::vector<int64_t>{} : std::vector<int64_t>{pos};
         ModeAblation a;
         a.layer = static_cast<int>(l);
         a.head = h;
         a.position = pos;
-        const int runs = mode == AblationMode::resample ? k : 1;
-        for (int r = 0; r < runs; ++r) {
-          nn::Hooks<float> hooks;
-          const ag::Tensor<float> source = mode == AblationMode::zero
-                                               ? ag::Tensor<float>::zeros({T, attn.n_heads, attn.dk})
-                                           : mode == AblationMode::mean ? means[l]
-                                                                        : draws[l][static_cast<size_t>(r)];
-          hooks.patch_head(point, h, positions, source);
-          const train::EvalResult e = train::evaluate(model, batch, chunk, &hooks);
-          a.acc += e.acc / runs;
-          a.loss += e.loss / runs;
-        }
         report.heads.push_back(a);
       }
+  const int runs = mode == AblationMode::resample ? k : 1;
+  // Evaluates every entry with layer l's z replaced by `sources[l]` ((T, H, dk), or (B, T, H, dk) for a
+  // resample draw) at its head and position, adding the run's share to the entry.
+  auto evaluate_all = [&](const std::vector<ag::Tensor<float>>& sources) {
+    for (ModeAblation& a : report.heads) {
+      const std::vector<int64_t> positions =
+          a.position < 0 ? std::vector<int64_t>{} : std::vector<int64_t>{a.position};
+      nn::Hooks<float> hooks;
+      hooks.patch_head(nn::hook_name(nn::Point::attn_z, static_cast<size_t>(a.layer)), a.head, positions,
+                       sources[static_cast<size_t>(a.layer)]);
+      const train::EvalResult e = train::evaluate(model, batch, chunk, &hooks);
+      a.acc += e.acc / runs;
+      a.loss += e.loss / runs;
+    }
+  };
+  if (mode == AblationMode::zero) {
+    std::vector<ag::Tensor<float>> zeros;
+    for (size_t l = 0; l < L; ++l) {
+      const auto& attn = model.blocks[l]->attn;
+      zeros.push_back(ag::Tensor<float>::zeros({T, attn.n_heads, attn.dk}));
+    }
+    evaluate_all(zeros);
+    return report;
+  }
+  if (mode == AblationMode::mean) {
+    evaluate_all(mean_head_outputs(model, batch, chunk));
+    return report;
+  }
+  // Resample: each draw is made, evaluated on every entry and dropped before the next, so memory holds the
+  // batch's z and one draw whatever k is.
+  nn::Hooks<float> cache;
+  for (size_t l = 0; l < L; ++l) cache.capture(nn::hook_name(nn::Point::attn_z, l));
+  {
+    ag::NoGradScope no_grad;
+    model.forward(batch.inputs, B, T, {}, &cache);
+  }
+  ag::Rng rng(seed);
+  std::vector<int> perm(static_cast<size_t>(B));
+  for (int r = 0; r < k; ++r) {
+    // A random derangement: shuffle, then move any fixed point to its neighbour's place.
+    for (int b = 0; b < B; ++b) perm[b] = b;
+    for (int b = B - 1; b > 0; --b)
+      std::swap(perm[b], perm[static_cast<int>(rng.uniform() * (b + 1)) % (b + 1)]);
+    for (int b = 0; b < B; ++b)
+      if (perm[b] == b) std::swap(perm[b], perm[(b + 1) % B]);
+    std::vector<ag::Tensor<float>> draw;
+    for (size_t l = 0; l < L; ++l) {
+      const ag::Tensor<float>& z = cache.captured(nn::hook_name(nn::Point::attn_z, l));  // (B, T, H, dk)
+      const int64_t per = z.numel() / B;
+      std::vector<float> v(static_cast<size_t>(z.numel()));
+      for (int b = 0; b < B; ++b)
+        std::copy(z.data() + perm[b] * per, z.data() + (perm[b] + 1) * per, v.begin() + b * per);
+      draw.push_back(ag::Tensor<float>::from(z.shape(), std::move(v)));
+    }
+    evaluate_all(draw);
   }
   return report;
+}
+
+Output<findings::ModeAblationResult> ablate(StudyRun& run, const AblateRequest& request) {
+  AblationMode mode = AblationMode::zero;
+  try {
+    mode = parse_ablation_mode(request.mode, "mode");
+  } catch (const std::invalid_argument& e) {
+    throw RequestError(e.what());
+  }
+  if (request.n < 0)
+    throw RequestError("n: expected at least 1 (0 = the default), got " + std::to_string(request.n));
+  if (request.k < 1) throw RequestError("k: expected at least 1, got " + std::to_string(request.k));
+  const int n = train::held_out_count(run, request.n, "n");
+  // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
+  const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
+  if (mode == AblationMode::resample && eval_set.B < 2)
+    throw RequestError("mode resample: needs at least 2 held-out sequences (n " + std::to_string(eval_set.B) +
+                       ")");
+  const ModeAblationReport r =
+      ablate_heads_mode(*run.model, eval_set, mode, request.per_position, request.k, request.seed);
+  Output<findings::ModeAblationResult> out;
+  out.result.mode = ablation_mode_name(mode);
+  out.result.sequences = eval_set.B;
+  out.result.k = mode == AblationMode::resample ? request.k : 1;
+  out.result.baseline_acc = r.baseline.acc;
+  out.result.baseline_loss = r.baseline.loss;
+  out.result.heads = r.heads;
+  return out;
+}
+
+namespace {
+
+// Scores that describe this checkpoint: every head of the model, computed at its step.
+bool scores_match(const findings::HeadScoresFile& s, const StudyRun& run) {
+  if (s.step != run.step) return false;
+  const size_t heads = run.model->blocks.size() * static_cast<size_t>(run.config.model.n_heads);
+  if (s.heads.size() != heads) return false;
+  for (const findings::HeadScores& h : s.heads)
+    if (h.layer < 0 || h.layer >= static_cast<int>(run.model->blocks.size()) || h.head < 0 ||
+        h.head >= run.config.model.n_heads)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+Output<AblationScores> ablate_scores(StudyRun& run, int n_requested) {
+  if (n_requested < 0)
+    throw RequestError("n: expected at least 1 (0 = the default), got " + std::to_string(n_requested));
+  const io::RunLock lock(run.dir);  // one writer per run folder
+  const int n = train::held_out_count(run, n_requested, "n");
+  const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
+  Output<AblationScores> out;
+  const std::string scores_path = io::layout::scores_json(run.dir);
+  findings::HeadScoresFile& scores = out.result.scores;
+  bool have_scores = false;
+  if (std::filesystem::exists(scores_path)) {
+    scores = findings::read_head_scores(scores_path);
+    have_scores = scores_match(scores, run);
+    if (!have_scores)
+      out.notes.push_back(scores_path + ": " +
+                          (scores.step != run.step
+                               ? "step " + std::to_string(scores.step) + ", but the checkpoint is at step " +
+                                     std::to_string(run.step)
+                               : std::string("does not list this model's heads")) +
+                          "; recomputing the scores");
+  }
+  if (!have_scores) scores = study::scores(run, {}).result;
+  const AblationReport report = ablate_heads(*run.model, eval_set);
+  merge_ablation(scores, report);
+  out.result.sequences = eval_set.B;
+  out.result.baseline_acc = report.baseline.acc;
+  out.result.baseline_loss = report.baseline.loss;
+  findings::write_head_scores(scores_path, scores);
+  write_run_report(run.dir, run.config.name);
+  out.wrote = {scores_path, io::layout::report_html(run.dir)};
+  return out;
 }
 
 void merge_ablation(findings::HeadScoresFile& scores, const AblationReport& report) {
@@ -168,22 +262,6 @@ AblationMode parse_ablation_mode(const std::string& name, const std::string& arg
   for (AblationMode m : {AblationMode::zero, AblationMode::mean, AblationMode::resample})
     if (name == ablation_mode_name(m)) return m;
   throw std::invalid_argument(argument + ": expected zero, mean or resample, got '" + name + "'");
-}
-
-nlohmann::json mode_ablation_to_json(const ModeAblationReport& report, AblationMode mode, int sequences,
-                                     int k) {
-  nlohmann::json heads = nlohmann::json::array();
-  for (const ModeAblation& h : report.heads)
-    heads.push_back({{"layer", h.layer},
-                     {"head", h.head},
-                     {"position", h.position < 0 ? nlohmann::json(nullptr) : nlohmann::json(h.position)},
-                     {"acc", h.acc},
-                     {"loss", h.loss}});
-  return {{"mode", ablation_mode_name(mode)},
-          {"sequences", sequences},
-          {"k", mode == AblationMode::resample ? k : 1},
-          {"baseline", {{"acc", report.baseline.acc}, {"loss", report.baseline.loss}}},
-          {"heads", heads}};
 }
 
 }  // namespace study

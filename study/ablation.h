@@ -3,7 +3,8 @@
 // and with it replaced by its mean over the held-out batch (mean ablation keeps the head's typical
 // contribution and removes only what depends on the input). Both patch blocks.L.attn.z through activation
 // hooks (nn/hooks.h); the model itself is never modified.
-// Not for scores or files: head_scores.h stores the results, the cli writes them.
+// ablate() and ablate_scores() are the tool (`attograd ablate` and Run.ablate in Python): the request
+// checked, the held-out set made, and for ablate_scores RUN/scores.json and report.html written.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "findings/ablation_view.h"
 #include "findings/head_scores.h"
 #include "nn/transformer.h"
+#include "study/tool.h"
 #include "train/evaluate.h"
 
 namespace study {
@@ -41,14 +44,11 @@ AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch
 //   mean      its mean over the batch (mean_head_outputs);
 //   resample  the same head's z from another sequence of the batch (a seeded random permutation without
 //             fixed points), the loss and accuracy averaged over `k` such draws;
-// at every position, or (per_position) at one position at a time.
+// at every position, or (per_position) at one position at a time. Resample draws are made and evaluated
+// one at a time (running sums per head), so memory does not grow with k.
 enum class AblationMode { zero, mean, resample };
 
-struct ModeAblation {
-  int layer = 0, head = 0;
-  int position = -1;  // -1: every position
-  double acc = 0, loss = 0;
-};
+using findings::ModeAblation;
 
 struct ModeAblationReport {
   train::EvalResult baseline;
@@ -64,13 +64,31 @@ ModeAblationReport ablate_heads_mode(const nn::CausalLM<float>& model, const tra
 const char* ablation_mode_name(AblationMode mode);
 AblationMode parse_ablation_mode(const std::string& name, const std::string& argument);
 
-// `attograd ablate --mode M --json`'s object: {"mode", "sequences", "k" (1 unless resample), "baseline":
-// {"acc", "loss"}, "heads": [{"layer", "head", "position" (null: every position), "acc", "loss"}]}.
-nlohmann::json mode_ablation_to_json(const ModeAblationReport& report, AblationMode mode, int sequences,
-                                     int k);
-
 // Sets `ablation` {zero_acc, mean_acc, zero_loss, mean_loss} on every head of `scores` that the report
 // covers. Throws std::invalid_argument when a head of the report is missing from `scores`.
 void merge_ablation(findings::HeadScoresFile& scores, const AblationReport& report);
+
+// The tool: one mode on `n` held-out sequences (0 = train.eval_size), the same stream as training's
+// evaluations so the baseline agrees with metrics.jsonl.
+struct AblateRequest {
+  std::string mode = "zero";  // zero, mean or resample
+  int n = 0;                  // held-out sequences; 0 = train.eval_size
+  bool per_position = false;  // also each head at each position alone
+  int k = 4;                  // resample: draws to average over
+  uint64_t seed = 1;          // resample: the draws' seed
+};
+
+Output<findings::ModeAblationResult> ablate(StudyRun& run, const AblateRequest& request);
+
+// Zero and mean ablation of every head on `n` held-out sequences (0 = train.eval_size), merged into the
+// run's head scores (RUN/scores.json when it describes this checkpoint, else recomputed, said in a note),
+// written back to RUN/scores.json with report.html rebuilt, under the run's lock. Returns the scores with
+// their "ablation" objects and the baseline in `baseline`.
+struct AblationScores {
+  findings::HeadScoresFile scores;
+  int sequences = 0;
+  double baseline_acc = 0, baseline_loss = 0;
+};
+Output<AblationScores> ablate_scores(StudyRun& run, int n = 0);
 
 }  // namespace study

@@ -7,6 +7,10 @@
 #include <stdexcept>
 
 #include "autograd/random.h"
+#include "io/run_layout.h"
+#include "io/run_ownership.h"
+#include "study/processing.h"
+#include "study/run_study.h"
 
 namespace study {
 namespace {
@@ -262,6 +266,30 @@ findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, cons
   for (size_t l = 0; l < dla.mlps.size(); ++l)
     r.components.push_back({nn::block_prefix(l) + "mlp", dla.mlps[l]});
   return r;
+}
+
+Output<findings::CircuitsResult> circuits(StudyRun& run, const CircuitsRequest& request) {
+  if (request.processed && request.save)
+    throw RequestError("save: the processed weights are printed only (processed true needs save false)");
+  check_circuits_vocab(run.config.model.vocab, io::layout::model_checkpoint(run.dir));
+  const int L = static_cast<int>(run.model->blocks.size());
+  if (request.composition && L < 2)
+    throw RequestError("composition: needs a model with at least 2 layers, this one has " +
+                       std::to_string(L) + " (composition false gives the per-head numbers)");
+  Output<findings::CircuitsResult> out;
+  if (request.processed) {  // the processed copy: the run's files stay those of its own weights
+    const auto model = processed_weights(*run.model);
+    out.result = run_circuits(*model, *run.task, run.config, run.step, request.composition);
+  } else if (request.save) {
+    const io::RunLock lock(run.dir);  // one writer per run folder
+    out.result =
+        write_circuits_files(*run.model, *run.task, run.config, run.dir, run.step, request.composition);
+    out.wrote = {io::layout::circuits_json(run.dir), io::layout::circuits_dir(run.dir) + "/*.svg",
+                 io::layout::report_html(run.dir)};
+  } else {
+    out.result = run_circuits(*run.model, *run.task, run.config, run.step, request.composition);
+  }
+  return out;
 }
 
 }  // namespace study

@@ -14,6 +14,7 @@
 
 #include "findings/circuits_view.h"
 #include "nn/transformer.h"
+#include "study/tool.h"
 #include "train/tasks.h"
 
 namespace study {
@@ -72,5 +73,15 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
 // the baseline; true on a one-layer model throws std::invalid_argument (composition needs two layers).
 findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::Batch& held_out,
                                           int positions, bool with_composition);
+
+// The tool (`attograd circuits`, Run.circuits in Python): the analysis of a run's checkpoint with DLA on its
+// held-out set (run_study.h's run_circuits), or of its TransformerLens-processed weights (processing.h).
+struct CircuitsRequest {
+  bool composition = true;  // the composition scores and baseline (the model needs >= 2 layers)
+  bool processed = false;   // read the processed weights (LayerNorms folded, centred); never saved
+  bool save = false;        // write RUN/circuits.json and RUN/circuits/*.svg and rebuild report.html
+};
+
+Output<findings::CircuitsResult> circuits(StudyRun& run, const CircuitsRequest& request);
 
 }  // namespace study

@@ -7,7 +7,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "io/run_layout.h"
+#include "io/run_ownership.h"
 #include "nn/hook_points.h"
+#include "study/run_study.h"
 
 namespace study {
 namespace {
@@ -273,6 +276,26 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
   out.class_logits.assign(p, std::vector<double>(p));
   for (int a = 0; a < p; ++a)
     for (int b = 0; b < p; ++b) out.class_logits[a][b] = L(static_cast<int64_t>(a) * p + b, out.logit_class);
+  return out;
+}
+
+Output<findings::FourierReport> fourier(StudyRun& run, const FourierRequest& request) {
+  ModularAddition data;
+  try {
+    data = modular_addition(*run.task);
+    if (run.config.model.attention_only) throw std::invalid_argument("fourier: the model has no MLP");
+  } catch (const std::invalid_argument& e) {
+    throw RequestError(run.dir + ": " + e.what());
+  }
+  Output<findings::FourierReport> out;
+  if (request.save) {
+    const io::RunLock lock(run.dir);  // one writer per run folder
+    out.result = write_fourier_files(*run.model, *run.task, run.config, run.dir, run.step);
+    out.wrote = {io::layout::fourier_json(run.dir), io::layout::fourier_dir(run.dir) + "/*.svg",
+                 io::layout::report_html(run.dir)};
+  } else {
+    out.result = fourier_analysis(*run.model, data, run.step);
+  }
   return out;
 }
 

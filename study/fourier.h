@@ -14,6 +14,7 @@
 
 #include "findings/fourier_view.h"
 #include "nn/transformer.h"
+#include "study/tool.h"
 #include "train/task.h"
 
 namespace study {
@@ -45,5 +46,14 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
 // 1 - 2 sum_i (c_i / ||c||_1) (N - i + 1/2) / N for i = 1..N; 0 for all-equal values, near 1 when one
 // value holds everything (0 for an all-zero vector).
 double gini(std::vector<double> values);
+
+// The tool (`attograd fourier`, Run.fourier in Python): the analysis of a modular-addition run's
+// checkpoint over all p^2 pairs. RequestError naming the run when its task is not modular addition of 2
+// operands with an odd modulus or its model has no MLP.
+struct FourierRequest {
+  bool save = false;  // write RUN/fourier/ (fourier.json and the SVGs) and rebuild report.html
+};
+
+Output<findings::FourierReport> fourier(StudyRun& run, const FourierRequest& request);
 
 }  // namespace study

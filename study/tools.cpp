@@ -6,11 +6,16 @@
 
 #include "io/field_table.h"
 #include "io/printable.h"
+#include "study/ablation.h"
 #include "study/bench.h"
+#include "study/circuits.h"
 #include "study/evaluation.h"
+#include "study/fourier.h"
+#include "study/gradcheck.h"
 #include "study/lens.h"
 #include "study/lesson.h"
 #include "study/patching.h"
+#include "study/scores.h"
 
 namespace study {
 
@@ -51,24 +56,27 @@ void read_token(const io::Section& root, const char* key, const json& value, Tok
 }
 
 // The request of `tool` from its JSON: the table's fields and the sequences, every other key an error.
-// Errors are RequestError "FIELD: what was expected", as the tools' own checks say them.
-template <typename Request>
+// Errors are RequestError "FIELD: what was expected", as the tools' own checks say them. `kInputs` false
+// for a request with no sequences or tokens compiles the inputs' reading out (GCC otherwise warns of
+// member pointers past the end of a request smaller than a Sequence).
+template <typename Request, bool kInputs = true>
 Request read_request(const json& document, const std::string& tool, const io::Table<Request>& fields,
                      const Inputs<Request>& inputs) {
   Request request;
   try {
     const io::Section root(document, "");
     std::vector<std::string> input_keys;
-    for (const auto& [key, member] : inputs) {
-      input_keys.push_back(key);
-      if (!root.has(key)) continue;
-      const json& value = document.at(key);
-      if (const auto* sequence = std::get_if<Sequence Request::*>(&member)) {
-        read_sequence(root, key, value, request.**sequence);
-      } else {
-        read_token(root, key, value, request.*std::get<Token Request::*>(member));
+    if constexpr (kInputs)
+      for (const auto& [key, member] : inputs) {
+        input_keys.push_back(key);
+        if (!root.has(key)) continue;
+        const json& value = document.at(key);
+        if (const auto* sequence = std::get_if<Sequence Request::*>(&member)) {
+          read_sequence(root, key, value, request.**sequence);
+        } else {
+          read_token(root, key, value, request.*std::get<Token Request::*>(member));
+        }
       }
-    }
     root.read_fields(fields, request, input_keys);
   } catch (const io::FieldProblem& problem) {
     // The root's pointer "/FIELD" named as the field itself.
@@ -80,7 +88,7 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
 
 // A row of the table: the request read from JSON, then `run`: json(StudyRun&, const Request&) for a
 // tool that reads a run, json(const Request&) for one that stands alone.
-template <typename Request, typename Run>
+template <typename Request, typename Run, bool kInputs = true>
 Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
          const io::Table<Request>& fields, Run run) {
   Tool tool;
@@ -90,7 +98,7 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
   tool.reads_run = std::is_invocable_v<Run, StudyRun&, const Request&>;
   tool.call = [name = tool.name, fields, inputs, run](StudyRun* open, const json& j) -> json {
-    const Request request = read_request(j, name, fields, inputs);
+    const Request request = read_request<Request, kInputs>(j, name, fields, inputs);
     if constexpr (std::is_invocable_v<Run, StudyRun&, const Request&>) {
       return run(*open, request);
     } else {
@@ -98,6 +106,12 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
     }
   };
   return tool;
+}
+
+// A row whose request has only its table (no input sequences or tokens).
+template <typename Request, typename Run>
+Tool row(const char* name, const char* summary, const io::Table<Request>& fields, Run run) {
+  return row<Request, Run, false>(name, summary, {}, fields, run);
 }
 
 // ---- One section per tool: its request's table, then its row's call.
@@ -123,6 +137,48 @@ const io::Table<EvalRequest>& eval_fields() {
        io::one_of({"heldout", "train"})},
       {"n", &EvalRequest::n, "sequences", io::at_least(0), io::kFixed,
        "train.eval_size, or the whole training set"},
+  };
+  return fields;
+}
+
+const io::Table<AblateRequest>& ablate_fields() {
+  static const io::Table<AblateRequest> fields = {
+      {"mode", &AblateRequest::mode, "zero, mean, or resample (z from another held-out sequence)",
+       io::rule("zero, mean or resample")},
+      {"n", &AblateRequest::n, "held-out sequences", io::rule(">= 1, or 0"), io::kFixed, "train.eval_size"},
+      {"per_position", &AblateRequest::per_position, "also each head at each position alone"},
+      {"k", &AblateRequest::k, "resample: draws to average over", io::rule(">= 1")},
+      {"seed", &AblateRequest::seed, "resample: the draws' seed"},
+  };
+  return fields;
+}
+
+const io::Table<CircuitsRequest>& circuits_fields() {
+  static const io::Table<CircuitsRequest> fields = {
+      {"composition", &CircuitsRequest::composition, "the composition scores (needs >= 2 layers)"},
+      {"processed", &CircuitsRequest::processed, "read the TransformerLens-processed weights (never saved)"},
+      {"save", &CircuitsRequest::save, "write RUN/circuits.json and RUN/circuits/*.svg, rebuild report.html"},
+  };
+  return fields;
+}
+
+const io::Table<FourierRequest>& fourier_fields() {
+  static const io::Table<FourierRequest> fields = {
+      {"save", &FourierRequest::save, "write RUN/fourier/ and rebuild report.html"},
+  };
+  return fields;
+}
+
+const io::Table<ScoresRequest>& scores_fields() {
+  static const io::Table<ScoresRequest> fields = {};
+  return fields;
+}
+
+const io::Table<GradcheckRequest>& gradcheck_fields() {
+  static const io::Table<GradcheckRequest> fields = {
+      {"config", &GradcheckRequest::config, "the config file", io::not_empty()},
+      {"set", &GradcheckRequest::set, "overrides key.path=value"},
+      {"tolerance", &GradcheckRequest::tolerance, "worst relative error allowed", io::above(0)},
   };
   return fields;
 }
@@ -154,11 +210,11 @@ const io::Table<BenchRequest>& bench_fields() {
 
 const std::vector<Tool>& tools() {
   static const std::vector<Tool> rows = {
-      row("demo", "the seed lesson's walkthrough: self-attention from scratch", {}, lesson_fields(),
+      row("demo", "the seed lesson's walkthrough: self-attention from scratch", lesson_fields(),
           [](const LessonRequest& r) { return findings::lesson_to_json(lesson(r).result); }),
-      row("bench", "time training steps (or forward passes) of a config's model", {}, bench_fields(),
+      row("bench", "time training steps (or forward passes) of a config's model", bench_fields(),
           [](const BenchRequest& r) { return findings::bench_to_json(bench(r).result); }),
-      row("eval", "held-out accuracy and loss of a run's last checkpoint", {}, eval_fields(),
+      row("eval", "held-out accuracy and loss of a run's last checkpoint", eval_fields(),
           [](StudyRun& run, const EvalRequest& r) {
             return findings::eval_to_json(evaluate(run, r).result);
           }),
@@ -177,6 +233,30 @@ const std::vector<Tool>& tools() {
           [](StudyRun& run, const LensRequest& r) {
             return findings::lens_to_json(lens(run, r).result, false);
           }),
+      row("scores", "every head's task, previous-token, first-token, induction and duplicate-token scores",
+          scores_fields(),
+          [](StudyRun& run, const ScoresRequest& r) {
+            return findings::head_scores_to_json(scores(run, r).result);
+          }),
+      row("ablate",
+          "head ablation: held-out accuracy and loss with each head zeroed, mean-ablated or resampled", {},
+          ablate_fields(),
+          [](StudyRun& run, const AblateRequest& r) {
+            return findings::mode_ablation_to_json(ablate(run, r).result);
+          }),
+      row("circuits", "the circuit read from the weights: composition, copying, positional QK, DLA",
+          circuits_fields(),
+          [](StudyRun& run, const CircuitsRequest& r) {
+            return findings::circuits_to_json(circuits(run, r).result, false);
+          }),
+      row("fourier", "a modular-addition model in the Fourier basis: key frequencies, restricted loss, Gini",
+          fourier_fields(),
+          [](StudyRun& run, const FourierRequest& r) {
+            return findings::fourier_to_json(fourier(run, r).result);
+          }),
+      row("gradcheck", "whole-model finite-difference gradient check in float64 of a config's architecture",
+          gradcheck_fields(),
+          [](const GradcheckRequest& r) { return findings::gradcheck_to_json(gradcheck(r).result); }),
   };
   return rows;
 }

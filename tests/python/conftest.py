@@ -1,6 +1,6 @@
 # Shared fixtures of the Python module's tests: the module from the build folder (ctest puts it first on
-# PYTHONPATH), the attograd program of the same build, and one briefly trained induction run that the
-# module and the program both read.
+# PYTHONPATH), the attograd program of the same build, one briefly trained induction run that the module
+# and the program both read, and a tiny modular-addition run for the Fourier tool.
 import json
 import os
 import subprocess
@@ -14,6 +14,11 @@ BINARY = os.environ.get("ATTOGRAD_BINARY", os.path.join(SOURCE_DIR, "build", "at
 # Short: the tests compare the module with the program on the same checkpoint, not a trained circuit.
 INDUCTION_SETS = ["train.steps=150", "train.eval_every=50", "train.log_every=50", "train.eval_size=64",
                   "output.attention_every=0", "output.checkpoint_every=0", "train.threads=1"]
+
+# A few dozen steps of a narrow model: the Fourier tool reads any modular-addition checkpoint, trained or not.
+MODADD_SETS = ["model.d_model=16", "model.d_ff=32", "model.n_layers=1", "model.n_heads=2", "train.steps=30",
+               "train.warmup=5", "train.eval_every=30", "train.log_every=30", "train.eval_size=16",
+               "output.attention_every=0", "output.checkpoint_every=0", "train.threads=1"]
 
 
 def config_path(name):
@@ -35,6 +40,13 @@ def cli_json(*args):
 def induction_dir(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("runs") / "induction")
     attograd.train(config_path("induction.json"), out=out, set=INDUCTION_SETS)
+    return out
+
+
+@pytest.fixture(scope="session")
+def modadd_dir(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("runs") / "modadd")
+    attograd.train(config_path("modadd.json"), out=out, set=MODADD_SETS)
     return out
 
 

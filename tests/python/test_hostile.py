@@ -108,7 +108,7 @@ def test_bad_patch_and_study_arguments(run):
         run.ablate(n=100000000)
     with pytest.raises(ValueError, match="k: expected at least 1"):
         run.ablate(mode="resample", k=0)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match=r"^mode: expected a string, got 3$"):
         run.ablate(mode=3)
 
 

@@ -3,10 +3,13 @@
 import pytest
 
 import attograd
-from conftest import SOURCE_DIR, cli, cli_json
+from conftest import SOURCE_DIR, cli, cli_json, config_path
 
 CLEAN = "BOS 5 9 3 7 12 4 5 9 3 7 12"
 CORRUPT = "BOS 5 9 3 7 12 4 5 9 3 20 12"
+
+# A tiny architecture for the whole-model gradient check: seconds, not minutes.
+GRADCHECK_SETS = ["task.length=3", "model.max_len=8"]
 
 # What a bench measures changes from run to run; what it measured on does not.
 def bench_setting(result):
@@ -14,21 +17,30 @@ def bench_setting(result):
                                    "vector_isa", "vector_bits", "peak_fma_gflops")} | {"keys": sorted(result)}
 
 
-# name: (the call: on an open Run for a tool that reads one, else with no argument; the program's arguments
-# after the tool's name, "{run}" the run folder and "{src}" the source folder; optionally what to compare of
-# both results, when some of it is measured rather than computed).
+BENCH_CONFIG = f"{SOURCE_DIR}/bench/configs/tiny.json"
+
+# name: (the Python call on an open Run (the argument is None for a tool that reads no run), the program's
+# arguments after the tool's name; "{run}" is the run folder[, the fixture that makes the run when it is not
+# the induction run (None: the induction run)[, what to compare of both results, when some of it is
+# measured rather than computed]]).
 CASES = {
-    "demo": (lambda: attograd.demo(3), ["--section", "3"]),
-    "bench": (lambda: attograd.bench("{src}/bench/configs/tiny.json".format(src=SOURCE_DIR), steps=2,
-                                     warmup=0, threads=1, peak_gflops=100.0),
-              ["{src}/bench/configs/tiny.json", "--steps", "2", "--warmup", "0", "--threads", "1",
-               "--peak-gflops", "100"], bench_setting),
+    "demo": (lambda _: attograd.demo(3), ["--section", "3"]),
+    "bench": (lambda _: attograd.bench(BENCH_CONFIG, steps=2, warmup=0, threads=1, peak_gflops=100.0),
+              [BENCH_CONFIG, "--steps", "2", "--warmup", "0", "--threads", "1", "--peak-gflops", "100"], None,
+              bench_setting),
     "eval": (lambda run: run.eval(n=16), ["{run}", "--n", "16"]),
     "patch": (lambda run: run.patch(CLEAN, CORRUPT, answer="4", wrong="20", attribution=True),
               ["{run}", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "4", "--wrong", "20",
                "--attribution"]),
     "lens": (lambda run: run.lens("BOS 5 9 3 7 12 5", answer="9"),
              ["{run}", "--tokens", "BOS 5 9 3 7 12 5", "--answer", "9"]),
+    "scores": (lambda run: run.scores(), ["{run}"]),
+    "ablate": (lambda run: run.ablate("resample", 16, True, 3, 5),
+               ["{run}", "--mode", "resample", "--n", "16", "--per-position", "--k", "3", "--seed", "5"]),
+    "circuits": (lambda run: run.circuits(), ["{run}"]),
+    "fourier": (lambda run: run.fourier(), ["{run}"], "modadd_dir"),
+    "gradcheck": (lambda _: attograd.gradcheck(config_path("induction.json"), set=GRADCHECK_SETS),
+                  [config_path("induction.json")] + [a for s in GRADCHECK_SETS for a in ("--set", s)]),
 }
 
 
@@ -38,15 +50,28 @@ def test_every_tool_has_a_case():
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_python_call_equals_the_command_lines_json(name, request):
-    call, args, *compared = CASES[name]
+    call, args, fixture, compared = (list(CASES[name]) + [None, None])[:4]
+    compared = compared or (lambda result: result)
     tool = next(t for t in attograd.tools() if t["name"] == name)
-    run = request.getfixturevalue("run") if tool["reads_run"] else None
-    args = [a.replace("{run}", run.path if run else "").replace("{src}", SOURCE_DIR) for a in args]
-    want = cli_json(name, *args, "--json")
-    got = call(run) if run else call()
-    if compared:
-        got, want = compared[0](got), compared[0](want)
-    assert got == want
+    if not tool["reads_run"]:
+        assert compared(call(None)) == compared(cli_json(name, *args, "--json"))
+        return
+    folder = request.getfixturevalue(fixture or "induction_dir")
+    want = cli_json(name, *[a.replace("{run}", folder) for a in args], "--json")
+    with attograd.load_run(folder) as run:
+        assert compared(call(run)) == compared(want)
+
+
+def test_gradcheck_is_the_engines_for_a_function_and_the_tools_for_a_config():
+    import numpy as np
+    r = attograd.gradcheck(lambda t: t[0] * t[0], [attograd.Tensor64(np.array([1.0, 2.0]))])
+    assert set(r) == {"worst", "per_input", "report"}
+    with pytest.raises(TypeError, match=r"^gradcheck\(\) argument 'config': expected a request value, not a"):
+        attograd.gradcheck(lambda t: t[0], [attograd.Tensor(np.array([1.0], np.float32))])  # float32: no match
+    with pytest.raises(ValueError, match=r"^tolerance: must be > 0"):
+        attograd.gradcheck(config_path("induction.json"), tolerance=0.0)
+    with pytest.raises(ValueError, match=r"^config: must not be empty$"):
+        attograd.gradcheck(set=["seed=1"])
 
 
 def test_fields_by_position_and_name_and_token_ids(run, induction_dir):

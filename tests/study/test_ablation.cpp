@@ -4,10 +4,11 @@
 // (while the mean over two different sequences does not); the single modes (ablate --mode) give the same
 // numbers as ablate_heads for zero and mean, resampling from identical sequences changes nothing and from
 // different ones something, the same seed gives the same draws, and per-position entries cover every
-// position.
+// position. Resampling streams its draws and gives, bit for bit, what keeping every draw gave.
 #define BOOST_TEST_MODULE ablation
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <utility>
 
 #include "study/ablation.h"
 
@@ -192,6 +193,82 @@ BOOST_AUTO_TEST_CASE(single_modes_agree_with_ablate_heads_and_resample_as_define
                     std::invalid_argument);
   BOOST_CHECK_THROW(study::ablate_heads_mode(model, mixed, study::AblationMode::resample, false, 0),
                     std::invalid_argument);
+}
+
+// Resample ablation as it was before draws were streamed: every draw made and kept first, then each
+// (layer, head, position) evaluated over the kept draws in order.
+std::vector<study::ModeAblation> resample_keeping_draws(const nn::CausalLM<float>& model,
+                                                        const train::Batch& batch, bool per_position, int k,
+                                                        uint64_t seed) {
+  const int B = batch.B, T = batch.T;
+  const size_t L = model.blocks.size();
+  nn::Hooks<float> cache;
+  for (size_t l = 0; l < L; ++l) cache.capture(nn::hook_name(nn::Point::attn_z, l));
+  {
+    ag::NoGradScope no_grad;
+    model.forward(batch.inputs, B, T, {}, &cache);
+  }
+  std::vector<std::vector<ag::Tensor<float>>> draws(L);
+  ag::Rng rng(seed);
+  for (int r = 0; r < k; ++r) {
+    std::vector<int> perm(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b) perm[b] = b;
+    for (int b = B - 1; b > 0; --b)
+      std::swap(perm[b], perm[static_cast<int>(rng.uniform() * (b + 1)) % (b + 1)]);
+    for (int b = 0; b < B; ++b)
+      if (perm[b] == b) std::swap(perm[b], perm[(b + 1) % B]);
+    for (size_t l = 0; l < L; ++l) {
+      const ag::Tensor<float>& z = cache.captured(nn::hook_name(nn::Point::attn_z, l));
+      const int64_t per = z.numel() / B;
+      std::vector<float> v(static_cast<size_t>(z.numel()));
+      for (int b = 0; b < B; ++b)
+        std::copy(z.data() + perm[b] * per, z.data() + (perm[b] + 1) * per, v.begin() + b * per);
+      draws[l].push_back(ag::Tensor<float>::from(z.shape(), std::move(v)));
+    }
+  }
+  std::vector<study::ModeAblation> heads;
+  for (size_t l = 0; l < L; ++l)
+    for (int h = 0; h < static_cast<int>(model.blocks[l]->attn.n_heads); ++h)
+      for (int pos = -1; pos < (per_position ? T : 0); ++pos) {
+        study::ModeAblation a;
+        a.layer = static_cast<int>(l);
+        a.head = h;
+        a.position = pos;
+        for (int r = 0; r < k; ++r) {
+          nn::Hooks<float> hooks;
+          hooks.patch_head(nn::hook_name(nn::Point::attn_z, l), h,
+                           pos < 0 ? std::vector<int64_t>{} : std::vector<int64_t>{pos}, draws[l][r]);
+          const train::EvalResult e = train::evaluate(model, batch, B, &hooks);
+          a.acc += e.acc / k;
+          a.loss += e.loss / k;
+        }
+        heads.push_back(a);
+      }
+  return heads;
+}
+
+BOOST_AUTO_TEST_CASE(resample_streams_its_draws_with_the_same_bits_as_keeping_them) {
+  ag::Rng rng(5);
+  nn::CausalLM<float> model(tiny_shape(), rng);
+  train::Batch batch{5, 6, {}, {}, {}};
+  ag::Rng data(11);
+  for (int b = 0; b < 5; ++b)
+    for (int t = 0; t < 6; ++t) {
+      batch.inputs.push_back(t == 0 ? 0 : 1 + static_cast<int32_t>(data.uniform() * 6) % 6);
+      batch.targets.push_back(t >= 2 ? batch.inputs.back() : -1);
+    }
+  for (const bool per_position : {false, true})
+    for (const int k : {1, 3, 7}) {
+      const study::ModeAblationReport r =
+          study::ablate_heads_mode(model, batch, study::AblationMode::resample, per_position, k, 21);
+      const std::vector<study::ModeAblation> want = resample_keeping_draws(model, batch, per_position, k, 21);
+      BOOST_TEST_REQUIRE(r.heads.size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        BOOST_TEST(r.heads[i].position == want[i].position);
+        BOOST_TEST(r.heads[i].acc == want[i].acc);  // exactly: the same sums in the same order
+        BOOST_TEST(r.heads[i].loss == want[i].loss);
+      }
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

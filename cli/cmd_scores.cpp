@@ -1,0 +1,32 @@
+// attograd scores RUN_DIR [--json]: calls study::scores (every head's scores at the run's checkpoint) and
+// prints the score table or JSON. Writes nothing.
+#include "cli/commands.h"
+#include "cli/print.h"
+#include "study/scores.h"
+
+namespace cli {
+
+Command add_scores(CLI::App& app) {
+  struct Args {
+    std::string run;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "scores", "every head's task, previous-token, first-token, induction and duplicate-token scores");
+  sub->footer(
+      "Computed at the run's checkpoint on its held-out set, as training computes scores.json\n"
+      "(docs/head-scores.md); prints only.");
+  sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
+  sub->add_flag("--json", a->json, "print one JSON object {step, heads: [...]} instead of the table");
+  return [a] {
+    study::StudyRun run = study::open_run(a->run);
+    const auto out = study::scores(run, {});
+    return print_output(a->json, out, findings::head_scores_to_json(out.result),
+                        run_title(run) + ": head scores on " + std::to_string(run.config.train.eval_size) +
+                            " held-out sequences\n\n",
+                        findings::head_scores_table(out.result.heads));
+  };
+}
+
+}  // namespace cli
