@@ -10,7 +10,6 @@
 
 #include "autograd/threads.h"
 #include "cli/commands.h"
-#include "cli/study_input.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "study/ablation.h"
@@ -73,7 +72,7 @@ int run_ablate(const Args& a) {
   const io::RunLock lock(a.run);  // one writer per run folder
   ag::set_num_threads(
       std::min(run.config.train.threads, train::max_threads()));  // may come from a larger machine
-  const int n = held_out_count(run, a.n);
+  const int n = train::held_out_count(run, a.n);
   // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
   const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
   if (!a.mode.empty()) return run_mode(a, run, eval_set);

@@ -6,12 +6,12 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/study_input.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "study/circuits.h"
 #include "study/processing.h"
 #include "study/run_study.h"
+#include "study/tool.h"
 
 namespace cli {
 
@@ -23,7 +23,7 @@ struct Args {
 };
 
 int run_circuits(const Args& a) {
-  train::LoadedRun run = load_for_study(a.run, std::nullopt, std::nullopt);
+  train::LoadedRun run = study::open_run(a.run);
   study::check_circuits_vocab(run.config.model.vocab, io::layout::model_checkpoint(a.run));
   const io::RunLock lock(a.run);  // one writer per run folder
   const int L = static_cast<int>(run.model->blocks.size());

@@ -5,11 +5,11 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "cli/study_input.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "study/fourier.h"
 #include "study/run_study.h"
+#include "study/tool.h"
 
 namespace cli {
 
@@ -21,7 +21,7 @@ struct Args {
 };
 
 int run_fourier(const Args& a) {
-  train::LoadedRun run = load_for_study(a.run, std::nullopt, std::nullopt);
+  train::LoadedRun run = study::open_run(a.run);
   try {
     study::modular_addition(*run.task);  // refuses anything but modular addition, before the lock
     if (run.config.model.attention_only) throw std::invalid_argument("fourier: the model has no MLP");
