@@ -83,7 +83,7 @@ def test_bad_requests_name_the_field_not_a_flag(run):
         run.lens("BOS 5 9", save=3)
     with pytest.raises(ValueError, match=r"^layer 7: the model has 2 layers \(valid: 0\.\.1\)$"):
         run.attend("BOS 5 9", layer=7)
-    with pytest.raises(ValueError, match=r"^layer: expected an integer, got \"x\"$"):
+    with pytest.raises(ValueError, match=r"^layer: expected an integer, got string \"x\"$"):
         run.attend("BOS 5 9", layer="x")
     with pytest.raises(ValueError, match=r"^a has 3 tokens but b has 2"):
         run.compare("BOS 5 9", "BOS 5")
