@@ -7,10 +7,12 @@
 #include "io/field_table.h"
 #include "io/printable.h"
 #include "study/attention.h"
+#include "study/bench.h"
 #include "study/detect.h"
 #include "study/evaluation.h"
 #include "study/generate.h"
 #include "study/lens.h"
+#include "study/lesson.h"
 #include "study/patching.h"
 
 namespace study {
@@ -26,6 +28,33 @@ template <typename Request>
 using Inputs = std::vector<std::pair<
     const char*, std::variant<Sequence Request::*, Token Request::*, std::optional<int> Request::*>>>;
 
+// A sequence: a string of token names or an array of ids, not empty.
+void read_sequence(const io::Section& root, const char* key, const json& value, Sequence& s) {
+  if (value.is_string()) {
+    root.read(key, s.tokens);
+  } else if (value.is_array()) {
+    root.read(key, s.ids);
+  } else {
+    io::field_fail(root.pointer(key), "expected token names (a string) or ids (an array of integers), got " +
+                                          io::describe(value));
+  }
+  if (s.empty()) io::field_fail(root.pointer(key), "expected token names or ids, got none");
+}
+
+// A token: its name or its id; null is none.
+void read_token(const io::Section& root, const char* key, const json& value, Token& t) {
+  if (value.is_string()) {
+    root.read(key, t.name);
+    if (t.name.empty()) io::field_fail(root.pointer(key), "expected a token name, got \"\"");
+  } else if (value.is_number_integer()) {
+    int64_t id = 0;
+    root.read(key, id);
+    t.id = id;
+  } else if (!value.is_null()) {
+    io::field_fail(root.pointer(key), "expected a token name or id, got " + io::describe(value));
+  }
+}
+
 // The request of `tool` from its JSON: the table's fields and the sequences, every other key an error.
 // Errors are RequestError "FIELD: what was expected", as the tools' own checks say them.
 template <typename Request>
@@ -40,17 +69,7 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
       if (!root.has(key)) continue;
       const json& value = document.at(key);
       if (const auto* sequence = std::get_if<Sequence Request::*>(&member)) {
-        Sequence& s = request.**sequence;
-        if (value.is_string()) {
-          root.read(key, s.tokens);
-        } else if (value.is_array()) {
-          root.read(key, s.ids);
-        } else {
-          io::field_fail(
-              root.pointer(key),
-              "expected token names (a string) or ids (an array of integers), got " + io::describe(value));
-        }
-        if (s.empty()) io::field_fail(root.pointer(key), "expected token names or ids, got none");
+        read_sequence(root, key, value, request.**sequence);
       } else if (const auto* number = std::get_if<std::optional<int> Request::*>(&member)) {
         if (!value.is_null()) {
           int n = 0;
@@ -58,17 +77,7 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
           request.** number = n;
         }
       } else {
-        Token& t = request.*std::get<Token Request::*>(member);
-        if (value.is_string()) {
-          root.read(key, t.name);
-          if (t.name.empty()) io::field_fail(root.pointer(key), "expected a token name, got \"\"");
-        } else if (value.is_number_integer()) {
-          int64_t id = 0;
-          root.read(key, id);
-          t.id = id;
-        } else if (!value.is_null()) {
-          io::field_fail(root.pointer(key), "expected a token name or id, got " + io::describe(value));
-        }
+        read_token(root, key, value, request.*std::get<Token Request::*>(member));
       }
     }
     root.read_fields(fields, request, input_keys);
@@ -92,7 +101,7 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   for (const auto& input : inputs) tool.fields.push_back(input.first);
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
   tool.reads_run = std::is_invocable_v<Run, StudyRun&, const Request&>;
-  tool.call = [name = tool.name, &fields, inputs, run](StudyRun* open, const json& j) -> json {
+  tool.call = [name = tool.name, fields, inputs, run](StudyRun* open, const json& j) -> json {
     const Request request = read_request(j, name, fields, inputs);
     if constexpr (std::is_invocable_v<Run, StudyRun&, const Request&>) {
       return run(*open, request);
@@ -149,6 +158,14 @@ const io::Table<GenerateRequest>& generate_fields() {
   return fields;
 }
 
+const io::Table<LessonRequest>& lesson_fields() {
+  static const io::Table<LessonRequest> fields = {
+      {"section", &LessonRequest::section, "the section, 1..7; 0 = the whole lesson",
+       io::at_least(0).below(kLessonSections + 1)},
+  };
+  return fields;
+}
+
 const io::Table<AttendRequest>& attend_fields() {
   static const io::Table<AttendRequest> fields = {
       {"svg", &AttendRequest::svg, "\"\" = write nothing; FILE = the shown heads as an SVG picture"},
@@ -175,10 +192,29 @@ const io::Table<DetectRequest>& detect_fields() {
   return fields;
 }
 
+const io::Table<BenchRequest>& bench_fields() {
+  static const io::Table<BenchRequest> fields = {
+      {"config", &BenchRequest::config, "the config file", io::not_empty()},
+      {"sets", &BenchRequest::sets, "config overrides, key.path=value"},
+      {"steps", &BenchRequest::steps, "timed steps", io::at_least(1)},
+      {"warmup", &BenchRequest::warmup, "untimed warm-up steps", io::at_least(0)},
+      {"threads", &BenchRequest::threads, "threads", io::at_least(0), io::kFixed,
+       "the config's train.threads"},
+      {"peak_gflops", &BenchRequest::peak_gflops, "the machine's peak for mfu", io::at_least(0), io::kFixed,
+       "measured"},
+      {"forward", &BenchRequest::forward, "forward passes without gradients instead of training steps"},
+  };
+  return fields;
+}
+
 }  // namespace
 
 const std::vector<Tool>& tools() {
   static const std::vector<Tool> rows = {
+      row("demo", "the seed lesson's walkthrough: self-attention from scratch", {}, lesson_fields(),
+          [](const LessonRequest& r) { return findings::lesson_to_json(lesson(r).result); }),
+      row("bench", "time training steps (or forward passes) of a config's model", {}, bench_fields(),
+          [](const BenchRequest& r) { return findings::bench_to_json(bench(r).result); }),
       [] {
         Tool t = row("forward", "one input through the model: logits, predictions, every head's attention",
                      {{"input", &ForwardRequest::input}}, forward_fields(),

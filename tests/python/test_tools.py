@@ -3,14 +3,26 @@
 import pytest
 
 import attograd
-from conftest import cli, cli_json
+from conftest import SOURCE_DIR, cli, cli_json
 
 CLEAN = "BOS 5 9 3 7 12 4 5 9 3 7 12"
 CORRUPT = "BOS 5 9 3 7 12 4 5 9 3 20 12"
 
-# name: (the Python call on an open Run (or None for a tool that reads no run), the program's arguments
-# after the tool's name; "{run}" is the run folder).
+# What a bench measures changes from run to run; what it measured on does not.
+def bench_setting(result):
+    return {k: result[k] for k in ("impl", "config", "mode", "threads", "shards", "params", "cpu",
+                                   "vector_isa", "vector_bits", "peak_fma_gflops")} | {"keys": sorted(result)}
+
+
+# name: (the call: on an open Run for a tool that reads one, else with no argument; the program's arguments
+# after the tool's name, "{run}" the run folder and "{src}" the source folder; optionally what to compare of
+# both results, when some of it is measured rather than computed).
 CASES = {
+    "demo": (lambda: attograd.demo(3), ["--section", "3"]),
+    "bench": (lambda: attograd.bench("{src}/bench/configs/tiny.json".format(src=SOURCE_DIR), steps=2,
+                                     warmup=0, threads=1, peak_gflops=100.0),
+              ["{src}/bench/configs/tiny.json", "--steps", "2", "--warmup", "0", "--threads", "1",
+               "--peak-gflops", "100"], bench_setting),
     "forward": (lambda run: run.forward_report("BOS 5 9 3 7 12 5"), ["{run}", "--tokens", "BOS 5 9 3 7 12 5"]),
     "generate": (lambda run: run.generate("5 9 3 7 12 5", max_new=6, temperature=0.8, top_k=5, seed=3),
                  ["{run}", "--tokens", "5", "9", "3", "7", "12", "5", "--max-new", "6", "--temperature", "0.8",
@@ -35,10 +47,16 @@ def test_every_tool_has_a_case():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_python_call_equals_the_command_lines_json(name, run, induction_dir):
-    call, args = CASES[name]
-    want = cli_json(name, *[a.replace("{run}", induction_dir) for a in args], "--json")
-    assert call(run) == want
+def test_python_call_equals_the_command_lines_json(name, request):
+    call, args, *compared = CASES[name]
+    tool = next(t for t in attograd.tools() if t["name"] == name)
+    run = request.getfixturevalue("run") if tool["reads_run"] else None
+    args = [a.replace("{run}", run.path if run else "").replace("{src}", SOURCE_DIR) for a in args]
+    want = cli_json(name, *args, "--json")
+    got = call(run) if run else call()
+    if compared:
+        got, want = compared[0](got), compared[0](want)
+    assert got == want
 
 
 def test_python_names_keep_the_modules_own_methods(run):
@@ -98,3 +116,11 @@ def test_bad_requests_name_the_field_not_a_flag(run):
     # The command line says the same, without its flags' dashes.
     _, err = cli("lens", run.path, "--tokens", "BOS 5 9", "--answer", "x", expect=2)
     assert err.strip() == "attograd lens: answer: unknown token 'x'"
+
+
+def test_a_deep_argument_is_one_line_not_a_crash(run):
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(ValueError, match=r"^argument: line 1, column \d+: nested deeper than 64 levels$"):
+        run.lens(deep)
