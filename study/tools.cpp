@@ -55,6 +55,17 @@ void read_token(const io::Section& root, const char* key, const json& value, Tok
   }
 }
 
+// An optional integer (a layer, a head): an integer, or null for none. Not inlined: for a request without
+// such a member GCC would otherwise warn about the branch it never takes (-Warray-bounds).
+template <typename Request>
+[[gnu::noinline]] void read_optional_int(const io::Section& root, const char* key, const json& value,
+                                         Request& request, std::optional<int> Request::*member) {
+  if (value.is_null()) return;
+  int n = 0;
+  root.read(key, n);
+  request.*member = n;
+}
+
 // The request of `tool` from its JSON: the table's fields and the sequences, every other key an error.
 // Errors are RequestError "FIELD: what was expected", as the tools' own checks say them.
 template <typename Request>
@@ -71,11 +82,7 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
       if (const auto* sequence = std::get_if<Sequence Request::*>(&member)) {
         read_sequence(root, key, value, request.**sequence);
       } else if (const auto* number = std::get_if<std::optional<int> Request::*>(&member)) {
-        if (!value.is_null()) {
-          int n = 0;
-          root.read(key, n);
-          request.** number = n;
-        }
+        read_optional_int(root, key, value, request, *number);
       } else {
         read_token(root, key, value, request.*std::get<Token Request::*>(member));
       }
