@@ -34,8 +34,8 @@ Command add_lens(CLI::App& app) {
   add_save_option(sub, a->request.save,
                   io::layout::lens_stem("RUN", "NAME") + ".json and .svg (and rebuild report.html)");
   return [a] {
-    a->request.input = a->input.sequence("lens");
     study::StudyRun run = study::open_run(a->run);
+    a->request.input = a->input.sequence("lens", run);
     const auto out = study::lens(run, a->request);
     return print_output(a->json, out, findings::lens_to_json(out.result, false),
                         run_title(run) + ": logit lens and residual decomposition\ninput: " +

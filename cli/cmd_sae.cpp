@@ -15,7 +15,6 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/stop_signal.h"
-#include "cli/study_input.h"
 #include "findings/sae_view.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
@@ -25,6 +24,7 @@
 #include "study/sae.h"
 #include "study/sae_eval.h"
 #include "study/sae_source.h"
+#include "study/tool.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -124,7 +124,7 @@ int run_sae(const Args& a) {
   if (a.resume && !a.config.empty())
     throw UsageError("--resume continues with the checkpoint's own config; leave out --config");
   study::SaeConfig config = read_config(a.config);
-  train::LoadedRun run = load_for_study(a.run, std::nullopt, std::nullopt);
+  train::LoadedRun run = study::open_run(a.run);
   const std::vector<std::string> points = run.model->hook_points();
   if (std::find(points.begin(), points.end(), a.at) == points.end())
     throw UsageError("--at " + a.at + ": not a hook point of this model (e.g. blocks.0.resid_post" +

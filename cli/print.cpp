@@ -1,9 +1,9 @@
 #include "cli/print.h"
 
 #include <cstdio>
-#include <sstream>
 
 #include "cli/commands.h"
+#include "train/token_input.h"
 
 namespace cli {
 
@@ -26,30 +26,32 @@ int print_output(bool json, const nlohmann::json& result, const std::string& hea
   return 0;
 }
 
-void InputOptions::add_to(CLI::App* sub, const std::string& tokens_help) {
+void InputOptions::add_to(CLI::App* sub, const std::string& tokens_help, const std::string& ids_help) {
   auto* tokens = sub->add_option("--tokens", tokens_, tokens_help);
-  auto* ids = sub->add_option("--ids", ids_, "input as raw token ids, e.g. \"0 5 3 6\", taken as given");
+  auto* ids = sub->add_option("--ids", ids_, ids_help);
   tokens->excludes(ids);
 }
 
-study::Sequence InputOptions::sequence(const std::string& tool) const {
+study::Sequence InputOptions::sequence(const std::string& tool, const study::StudyRun& run) const {
   if (tokens_.empty() && ids_.empty()) throw UsageError(tool + ": give --tokens or --ids");
   study::Sequence s;
   s.tokens = tokens_;
-  std::istringstream in(ids_);
-  for (std::string word; in >> word;) {
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size()) throw UsageError("--ids: '" + word + "' is not an integer");
-    s.ids.push_back(v);
-  }
-  if (s.empty()) throw UsageError(tool + ": --ids: expected at least one token id");
+  if (tokens_.empty())
+    for (int32_t id : train::parse_token_ids(run.task->vocab_size(), ids_, "--ids")) s.ids.push_back(id);
   return s;
+}
+
+void LayerHeadOptions::add_to(CLI::App* sub, const std::string& note) {
+  layer_opt_ = sub->add_option("--layer", layer_, "only this layer (from 0)" + note);
+  head_opt_ = sub->add_option("--head", head_, "only this head (from 0)" + note);
+}
+
+std::optional<int> LayerHeadOptions::layer() const {
+  return layer_opt_->count() ? std::optional<int>(layer_) : std::nullopt;
+}
+
+std::optional<int> LayerHeadOptions::head() const {
+  return head_opt_->count() ? std::optional<int>(head_) : std::nullopt;
 }
 
 CLI::Option* add_save_option(CLI::App* sub, std::string& name, const std::string& what) {

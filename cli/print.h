@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,29 @@ int print_output(bool json, const study::Output<Result>& out, const nlohmann::js
 // the tool does with names (BOS added or not).
 class InputOptions {
  public:
-  void add_to(CLI::App* sub, const std::string& tokens_help);
-  // The input given; UsageError when neither flag was given, or an --ids word is not an integer.
-  study::Sequence sequence(const std::string& tool) const;
+  static constexpr const char* kIdsHelp = "input as raw token ids, e.g. \"0 5 3 6\", taken as given";
+  void add_to(CLI::App* sub, const std::string& tokens_help, const std::string& ids_help = kIdsHelp);
+  // The input given; UsageError when neither flag was given. --ids words are plain decimal ids of the run's
+  // task ("--ids: '+3' is not a token id in 0..11" otherwise).
+  study::Sequence sequence(const std::string& tool, const study::StudyRun& run) const;
+  // Whether either flag was given (to say so before opening the run).
+  bool given() const { return !tokens_.empty() || !ids_.empty(); }
 
  private:
   std::string tokens_, ids_;
+};
+
+// --layer L and --head H, each unset when the command line leaves it out.
+class LayerHeadOptions {
+ public:
+  // Registers both on `sub`; `note` ends both help texts.
+  void add_to(CLI::App* sub, const std::string& note = "");
+  std::optional<int> layer() const;
+  std::optional<int> head() const;
+
+ private:
+  int layer_ = 0, head_ = 0;
+  CLI::Option *layer_opt_ = nullptr, *head_opt_ = nullptr;
 };
 
 // --save NAME, checked as the tools check it (study::save_name_problem).

@@ -1,10 +1,12 @@
 // Head detectors (see head_detect.h).
 #include "findings/head_detect.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
 
+#include "io/append_format.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
 
@@ -113,6 +115,23 @@ std::vector<HeadDetection> detect_heads(const std::vector<Probe>& probes, const 
   }
   std::vector<HeadDetection> out;
   for (const auto& [key, sum] : sums) out.push_back({key.first, key.second, sum / double(probes.size())});
+  return out;
+}
+
+nlohmann::json detect_to_json(const DetectResult& r) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const HeadDetection& h : r.heads)
+    list.push_back({{"layer", h.layer}, {"head", h.head}, {"score", h.score}});
+  return {{"pattern", r.pattern}, {"mode", r.mode}, {"sequences", r.sequences}, {"heads", list}};
+}
+
+std::string detect_table(const DetectResult& r) {
+  std::vector<HeadDetection> sorted = r.heads;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const HeadDetection& x, const HeadDetection& y) { return x.score > y.score; });
+  std::string out = "\n  head    score\n";
+  for (const HeadDetection& h : sorted)
+    io::append_format(out, "  %-6s %6.3f\n", head_name(h.layer, h.head).c_str(), h.score);
   return out;
 }
 

@@ -15,6 +15,7 @@
 // Not for computing attention (study/capture.h does): plain data in, numbers out.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,17 @@ struct HeadDetection {
 // Every head of the probes' maps, by (layer, head).
 std::vector<HeadDetection> detect_heads(const std::vector<Probe>& probes, const DetectionRule& rule,
                                         DetectMode mode);
+
+// What `attograd detect` reports, and its JSON (`detect --json`, Run.detect):
+//   {"pattern": rule.describe(), "mode": "mul" or "abs", "sequences": N, "heads": [{layer, head, score}]}
+struct DetectResult {
+  std::string pattern;  // the rule as describe() says it
+  std::string mode = "mul";
+  int sequences = 0;                 // the inputs the scores are the mean over
+  std::vector<HeadDetection> heads;  // by (layer, head)
+};
+nlohmann::json detect_to_json(const DetectResult& r);
+// The heads by score, highest first.
+std::string detect_table(const DetectResult& r);
 
 }  // namespace findings

@@ -1,7 +1,8 @@
-// Every row of study/tools.h bound once: Run.NAME(*args, **kwargs) for a tool that reads a run,
-// attograd.NAME(*args, **kwargs) for one that stands alone. Arguments become the request's JSON by field
-// name (positional ones in the row's field order; numpy arrays and scalars as lists and numbers); the call
-// runs without the GIL; the result's JSON comes back as dicts and lists, as `attograd NAME --json` prints it.
+// Every row of study/tools.h bound once under its python_name: Run.NAME(*args, **kwargs) for a tool that
+// reads a run, attograd.NAME(*args, **kwargs) for one that stands alone. Arguments become the request's JSON
+// by field name (positional ones in the row's field order; numpy arrays and scalars as lists and numbers);
+// the call runs without the GIL; the result's JSON comes back as dicts and lists, as `attograd NAME --json`
+// prints it.
 #include "study/tools.h"
 
 #include <algorithm>
@@ -17,14 +18,14 @@ namespace {
 // one given twice, as Python's own calls say it.
 nlohmann::json request_from_args(const study::Tool& tool, const py::args& args, const py::kwargs& kwargs) {
   if (args.size() > tool.fields.size())
-    throw py::type_error(tool.name + "() takes at most " + std::to_string(tool.fields.size()) +
+    throw py::type_error(tool.python_name + "() takes at most " + std::to_string(tool.fields.size()) +
                          " positional arguments (" + std::to_string(args.size()) + " given)");
   nlohmann::json request = nlohmann::json::object();
   // A function is no request value; said so here, since a name can also hold another overload taking one
   // (the engine's gradcheck(f, inputs)) whose arguments did not match.
   auto to_json = [&tool](const std::string& field, py::handle v) {
     if (PyCallable_Check(v.ptr()))
-      throw py::type_error(tool.name + "() argument '" + field +
+      throw py::type_error(tool.python_name + "() argument '" + field +
                            "': expected a request value, not a function");
     return python_to_json(v);
   };
@@ -32,16 +33,16 @@ nlohmann::json request_from_args(const study::Tool& tool, const py::args& args, 
   for (const auto& [key, value] : kwargs) {
     const std::string name = py::str(key).cast<std::string>();
     if (std::find(tool.fields.begin(), tool.fields.end(), name) == tool.fields.end())
-      throw py::type_error(tool.name + "() got an unexpected keyword argument '" + name + "'");
+      throw py::type_error(tool.python_name + "() got an unexpected keyword argument '" + name + "'");
     if (request.contains(name))
-      throw py::type_error(tool.name + "() got multiple values for argument '" + name + "'");
+      throw py::type_error(tool.python_name + "() got multiple values for argument '" + name + "'");
     if (!value.is_none()) request[name] = to_json(name, value);
   }
   return request;
 }
 
 std::string signature(const study::Tool& tool) {
-  std::string text = tool.name + "(";
+  std::string text = tool.python_name + "(";
   for (size_t i = 0; i < tool.fields.size(); ++i) text += (i ? ", " : "") + tool.fields[i];
   return text + ") -> dict: " + tool.summary + ", as `attograd " + tool.name + " --json` prints it.";
 }
@@ -54,16 +55,18 @@ void bind_tools(py::module_& m, py::class_<Run>& run_class) {
       [] {
         py::list out;
         for (const study::Tool& t : study::tools())
-          out.append(py::dict(py::arg("name") = t.name, py::arg("summary") = t.summary,
-                              py::arg("fields") = t.fields, py::arg("reads_run") = t.reads_run));
+          out.append(py::dict(py::arg("name") = t.name, py::arg("python_name") = t.python_name,
+                              py::arg("summary") = t.summary, py::arg("fields") = t.fields,
+                              py::arg("reads_run") = t.reads_run));
         return out;
       },
-      "Every study tool: its name, summary, request fields and whether it is a method of Run.");
+      "Every study tool: its name (the command's), python_name (its method's), summary, request fields and "
+      "whether it is a method of Run.");
   for (const study::Tool& t : study::tools()) {
     const study::Tool* tool = &t;  // the table lives as long as the program
     if (tool->reads_run) {
       run_class.def(
-          tool->name.c_str(),
+          tool->python_name.c_str(),
           [tool](const Run& self, py::args args, py::kwargs kwargs) {
             const auto run = self.get();
             const nlohmann::json request = request_from_args(*tool, args, kwargs);
@@ -77,7 +80,7 @@ void bind_tools(py::module_& m, py::class_<Run>& run_class) {
           signature(*tool).c_str());
     } else {
       m.def(
-          tool->name.c_str(),
+          tool->python_name.c_str(),
           [tool](py::args args, py::kwargs kwargs) {
             const nlohmann::json request = request_from_args(*tool, args, kwargs);
             nlohmann::json result;

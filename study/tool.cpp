@@ -17,12 +17,10 @@ StudyRun open_run(const std::string& dir) {
   return run;
 }
 
-namespace {
 std::string bos_note(const StudyRun& run) {
   return "(BOS put in front: every " + run.config.task.kind +
          " sequence starts with it; write it yourself to silence this)";
 }
-}  // namespace
 
 std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const std::string& field, Bos bos,
                                std::vector<std::string>* notes) {

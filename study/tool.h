@@ -72,6 +72,9 @@ struct Token {
 // saw an input without it), or exactly as given (forward shows what the model does on exactly its input).
 enum class Bos { kAdd, kAsGiven };
 
+// The note a tool adds when it put BOS in front of an input: "(BOS put in front: every KIND sequence ...)".
+std::string bos_note(const StudyRun& run);
+
 // The ids of `input`, checked against the vocabulary and max_len; errors name `field`. Ids are always taken
 // as given. When BOS was put in front, bos_note(run) is added to `notes` (once).
 std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const std::string& field,

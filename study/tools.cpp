@@ -7,10 +7,13 @@
 #include "io/field_table.h"
 #include "io/printable.h"
 #include "study/ablation.h"
+#include "study/attention.h"
 #include "study/bench.h"
 #include "study/circuits.h"
+#include "study/detect.h"
 #include "study/evaluation.h"
 #include "study/fourier.h"
+#include "study/generate.h"
 #include "study/gradcheck.h"
 #include "study/lens.h"
 #include "study/lesson.h"
@@ -24,9 +27,11 @@ namespace {
 using nlohmann::json;
 
 // A request's inputs beyond its table: sequences (a JSON string is token names, an array of integers raw
-// ids) and tokens (a string is a name, an integer an id), in the order a caller gives them.
+// ids), tokens (a string is a name, an integer an id) and optional integers (a layer, a head: absent or null
+// for none), in the order a caller gives them.
 template <typename Request>
-using Inputs = std::vector<std::pair<const char*, std::variant<Sequence Request::*, Token Request::*>>>;
+using Inputs = std::vector<std::pair<
+    const char*, std::variant<Sequence Request::*, Token Request::*, std::optional<int> Request::*>>>;
 
 // A sequence: a string of token names or an array of ids, not empty.
 void read_sequence(const io::Section& root, const char* key, const json& value, Sequence& s) {
@@ -55,6 +60,17 @@ void read_token(const io::Section& root, const char* key, const json& value, Tok
   }
 }
 
+// An optional integer (a layer, a head): an integer, or null for none. Not inlined: for a request without
+// such a member GCC would otherwise warn about the branch it never takes (-Warray-bounds).
+template <typename Request>
+[[gnu::noinline]] void read_optional_int(const io::Section& root, const char* key, const json& value,
+                                         Request& request, std::optional<int> Request::*member) {
+  if (value.is_null()) return;
+  int n = 0;
+  root.read(key, n);
+  request.*member = n;
+}
+
 // The request of `tool` from its JSON: the table's fields and the sequences, every other key an error.
 // Errors are RequestError "FIELD: what was expected", as the tools' own checks say them. `kInputs` false
 // for a request with no sequences or tokens compiles the inputs' reading out (GCC otherwise warns of
@@ -73,6 +89,8 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
         const json& value = document.at(key);
         if (const auto* sequence = std::get_if<Sequence Request::*>(&member)) {
           read_sequence(root, key, value, request.**sequence);
+        } else if (const auto* number = std::get_if<std::optional<int> Request::*>(&member)) {
+          read_optional_int(root, key, value, request, *number);
         } else {
           read_token(root, key, value, request.*std::get<Token Request::*>(member));
         }
@@ -93,6 +111,7 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
          const io::Table<Request>& fields, Run run) {
   Tool tool;
   tool.name = name;
+  tool.python_name = name;
   tool.summary = summary;
   for (const auto& input : inputs) tool.fields.push_back(input.first);
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
@@ -183,10 +202,55 @@ const io::Table<GradcheckRequest>& gradcheck_fields() {
   return fields;
 }
 
+const io::Table<ForwardRequest>& forward_fields() {
+  static const io::Table<ForwardRequest> fields = {};
+  return fields;
+}
+
+const io::Table<GenerateRequest>& generate_fields() {
+  static const io::Table<GenerateRequest> fields = {
+      {"prompt", &GenerateRequest::prompt, "the prompt as text: a text model's characters, else token names"},
+      {"max_new", &GenerateRequest::max_new, "tokens to generate, the context sliding past max_len",
+       io::rule("0..100000, or -1"), io::kFixed, "-1: until the model has read max_len tokens"},
+      {"temperature", &GenerateRequest::temperature,
+       "0: greedy (argmax); otherwise sample softmax(logits / X)", io::rule("finite, >= 0")},
+      {"top_k", &GenerateRequest::top_k, "sample among the K most likely tokens only", io::rule(">= 0"),
+       io::kFixed, "0: every token"},
+      {"seed", &GenerateRequest::seed, "seed of the sampling: the same seed, the same tokens"},
+  };
+  return fields;
+}
+
 const io::Table<LessonRequest>& lesson_fields() {
   static const io::Table<LessonRequest> fields = {
       {"section", &LessonRequest::section, "the section, 1..7; 0 = the whole lesson",
        io::at_least(0).below(kLessonSections + 1)},
+  };
+  return fields;
+}
+
+const io::Table<AttendRequest>& attend_fields() {
+  static const io::Table<AttendRequest> fields = {
+      {"svg", &AttendRequest::svg, "\"\" = write nothing; FILE = the shown heads as an SVG picture"},
+  };
+  return fields;
+}
+
+const io::Table<CompareRequest>& compare_fields() {
+  static const io::Table<CompareRequest> fields = {
+      {"svg", &CompareRequest::svg, "\"\" = write nothing; FILE = A, B and A - B per head as an SVG picture"},
+  };
+  return fields;
+}
+
+const io::Table<DetectRequest>& detect_fields() {
+  static const io::Table<DetectRequest> fields = {
+      {"pattern", &DetectRequest::pattern, "previous, duplicate, induction, first, or a rule FILE.json",
+       io::rule("a rule name or a FILE.json")},
+      {"mode", &DetectRequest::mode,
+       "mul: the share of attention where the pattern says; abs: 1 - mean |A - D| * T",
+       io::one_of({"mul", "abs"})},
+      {"n", &DetectRequest::n, "held-out sequences", io::at_least(0), io::kFixed, "0: train.eval_size"},
   };
   return fields;
 }
@@ -214,6 +278,42 @@ const std::vector<Tool>& tools() {
           [](const LessonRequest& r) { return findings::lesson_to_json(lesson(r).result); }),
       row("bench", "time training steps (or forward passes) of a config's model", bench_fields(),
           [](const BenchRequest& r) { return findings::bench_to_json(bench(r).result); }),
+      [] {
+        Tool t = row("forward", "one input through the model: logits, predictions, every head's attention",
+                     {{"input", &ForwardRequest::input}}, forward_fields(),
+                     [](StudyRun& run, const ForwardRequest& r) {
+                       return findings::forward_to_json(forward(run, r).result);
+                     });
+        t.python_name = "forward_report";  // Run.forward is the model's logits (with hooks)
+        return t;
+      }(),
+      row("generate", "continue a prompt a token at a time: greedy or sampled (KV cache)",
+          {{"tokens", &GenerateRequest::tokens}}, generate_fields(),
+          [](StudyRun& run, const GenerateRequest& r) {
+            return findings::generate_to_json(generate(run, r).result);
+          }),
+      row("attend", "where each head looks on one input",
+          {{"input", &AttendRequest::input},
+           {"layer", &AttendRequest::layer},
+           {"head", &AttendRequest::head}},
+          attend_fields(),
+          [](StudyRun& run, const AttendRequest& r) {
+            return findings::attend_to_json(attend(run, r).result);
+          }),
+      row("compare", "two inputs of the same length: each head's maps and their total variation",
+          {{"a", &CompareRequest::a},
+           {"b", &CompareRequest::b},
+           {"layer", &CompareRequest::layer},
+           {"head", &CompareRequest::head}},
+          compare_fields(),
+          [](StudyRun& run, const CompareRequest& r) {
+            return findings::compare_to_json(compare(run, r).result);
+          }),
+      row("detect", "every head scored against a detection pattern (TransformerLens's detect_head)",
+          {{"input", &DetectRequest::input}}, detect_fields(),
+          [](StudyRun& run, const DetectRequest& r) {
+            return findings::detect_to_json(detect(run, r).result);
+          }),
       row("eval", "held-out accuracy and loss of a run's last checkpoint", eval_fields(),
           [](StudyRun& run, const EvalRequest& r) {
             return findings::eval_to_json(evaluate(run, r).result);

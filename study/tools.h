@@ -15,6 +15,10 @@ namespace study {
 
 struct Tool {
   std::string name;
+  // The name Python binds it under (Run.NAME or attograd.NAME): the name, unless the module already has a
+  // method of that name with another meaning (Run.forward is the model's logits, so the forward tool is
+  // Run.forward_report).
+  std::string python_name;
   std::string summary;
   // The request's fields in order: its input sequences, then its table's rows (Python binds them in this
   // order, so the first ones may be given positionally).

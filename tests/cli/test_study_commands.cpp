@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(bad_layer_or_head_is_a_one_line_usage_error_naming_the_rang
       run_attograd("attend " + shell_quote(run_dir()) + " --tokens " + kInput + " --head 2");
   BOOST_TEST(head.exit_code == 2);
   BOOST_TEST(lines(head.err) == 1u);
-  BOOST_TEST(count(head.err, "--head 2") == 1u, head.err);
+  BOOST_TEST(count(head.err, "head 2:") == 1u, head.err);
   BOOST_TEST(count(head.err, "0..1") == 1u, head.err);
   BOOST_TEST(head.out.empty());
 
@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(bad_layer_or_head_is_a_one_line_usage_error_naming_the_rang
       run_attograd("attend " + shell_quote(run_dir()) + " --tokens " + kInput + " --layer -1");
   BOOST_TEST(layer.exit_code == 2);
   BOOST_TEST(lines(layer.err) == 1u);
-  BOOST_TEST(count(layer.err, "--layer") == 1u, layer.err);
+  BOOST_TEST(count(layer.err, "layer -1:") == 1u, layer.err);
 }
 
 BOOST_AUTO_TEST_CASE(unknown_token_and_missing_run_are_usage_errors) {

@@ -28,6 +28,16 @@ CASES = {
     "bench": (lambda _: attograd.bench(BENCH_CONFIG, steps=2, warmup=0, threads=1, peak_gflops=100.0),
               [BENCH_CONFIG, "--steps", "2", "--warmup", "0", "--threads", "1", "--peak-gflops", "100"], None,
               bench_setting),
+    "forward": (lambda run: run.forward_report("BOS 5 9 3 7 12 5"), ["{run}", "--tokens", "BOS 5 9 3 7 12 5"]),
+    "generate": (lambda run: run.generate("5 9 3 7 12 5", max_new=6, temperature=0.8, top_k=5, seed=3),
+                 ["{run}", "--tokens", "5", "9", "3", "7", "12", "5", "--max-new", "6", "--temperature", "0.8",
+                  "--top-k", "5", "--seed", "3"]),
+    "attend": (lambda run: run.attend("5 9 3 7 12 5", layer=1),
+               ["{run}", "--tokens", "5 9 3 7 12 5", "--layer", "1"]),
+    "compare": (lambda run: run.compare(CLEAN, CORRUPT, head=0),
+                ["{run}", "--a", CLEAN, "--b", CORRUPT, "--head", "0"]),
+    "detect": (lambda run: run.detect(pattern="induction", mode="abs", n=16),
+               ["{run}", "--pattern", "induction", "--mode", "abs", "--n", "16"]),
     "eval": (lambda run: run.eval(n=16), ["{run}", "--n", "16"]),
     "patch": (lambda run: run.patch(CLEAN, CORRUPT, answer="4", wrong="20", attribution=True),
               ["{run}", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "4", "--wrong", "20",
@@ -74,6 +84,25 @@ def test_gradcheck_is_the_engines_for_a_function_and_the_tools_for_a_config():
         attograd.gradcheck(set=["seed=1"])
 
 
+def test_python_names_keep_the_modules_own_methods(run):
+    names = {t["name"]: t["python_name"] for t in attograd.tools()}
+    assert names["forward"] == "forward_report" and names["lens"] == "lens"
+    ids = run.tokens("BOS 5 9 3 7 12 5")
+    report = run.forward_report(ids)
+    logits = run.forward(ids.reshape(1, -1))  # Run.forward is still the model's logits
+    assert logits.shape == (1, len(ids), len(report["logits"][0]))
+    assert abs(float(logits[0, -1].max()) - max(report["logits"][-1])) < 1e-4
+    assert report["predictions"][-1] == int(logits[0, -1].argmax())
+
+
+def test_generate_is_the_same_for_the_same_seed_and_greedy_ignores_it(run):
+    a = run.generate("BOS 5 9 3 7 12 5", max_new=8, seed=11)
+    assert a == run.generate("BOS 5 9 3 7 12 5", max_new=8, seed=11)
+    assert len(a["generated"]) == 8 and a["stopped"] == "max_new"
+    assert run.generate("5 9 3", max_new=5, temperature=0, seed=1) == run.generate("5 9 3", max_new=5,
+                                                                                   temperature=0, seed=2)
+
+
 def test_fields_by_position_and_name_and_token_ids(run, induction_dir):
     by_name = run.lens(input="BOS 5 9 3 7 12 5", answer="9")
     ids = run.tokens("BOS 5 9 3 7 12 5")
@@ -95,6 +124,20 @@ def test_bad_requests_name_the_field_not_a_flag(run):
         run.lens("BOS 5 9", input="BOS 5 9")
     with pytest.raises(ValueError, match=r"^save: expected a string, got 3$"):
         run.lens("BOS 5 9", save=3)
+    with pytest.raises(ValueError, match=r"^layer 7: the model has 2 layers \(valid: 0\.\.1\)$"):
+        run.attend("BOS 5 9", layer=7)
+    with pytest.raises(ValueError, match=r"^layer: expected an integer, got string \"x\"$"):
+        run.attend("BOS 5 9", layer="x")
+    with pytest.raises(ValueError, match=r"^a has 3 tokens but b has 2"):
+        run.compare("BOS 5 9", "BOS 5")
+    with pytest.raises(ValueError, match=r"^temperature -1: must be a finite number >= 0"):
+        run.generate("BOS 5", temperature=-1)
+    with pytest.raises(ValueError, match=r"^prompt: give prompt or tokens, not both$"):
+        run.generate("BOS 5", prompt="5")
+    with pytest.raises(ValueError, match=r"^pattern sideways: expected previous, duplicate"):
+        run.detect(pattern="sideways")
+    with pytest.raises(ValueError, match=r"^mode: expected"):
+        run.detect(pattern="first", mode="max")
     # The command line says the same, without its flags' dashes.
     _, err = cli("lens", run.path, "--tokens", "BOS 5 9", "--answer", "x", expect=2)
     assert err.strip() == "attograd lens: answer: unknown token 'x'"
