@@ -60,7 +60,7 @@ BOOST_AUTO_TEST_CASE(a_nul_byte_ends_nothing) {
   expect_refused("train '" + dir.file("c.json") + "' --out '" + dir.file("run") + "'",
                  "c.json: line 1, column 14: a NUL byte, not JSON text");
   write(dir.file("s.json"), std::string("{\"k\": 8}\0{{", 11));
-  expect_refused("sae synthetic --config '" + dir.file("s.json") + "' --out '" + dir.file("sae") + "'",
+  expect_refused("sae synthetic --config '" + dir.file("s.json") + "'",
                  "s.json: line 1, column 9: a NUL byte, not JSON text");
   write(dir.file("p.json"), std::string("{\"offset\": 1}\0", 14));
   expect_refused("detect nowhere --pattern '" + dir.file("p.json") + "'",
@@ -106,11 +106,11 @@ BOOST_AUTO_TEST_CASE(a_sweep_file_nested_deep) {
 BOOST_AUTO_TEST_CASE(an_sae_config_nested_deep) {
   testing::TempDir dir;
   write(dir.file("s.json"), "{\"activation\": " + nested(200000) + "}");
-  expect_refused("sae synthetic --config '" + dir.file("s.json") + "' --out '" + dir.file("sae") + "'",
+  expect_refused("sae synthetic --config '" + dir.file("s.json") + "'",
                  "s.json: line 1, column 79: " + kDeep);
   // A shallow array where a name belongs: the table's message.
   write(dir.file("a.json"), "{\"activation\": [[\"relu\"]]}");
-  expect_refused("sae synthetic --config '" + dir.file("a.json") + "' --out '" + dir.file("sae") + "'",
+  expect_refused("sae synthetic --config '" + dir.file("a.json") + "'",
                  "a.json: /activation: expected a string, got an array");
 }
 
