@@ -45,7 +45,7 @@ struct Args {
 
 study::SaeConfig read_config(const std::string& path) {
   if (path.empty()) return study::SaeConfig{};
-  return study::sae_config_from_json(io::read_json_file(path), path);
+  return study::load_sae_config(path);
 }
 
 // Trains `trainer` to its config's steps on source(step), with the progress line; checkpoints to

@@ -10,6 +10,7 @@
 #include "findings/svg_heatmap.h"
 #include "findings/svg_matrix.h"
 #include "io/append_format.h"
+#include "io/json_read.h"
 
 namespace findings {
 
@@ -136,8 +137,8 @@ std::vector<FourierMeasures> read_measures(const std::string& path) {
     const std::string where = path + ":" + std::to_string(number);
     json j;
     try {
-      j = json::parse(line);
-    } catch (const json::exception&) {
+      j = io::parse_json_text(line, where);
+    } catch (const io::JsonError&) {
       if (in.eof()) break;  // a last line torn by a crash
       throw std::runtime_error(where + ": not JSON");
     }

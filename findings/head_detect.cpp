@@ -4,13 +4,43 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "io/append_format.h"
 #include "io/atomic_file.h"
+#include "io/field_table.h"
 #include "io/json_error.h"
+#include "io/json_read.h"
 
 namespace findings {
+namespace {
+
+// A T x T pattern of T up to a few hundred tokens is a few MiB of text.
+constexpr size_t kMaxPatternFileBytes = size_t(64) << 20;
+
+// A detect pattern file (`attograd detect RUN --pattern FILE.json`): exactly one of its keys.
+struct PatternFile {
+  std::vector<std::vector<double>> pattern;
+  int offset = 0;
+  std::optional<std::string> rule;
+};
+
+const io::Table<PatternFile>& pattern_file_fields() {
+  static const io::Table<PatternFile> fields = {
+      {"pattern", &PatternFile::pattern,
+       "a T x T array: how much query i (row) is expected to attend to key j (column); the lower triangle "
+       "is used",
+       io::rule("not empty, T x T")},
+      {"offset", &PatternFile::offset, "each query is expected to attend to the token this many back",
+       io::at_least(0)},
+      {"rule", &PatternFile::rule, "a built-in detector by name",
+       io::one_of({"previous", "duplicate", "induction", "first"})},
+  };
+  return fields;
+}
+
+}  // namespace
 
 std::string DetectionRule::describe() const {
   if (rule == "offset") return "offset " + std::to_string(offset);
@@ -26,42 +56,28 @@ DetectionRule detection_rule(const std::string& name_or_file) {
   if (name_or_file.size() < 5 || name_or_file.compare(name_or_file.size() - 5, 5, ".json") != 0)
     throw std::invalid_argument("--pattern " + name_or_file +
                                 ": expected previous, duplicate, induction, first or a FILE.json");
-  const nlohmann::json j = io::parse_json(io::read_text_file(name_or_file), name_or_file);
+  const nlohmann::json j = io::load_json_file(name_or_file, kMaxPatternFileBytes, "a pattern file");
+  const PatternFile file = io::read_table(j, pattern_file_fields(), name_or_file);
+  if (j.contains("pattern") + j.contains("offset") + j.contains("rule") != 1)
+    io::json_error(name_or_file, "", "expected exactly one key of \"pattern\", \"offset\" or \"rule\"");
   DetectionRule r;
   r.source = name_or_file;
-  if (!j.is_object())
-    io::json_error(name_or_file, "", "expected an object with \"pattern\", \"offset\" or \"rule\"");
   if (j.contains("pattern")) {
-    const nlohmann::json& p = j["pattern"];
-    if (!p.is_array() || p.empty())
-      io::json_error(name_or_file, "/pattern", "expected a T x T array of numbers");
-    for (size_t i = 0; i < p.size(); ++i) {
-      if (!p[i].is_array() || p[i].size() != p.size())
+    const size_t T = file.pattern.size();
+    if (T == 0)
+      io::json_error(name_or_file, "/pattern", "expected a T x T array of numbers, got an empty one");
+    for (size_t i = 0; i < T; ++i) {
+      if (file.pattern[i].size() != T)
         io::json_error(name_or_file, "/pattern/" + std::to_string(i),
-                       "expected a row of " + std::to_string(p.size()) + " numbers (T x T)");
-      std::vector<double> row;
-      for (size_t k = 0; k < p[i].size(); ++k) {
-        if (!p[i][k].is_number() || !std::isfinite(p[i][k].get<double>()))
-          io::json_error(name_or_file, "/pattern/" + std::to_string(i) + "/" + std::to_string(k),
-                         "expected a finite number");
-        row.push_back(p[i][k].get<double>());
-      }
-      r.matrix.push_back(std::move(row));
+                       "expected a row of " + std::to_string(T) + " numbers (T x T)");
     }
     r.rule = "matrix";
+    r.matrix = file.pattern;
   } else if (j.contains("offset")) {
-    if (!j["offset"].is_number_integer() || j["offset"].get<int>() < 0)
-      io::json_error(name_or_file, "/offset", "expected an integer >= 0");
     r.rule = "offset";
-    r.offset = j["offset"].get<int>();
-  } else if (j.contains("rule")) {
-    const std::string name = j["rule"].is_string() ? j["rule"].get<std::string>() : "";
-    if (name != "previous" && name != "duplicate" && name != "induction" && name != "first")
-      io::json_error(name_or_file, "/rule",
-                     "expected \"previous\", \"duplicate\", \"induction\" or \"first\"");
-    r.rule = name;
+    r.offset = file.offset;
   } else {
-    io::json_error(name_or_file, "", "expected a key \"pattern\", \"offset\" or \"rule\"");
+    r.rule = *file.rule;
   }
   return r;
 }

@@ -106,7 +106,7 @@ std::string choices_text(const std::vector<std::string>& choices, const std::str
 
 std::string range_text(const Valid& valid) {
   std::string text = (valid.low_inclusive ? ">= " : "> ") + show_number(valid.low);
-  if (valid.has_high) text += " and < " + show_number(valid.high);
+  if (valid.has_high) text += (valid.high_inclusive ? " and <= " : " and < ") + show_number(valid.high);
   return text;
 }
 
@@ -145,7 +145,7 @@ std::string text_of(const json& value, const std::string& pointer) {
 
 bool in_range(double value, const Valid& valid) {
   const bool low_ok = valid.low_inclusive ? value >= valid.low : value > valid.low;
-  return low_ok && (!valid.has_high || value < valid.high);
+  return low_ok && (!valid.has_high || value < valid.high || (valid.high_inclusive && value == valid.high));
 }
 
 }  // namespace
@@ -232,6 +232,25 @@ void Section::read(const char* key, std::vector<std::string>& out) const {
   read.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i)
     read.push_back(text_of(value[i], pointer(key) + "/" + std::to_string(i)));
+  out = std::move(read);
+}
+
+void Section::read(const char* key, std::vector<std::vector<double>>& out) const {
+  if (!has(key)) return;
+  const json& value = object_.at(key);
+  if (!value.is_array())
+    field_fail(pointer(key), "expected an array of arrays of numbers, got " + describe(value));
+  std::vector<std::vector<double>> read(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string row = pointer(key) + "/" + std::to_string(i);
+    if (!value[i].is_array()) field_fail(row, "expected an array of numbers, got " + describe(value[i]));
+    for (size_t k = 0; k < value[i].size(); ++k) {
+      const json& x = value[i][k];
+      if (!x.is_number() || !std::isfinite(x.get<double>()))
+        field_fail(row + "/" + std::to_string(k), "expected a finite number, got " + describe(x));
+      read[i].push_back(x.get<double>());
+    }
+  }
   out = std::move(read);
 }
 
@@ -324,6 +343,13 @@ void Section::check(const char* key, const std::vector<std::string>& value, cons
   if (valid.kind != Valid::kOneOf) check_lacking(key);
   for (size_t i = 0; i < value.size(); ++i)
     check_string(pointer(key) + "/" + std::to_string(i), value[i], valid);
+}
+
+void Section::check(const char* key, const std::vector<std::vector<double>>& value,
+                    const Valid& valid) const {
+  if (valid.kind == Valid::kAny) return;
+  if (valid.kind != Valid::kNotEmpty) check_lacking(key);
+  if (value.empty()) field_fail(pointer(key), "must not be empty");
 }
 
 void Section::check(const char* key, const std::optional<std::string>& value, const Valid& valid) const {

@@ -13,18 +13,23 @@
 //   MyRequest r = io::read_table(document, my_request_fields(), "request.json");
 // Errors are io::JsonError "SOURCE: /POINTER: WHAT", e.g. "request.json: /steps: must be >= 1, got 0".
 // A member may be int, int64_t, uint64_t, double, bool, std::string, std::array<double, 2>,
-// std::vector<int64_t>, std::vector<std::string> or std::optional<std::string> (absent or null = nullopt).
+// std::vector<int64_t>, std::vector<std::string>, std::vector<std::vector<double>> (a matrix of finite
+// numbers), std::optional<std::string> (absent or null = nullopt), or an enum read and written by name:
+//   {"activation", io::named(&SaeConfig::activation, {{SaeActivation::relu, "relu"}, {SaeActivation::topk,
+//    "topk"}}), "the encoder's nonlinearity"}
 // Checks between fields are code after the table's pass, failing through io::field_fail.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -50,9 +55,10 @@ JsonError field_error(const std::string& source, const FieldProblem& problem);
 struct Valid {
   enum Kind { kAny, kRange, kNotEmpty, kOneOf };
   Kind kind = kAny;
-  // kRange: value >= low (value > low when !low_inclusive), and value < high when has_high.
+  // kRange: value >= low (value > low when !low_inclusive), and value < high (<= high when
+  // high_inclusive) when has_high.
   double low = 0, high = 0;
-  bool low_inclusive = true, has_high = false;
+  bool low_inclusive = true, has_high = false, high_inclusive = false;
   std::vector<std::string> choices;  // kOneOf
   std::string note;
 
@@ -63,6 +69,12 @@ struct Valid {
     valid.has_high = true;
     return valid;
   }
+  // A range's upper bound, included: at_least(1).up_to(256) is [1, 256].
+  Valid up_to(double bound) const {
+    Valid valid = below(bound);
+    valid.high_inclusive = true;
+    return valid;
+  }
 };
 Valid at_least(double low, std::string note = "");
 Valid above(double low);
@@ -71,6 +83,35 @@ Valid one_of(std::vector<std::string> choices);
 // Nothing to check field by field: the type's range, or a rule that code after the pass checks.
 Valid rule(std::string note);
 
+// An enum member of S, read and written as one of its names (io::named builds one); the names are the
+// values the row accepts.
+template <typename S>
+struct Named {
+  std::function<std::string(const S&)> get;
+  std::function<bool(S&, const std::string&)> set;  // false: not one of the names
+  std::vector<std::string> names;
+};
+template <typename S, typename E>
+Named<S> named(E S::*member, std::vector<std::pair<E, std::string>> names) {
+  Named<S> n;
+  for (const auto& entry : names) n.names.push_back(entry.second);
+  n.get = [member, names](const S& s) {
+    for (const auto& entry : names)
+      if (s.*member == entry.first) return entry.second;
+    return std::string();
+  };
+  n.set = [member, names](S& s, const std::string& text) {
+    for (const auto& entry : names) {
+      if (entry.second == text) {
+        s.*member = entry.first;
+        return true;
+      }
+    }
+    return false;
+  };
+  return n;
+}
+
 // Whether a resumed run may change the field (train's config tables; other tables leave it kFixed).
 enum Resume { kFixed, kResumable };
 
@@ -78,9 +119,10 @@ enum Resume { kFixed, kResumable };
 // accepts, whether a resumed run may change it, and what its default stands for when it is a placeholder.
 template <typename S>
 struct Field {
-  using Member = std::variant<int S::*, int64_t S::*, uint64_t S::*, double S::*, bool S::*, std::string S::*,
-                              std::array<double, 2> S::*, std::vector<int64_t> S::*,
-                              std::vector<std::string> S::*, std::optional<std::string> S::*>;
+  using Member =
+      std::variant<int S::*, int64_t S::*, uint64_t S::*, double S::*, bool S::*, std::string S::*,
+                   std::array<double, 2> S::*, std::vector<int64_t> S::*, std::vector<std::string> S::*,
+                   std::vector<std::vector<double>> S::*, std::optional<std::string> S::*, Named<S>>;
   // A constructor rather than an aggregate: GCC 12 fails on a braced row that leaves `valid` to its default
   // when the member is a vector or optional.
   Field(const char* key_, Member member_, const char* meaning_, Valid valid_ = Valid(),
@@ -141,7 +183,8 @@ class Section {
   void read(const char* key, std::string& out) const;  // UTF-8 without control characters
   void read(const char* key, std::vector<int64_t>& out) const;
   void read(const char* key, std::vector<std::string>& out) const;
-  void read(const char* key, std::optional<std::string>& out) const;  // null = nullopt
+  void read(const char* key, std::vector<std::vector<double>>& out) const;  // rows of finite numbers
+  void read(const char* key, std::optional<std::string>& out) const;        // null = nullopt
 
   // A field's Valid, with the one-line messages the docs show.
   void check(const char* key, int value, const Valid& valid) const { check_number(key, value, valid); }
@@ -153,6 +196,7 @@ class Section {
   void check(const char* key, const std::string& value, const Valid& valid) const;
   void check(const char* key, const std::vector<int64_t>& value, const Valid& valid) const;
   void check(const char* key, const std::vector<std::string>& value, const Valid& valid) const;
+  void check(const char* key, const std::vector<std::vector<double>>& value, const Valid& valid) const;
   void check(const char* key, const std::optional<std::string>& value, const Valid& valid) const;
 
   // The table's fields of `s`, read and checked; any other key but `more_keys` (a root's sections) is an
@@ -162,10 +206,28 @@ class Section {
     std::set<std::string> known(more_keys.begin(), more_keys.end());
     for (const Field<S>& field : fields) known.insert(field.key);
     reject_unknown_keys(known);
-    for (const Field<S>& field : fields)
-      std::visit([&](auto member) { read(field.key, s.*member); }, field.member);
-    for (const Field<S>& field : fields)
-      std::visit([&](auto member) { check(field.key, s.*member, field.valid); }, field.member);
+    for (const Field<S>& field : fields) {
+      std::visit(
+          [&](const auto& member) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(member)>, Named<S>>) {
+              std::string name = member.get(s);
+              read(field.key, name);
+              check(field.key, name, one_of(member.names));
+              member.set(s, name);
+            } else {
+              read(field.key, s.*member);
+            }
+          },
+          field.member);
+    }
+    for (const Field<S>& field : fields) {
+      std::visit(
+          [&](const auto& member) {
+            if constexpr (!std::is_same_v<std::decay_t<decltype(member)>, Named<S>>)
+              check(field.key, s.*member, field.valid);
+          },
+          field.member);
+    }
   }
 
  private:
@@ -198,19 +260,33 @@ inline nlohmann::json field_value_to_json(const std::optional<std::string>& valu
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+// The value of `member` in `s` (a Named one as its name).
+template <typename S, typename M>
+decltype(auto) field_value(const S& s, const M& member) {
+  if constexpr (std::is_same_v<M, Named<S>>) {
+    return member.get(s);
+  } else {
+    return (s.*member);
+  }
+}
+
 // The fields of `s` as a JSON object, one key per row.
 template <typename S>
 nlohmann::json fields_to_json(const Table<S>& fields, const S& s) {
   nlohmann::json object = nlohmann::json::object();
-  for (const Field<S>& field : fields)
-    std::visit([&](auto member) { object[field.key] = field_value_to_json(s.*member); }, field.member);
+  for (const Field<S>& field : fields) {
+    std::visit([&](const auto& member) { object[field.key] = field_value_to_json(field_value(s, member)); },
+               field.member);
+  }
   return object;
 }
 
 template <typename S>
 bool fields_equal(const Table<S>& fields, const S& a, const S& b) {
   for (const Field<S>& field : fields) {
-    if (!std::visit([&](auto member) { return a.*member == b.*member; }, field.member)) return false;
+    if (!std::visit([&](const auto& member) { return field_value(a, member) == field_value(b, member); },
+                    field.member))
+      return false;
   }
   return true;
 }
@@ -224,6 +300,7 @@ std::string field_type_name() {
   if constexpr (std::is_same_v<V, std::array<double, 2>>) return "array of 2 numbers";
   if constexpr (std::is_same_v<V, std::vector<int64_t>>) return "array of integers";
   if constexpr (std::is_same_v<V, std::vector<std::string>>) return "array of strings";
+  if constexpr (std::is_same_v<V, std::vector<std::vector<double>>>) return "array of arrays of numbers";
   if constexpr (std::is_same_v<V, std::optional<std::string>>) return "string or null";
   return "string";
 }
@@ -235,17 +312,22 @@ void add_field_infos(std::vector<FieldInfo>& infos, const std::string& section, 
                      const S& defaults = S{}) {
   for (const Field<S>& field : fields) {
     std::visit(
-        [&](auto member) {
-          using V = std::decay_t<decltype(defaults.*member)>;
-          const V& value = defaults.*member;
+        [&](const auto& member) {
+          using V = std::decay_t<decltype(field_value(defaults, member))>;
+          const V value = field_value(defaults, member);
           std::string shown_default;
           if constexpr (std::is_floating_point_v<V>) {
             shown_default = show_number(value);
           } else {
             shown_default = field_value_to_json(value).dump();
           }
+          Valid valid = field.valid;
+          if constexpr (std::is_same_v<std::decay_t<decltype(member)>, Named<S>>) {
+            valid = one_of(member.names);
+            valid.note = field.valid.note;
+          }
           infos.push_back({section.empty() ? field.key : section + "." + field.key, field_type_name<V>(),
-                           shown_default, field.default_means, valid_text(field.valid), field.meaning,
+                           shown_default, field.default_means, valid_text(valid), field.meaning,
                            field.resume == kResumable});
         },
         field.member);

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "io/atomic_file.h"
+#include "io/json_read.h"
 #include "io/printable.h"
 
 namespace io {
@@ -17,15 +18,11 @@ std::string one_line(const std::string& text) {
 }  // namespace
 
 void json_error(const std::string& source, const std::string& pointer, const std::string& what) {
-  throw std::runtime_error(one_line(source + ": " + (pointer.empty() ? "/" : pointer) + ": " + what));
+  throw JsonError(one_line(source + ": " + (pointer.empty() ? "/" : pointer) + ": " + what));
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& source) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(one_line(source + ": not valid JSON: " + e.what()));
-  }
+  return parse_json_text(text, source);
 }
 
 nlohmann::json read_json_file(const std::string& path) {

@@ -9,11 +9,13 @@
 
 namespace io {
 
-// Throws std::runtime_error("SOURCE: POINTER: WHAT"); an empty pointer reads as "/" (the whole document).
+// Throws io::JsonError("SOURCE: POINTER: WHAT") (io/json_read.h); an empty pointer reads as "/" (the whole
+// document).
 [[noreturn]] void json_error(const std::string& source, const std::string& pointer, const std::string& what);
 
-// Parses `text` as JSON; a syntax error becomes one line "SOURCE: not valid JSON: WHAT" (nlohmann's
-// message, which carries the byte offset, with any newline folded).
+// Parses `text` as JSON through the one bounded reader (io/json_read.h's parse_json_text: nesting, NUL
+// bytes and duplicate keys refused); errors are an io::JsonError "SOURCE: line L, column C: ..." or
+// "SOURCE: /POINTER: duplicate key".
 nlohmann::json parse_json(const std::string& text, const std::string& source);
 // The file at `path`, read and parsed; errors name the path.
 nlohmann::json read_json_file(const std::string& path);

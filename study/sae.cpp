@@ -10,7 +10,9 @@
 #include "autograd/gemm.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
+#include "io/field_table.h"
 #include "io/json_error.h"
+#include "io/json_read.h"
 #include "train/safetensors.h"
 
 namespace study {
@@ -19,81 +21,38 @@ namespace {
 
 using json = nlohmann::json;
 
-// Reads the fields of an SAE config, one at a time: a missing field keeps its default, a present one must
-// have the type and range asked for.
-class FieldReader {
- public:
-  FieldReader(const json& j, const std::string& source) : j_(j), source_(source) {}
-
-  template <typename V>
-  void integer(const char* key, V& v, int64_t lo, int64_t hi) {
-    const json* x = find(key);
-    if (!x) return;
-    if (!x->is_number_integer() && !(x->is_number_unsigned()))
-      fail(key, "expected an integer, got " + describe(*x));
-    if (x->is_number_unsigned() && x->get<uint64_t>() > static_cast<uint64_t>(hi))
-      fail(key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                    x->dump());
-    const int64_t n = x->get<int64_t>();
-    if (n < lo || n > hi)
-      fail(key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                    x->dump());
-    v = static_cast<V>(n);
-  }
-  void seed(const char* key, uint64_t& v) {
-    const json* x = find(key);
-    if (!x) return;
-    if (!x->is_number_unsigned() && !(x->is_number_integer() && x->get<int64_t>() >= 0))
-      fail(key, "expected a non-negative integer, got " + describe(*x));
-    v = x->get<uint64_t>();
-  }
-  void number(const char* key, double& v, double lo, double hi, bool lo_open) {
-    const json* x = find(key);
-    if (!x) return;
-    if (!x->is_number()) fail(key, "expected a number, got " + describe(*x));
-    const double d = x->get<double>();
-    if (!std::isfinite(d) || d < lo || d > hi || (lo_open && d == lo))
-      fail(key, std::string("expected a number in ") + (lo_open ? "(" : "[") + json(lo).dump() + ", " +
-                    json(hi).dump() + "], got " + x->dump());
-    v = d;
-  }
-  void boolean(const char* key, bool& v) {
-    const json* x = find(key);
-    if (!x) return;
-    if (!x->is_boolean()) fail(key, "expected true or false, got " + describe(*x));
-    v = x->get<bool>();
-  }
-  void activation(const char* key, SaeActivation& v) {
-    const json* x = find(key);
-    if (!x) return;
-    if (!x->is_string() || (*x != "relu" && *x != "topk"))
-      fail(key, "expected \"relu\" or \"topk\", got " + x->dump());
-    v = *x == "relu" ? SaeActivation::relu : SaeActivation::topk;
-  }
-  [[noreturn]] void fail(const char* key, const std::string& what) const {
-    io::json_error(source_, std::string("/") + key, what);
-  }
-
- private:
-  const json* find(const char* key) const {
-    auto it = j_.find(key);
-    return it == j_.end() ? nullptr : &*it;
-  }
-  static std::string describe(const json& x) {
-    return x.is_string() || x.is_boolean() || x.is_number() ? x.dump() : std::string(x.type_name());
-  }
-  const json& j_;
-  const std::string& source_;
-};
-
-const std::vector<std::string>& sae_config_keys() {
-  static const std::vector<std::string> keys = {
-      "d_sae",    "expansion",      "activation",     "l1_coefficient",
-      "k",        "steps",          "batch_size",     "lr",
-      "warmup",   "weight_decay",   "resample_every", "buffer_tokens",
-      "skip_bos", "eval_sequences", "top_examples",   "checkpoint_every",
-      "seed"};
-  return keys;
+// The SAE config's table (io/field_table.h): type, range and meaning of every field, read with the same
+// one-line messages as a run's config.
+const io::Table<SaeConfig>& sae_config_fields() {
+  static const io::Table<SaeConfig> fields = {
+      {"d_sae", &SaeConfig::d_sae, "features; 0: `expansion` x d_in", io::at_least(0).up_to(1 << 20)},
+      {"expansion", &SaeConfig::expansion, "d_sae / d_in when d_sae is 0", io::at_least(1).up_to(256)},
+      {"activation",
+       io::named(&SaeConfig::activation, {{SaeActivation::relu, "relu"}, {SaeActivation::topk, "topk"}}),
+       "the encoder's nonlinearity: relu with the L1 penalty, or topk (k active features)"},
+      {"l1_coefficient", &SaeConfig::l1_coefficient, "the L1 penalty's weight (ReLU)",
+       io::at_least(0).up_to(1e6)},
+      {"k", &SaeConfig::k, "active features per token (TopK)", io::at_least(1).up_to(1 << 16)},
+      {"steps", &SaeConfig::steps, "training steps", io::at_least(1).up_to(double(int64_t(1) << 40))},
+      {"batch_size", &SaeConfig::batch_size, "tokens per step", io::at_least(1).up_to(1 << 20)},
+      {"lr", &SaeConfig::lr, "AdamW's learning rate after warmup", io::above(0).up_to(10)},
+      {"warmup", &SaeConfig::warmup, "linear warmup steps", io::at_least(0).up_to(1 << 30)},
+      {"weight_decay", &SaeConfig::weight_decay, "AdamW's decoupled weight decay on W_enc and W_dec",
+       io::at_least(0).up_to(10)},
+      {"resample_every", &SaeConfig::resample_every, "dead-feature resampling period (steps); 0: never",
+       io::at_least(0).up_to(double(int64_t(1) << 40))},
+      {"buffer_tokens", &SaeConfig::buffer_tokens, "activations shuffled at a time",
+       io::at_least(1, "at least `batch_size`").up_to(double(int64_t(1) << 28))},
+      {"skip_bos", &SaeConfig::skip_bos, "leave position 0 (BOS) out of training, evaluation and splicing"},
+      {"eval_sequences", &SaeConfig::eval_sequences, "held-out sequences for eval.json and features.json",
+       io::at_least(1).up_to(1 << 20)},
+      {"top_examples", &SaeConfig::top_examples, "top-activating examples per feature (one per sequence)",
+       io::at_least(1).up_to(100)},
+      {"checkpoint_every", &SaeConfig::checkpoint_every, "steps between checkpoints (and at the end)",
+       io::at_least(1).up_to(1 << 30)},
+      {"seed", &SaeConfig::seed, "the SAE's initialisation, the activation stream, resampling"},
+  };
+  return fields;
 }
 
 // The learning rate at `step` (from 0): linear warmup, then constant.
@@ -105,53 +64,26 @@ double sae_lr(const SaeConfig& c, int64_t step) {
 }  // namespace
 
 SaeConfig sae_config_from_json(const json& j, const std::string& source) {
-  if (!j.is_object()) io::json_error(source, "", std::string("expected an object, got ") + j.type_name());
-  for (const auto& item : j.items())
-    if (std::find(sae_config_keys().begin(), sae_config_keys().end(), item.key()) == sae_config_keys().end())
-      io::json_error(source, "/" + item.key(), "unknown key");
-  SaeConfig c;
-  FieldReader r(j, source);
-  r.integer("d_sae", c.d_sae, 0, 1 << 20);
-  r.integer("expansion", c.expansion, 1, 256);
-  r.activation("activation", c.activation);
-  r.number("l1_coefficient", c.l1_coefficient, 0, 1e6, false);
-  r.integer("k", c.k, 1, 1 << 16);
-  r.integer("steps", c.steps, 1, int64_t(1) << 40);
-  r.integer("batch_size", c.batch_size, 1, 1 << 20);
-  r.number("lr", c.lr, 0, 10, true);
-  r.integer("warmup", c.warmup, 0, 1 << 30);
-  r.number("weight_decay", c.weight_decay, 0, 10, false);
-  r.integer("resample_every", c.resample_every, 0, int64_t(1) << 40);
-  r.integer("buffer_tokens", c.buffer_tokens, 1, int64_t(1) << 28);
-  r.boolean("skip_bos", c.skip_bos);
-  r.integer("eval_sequences", c.eval_sequences, 1, 1 << 20);
-  r.integer("top_examples", c.top_examples, 1, 100);
-  r.integer("checkpoint_every", c.checkpoint_every, 1, 1 << 30);
-  r.seed("seed", c.seed);
+  SaeConfig c = io::read_table(j, sae_config_fields(), source);
   if (c.buffer_tokens < c.batch_size)
-    r.fail("buffer_tokens", "expected at least batch_size (" + std::to_string(c.batch_size) + "), got " +
-                                std::to_string(c.buffer_tokens));
+    throw io::field_error(source,
+                          {"/buffer_tokens", "expected at least batch_size (" + std::to_string(c.batch_size) +
+                                                 "), got " + std::to_string(c.buffer_tokens)});
   return c;
 }
 
+SaeConfig load_sae_config(const std::string& path) {
+  return sae_config_from_json(io::load_json_file(path, io::kMaxJsonFileBytes, "an SAE config file"), path);
+}
+
 json sae_config_to_json(const SaeConfig& c) {
-  return json{{"d_sae", c.d_sae},
-              {"expansion", c.expansion},
-              {"activation", c.activation == SaeActivation::relu ? "relu" : "topk"},
-              {"l1_coefficient", c.l1_coefficient},
-              {"k", c.k},
-              {"steps", c.steps},
-              {"batch_size", c.batch_size},
-              {"lr", c.lr},
-              {"warmup", c.warmup},
-              {"weight_decay", c.weight_decay},
-              {"resample_every", c.resample_every},
-              {"buffer_tokens", c.buffer_tokens},
-              {"skip_bos", c.skip_bos},
-              {"eval_sequences", c.eval_sequences},
-              {"top_examples", c.top_examples},
-              {"checkpoint_every", c.checkpoint_every},
-              {"seed", c.seed}};
+  return io::fields_to_json(sae_config_fields(), c);
+}
+
+std::vector<io::FieldInfo> sae_config_field_infos() {
+  std::vector<io::FieldInfo> infos;
+  io::add_field_infos(infos, "", sae_config_fields());
+  return infos;
 }
 
 SaeParams<float> init_sae(int64_t d_in, int64_t d_sae, ag::Rng& rng, const std::vector<float>& mean) {

@@ -15,6 +15,7 @@
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
+#include "io/field_info.h"
 #include "train/optimizer.h"
 
 namespace study {
@@ -45,9 +46,14 @@ struct SaeConfig {
   int64_t features(int64_t d_in) const { return d_sae > 0 ? d_sae : expansion * d_in; }
 };
 
-// The config in `j`, validated; errors are one line "SOURCE: /field: what was expected".
+// The config in `j`, validated field by field against the SAE config's table (study/sae.cpp); errors are
+// an io::JsonError, one line "SOURCE: /field: what was expected".
 SaeConfig sae_config_from_json(const nlohmann::json& j, const std::string& source);
+// The SAE config file at `path`, read through the one bounded JSON reader (io/json_read.h) and validated.
+SaeConfig load_sae_config(const std::string& path);
 nlohmann::json sae_config_to_json(const SaeConfig& c);
+// The table's rows (key, type, default, valid values, meaning), as a docs field table shows them.
+std::vector<io::FieldInfo> sae_config_field_infos();
 
 // The SAE's parameters, SAELens's names and shapes.
 template <typename T>

@@ -7,6 +7,7 @@
 #include "findings/phase_change.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
+#include "io/json_read.h"
 #include "io/run_layout.h"
 #include "study/run_study.h"
 #include "train/checkpoint.h"
@@ -114,8 +115,7 @@ findings::SweepSummary collect_sweep(const std::string& out_dir) {
     throw std::runtime_error(path +
                              ": no sweep manifest (run `attograd sweep SWEEP.json` or with "
                              "--print-commands first; it writes this file)");
-  const ordered_json manifest = ordered_json::parse(io::read_text_file(path), nullptr, false);
-  if (manifest.is_discarded()) throw std::runtime_error(path + ": malformed JSON");
+  const ordered_json manifest = io::parse_ordered_json_text(io::read_text_file(path), path);
   if (!manifest.is_object()) io::json_error(path, "", "expected an object");
   if (!manifest.contains("runs") || !manifest["runs"].is_array())
     io::json_error(path, "/runs", "expected an array");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "io/json_read.h"
 #include "io/run_layout.h"
 #include "train/safetensors.h"
 
@@ -111,8 +112,8 @@ Config config_from_checkpoint(const std::string& path) {
   const std::string& text = metadata_string(f, "config", path);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
+    j = io::parse_json_text(text, path + " (__metadata__/config)");
+  } catch (const io::JsonError&) {
     throw std::runtime_error(path + ": __metadata__/config is not JSON");
   }
   const Config config = from_json(j, path + " (__metadata__/config)");

@@ -160,7 +160,8 @@ Override parse_override(const std::string& text) {
   const std::string value = text.substr(equals + 1);
   std::optional<json> as_json;
   try {
-    as_json = io::parse_json_text_if_json(value, label);
+    // A long value is named by its first bytes: the error stays a short line.
+    as_json = io::parse_json_text_if_json(value, label.size() > 60 ? label.substr(0, 57) + "..." : label);
   } catch (const io::JsonError& error) {
     throw ConfigError(error.what());
   }

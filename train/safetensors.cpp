@@ -21,6 +21,7 @@
 
 #include "autograd/tensor.h"
 #include "io/atomic_file.h"
+#include "io/json_read.h"
 #include "io/printable.h"
 
 // Tensor bytes are copied straight between memory and the file, and safetensors is little-endian.
@@ -184,8 +185,8 @@ std::vector<Entry> parse_header(const std::string& path, const std::string& text
                                 std::map<std::string, std::string>& metadata) {
   json header;
   try {
-    header = json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
+    header = io::parse_json_text(text, "header");  // the one bounded reader: nesting, NUL, duplicate keys
+  } catch (const io::JsonError& e) {               // parse errors, and numbers out of range (1e400)
     fail(path, std::string("header is not valid JSON: ") + e.what(), "header");
   }
   if (!header.is_object()) fail(path, "header must be a JSON object", "header");

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "io/atomic_file.h"
-#include "io/json_error.h"
+#include "io/field_table.h"
+#include "io/json_read.h"
 #include "io/printable.h"
 #include "io/run_layout.h"
 
@@ -62,6 +64,21 @@ std::vector<std::string> short_keys(const std::vector<std::string>& keys) {
   return out;
 }
 
+// A sweep file's fields but its grid, which the code reads in the file's key order.
+struct SweepFile {
+  std::string base;
+  std::optional<std::string> out;
+};
+
+const io::Table<SweepFile>& sweep_file_fields() {
+  static const io::Table<SweepFile> fields = {
+      {"base", &SweepFile::base, "the config file every run starts from", io::not_empty()},
+      {"out", &SweepFile::out, "the sweep's folder, one run folder in it per point of the grid",
+       io::not_empty(), io::kFixed, "\"runs/\" + the sweep file's name without .json"},
+  };
+  return fields;
+}
+
 // "key=value" for --set: the value as JSON, which --set parses back to the same value.
 std::string override_text(const std::string& key, const ordered_json& value) {
   return key + "=" + value.dump();
@@ -79,29 +96,26 @@ Sweep load_sweep(const std::string& path) {
   } catch (const std::runtime_error& e) {
     throw ConfigError(e.what());
   }
-  // The config reader's parser first, for its errors (line and column, numbers out of range, duplicate
-  // keys); then again keeping the file's key order, which the grid's expansion follows.
-  (void)parse_json_text(text, path);
-  const ordered_json doc = ordered_json::parse(text);
-  if (!doc.is_object()) fail(path, "", "expected an object, got " + kind_of(doc));
-  for (const auto& item : doc.items())
-    if (item.key() != "base" && item.key() != "grid" && item.key() != "out")
-      fail(path, "/" + io::printable(item.key()), "unknown key (expected base, grid, out)");
-
+  // The one bounded reader (io/json_read.h), keeping the file's key order, which the grid's expansion
+  // follows: line and column, nesting, NUL bytes, numbers out of range and duplicate keys.
+  ordered_json doc;
+  try {
+    doc = io::parse_ordered_json_text(text, path);
+  } catch (const io::JsonError& e) {
+    throw ConfigError(e.what());
+  }
+  // base and out through the file's table; the grid (an object of arrays, in the file's order) below.
+  SweepFile file;
+  try {
+    io::Section(json(doc), "").read_fields(sweep_file_fields(), file, {"grid"});
+  } catch (const io::FieldProblem& problem) {
+    throw ConfigError(io::field_error(path, problem).what());
+  }
   Sweep sweep;
   sweep.source = path;
-  if (!doc.contains("base") || !doc["base"].is_string() || doc["base"].get<std::string>().empty())
-    fail(path, "/base", "expected the base config file as a non-empty string");
-  sweep.base = doc["base"].get<std::string>();
-  if (!io::is_printable_utf8(sweep.base)) fail(path, "/base", "expected UTF-8 text without control bytes");
-  if (doc.contains("out")) {
-    if (!doc["out"].is_string() || doc["out"].get<std::string>().empty())
-      fail(path, "/out", "expected a folder as a non-empty string");
-    sweep.out = doc["out"].get<std::string>();
-  } else {
-    sweep.out = "runs/" + std::filesystem::path(path).stem().string();
-  }
-  // The folder goes into every run's output.dir, which holds printable UTF-8 only.
+  sweep.base = file.base;
+  // The folder goes into every run's output.dir, which holds printable UTF-8 only (as every table string).
+  sweep.out = file.out ? *file.out : "runs/" + std::filesystem::path(path).stem().string();
   if (!io::is_printable_utf8(sweep.out))
     fail(path, "/out", "expected UTF-8 text without control bytes, got " + io::printable(sweep.out));
   if (std::filesystem::exists(sweep.out, ec) && !std::filesystem::is_directory(sweep.out, ec))
@@ -148,7 +162,7 @@ Sweep load_sweep(const std::string& path) {
   json base_document;
   try {
     (void)load_config(sweep.base);
-    base_document = io::parse_json(io::read_text_file(sweep.base), sweep.base);
+    base_document = io::load_json_file(sweep.base);
   } catch (const std::exception& e) {
     throw ConfigError(path + ": /base: " + e.what());
   }

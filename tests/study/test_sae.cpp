@@ -9,6 +9,7 @@
 #define BOOST_TEST_MODULE sae
 #include <boost/test/unit_test.hpp>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <numeric>
 
@@ -317,14 +318,28 @@ BOOST_AUTO_TEST_CASE(bad_configs_and_files_are_one_line_errors) {
     return error_of([&] { study::sae_config_from_json(nlohmann::json::parse(text), "s.json"); });
   };
   BOOST_TEST(cfg("{\"l1\": 1}") == "s.json: /l1: unknown key");
-  BOOST_TEST(cfg("{\"k\": 0}") == "s.json: /k: expected an integer in [1, 65536], got 0");
+  BOOST_TEST(cfg("{\"k\": 0}") == "s.json: /k: must be >= 1 and <= 65536, got 0");
   BOOST_TEST(cfg("{\"activation\": \"gelu\"}") ==
              "s.json: /activation: expected \"relu\" or \"topk\", got \"gelu\"");
-  BOOST_TEST(cfg("{\"lr\": \"fast\"}") == "s.json: /lr: expected a number, got \"fast\"");
+  BOOST_TEST(cfg("{\"lr\": \"fast\"}") == "s.json: /lr: expected a number, got string \"fast\"");
   BOOST_TEST(cfg("{\"batch_size\": 100, \"buffer_tokens\": 10}") ==
              "s.json: /buffer_tokens: expected at least batch_size (100), got 10");
-  BOOST_TEST(cfg("[]") == "s.json: /: expected an object, got array");
+  BOOST_TEST(cfg("[]") == "s.json: /: expected an object, got an array");
+  BOOST_TEST(cfg("{\"expansion\": 257}") == "s.json: /expansion: must be >= 1 and <= 256, got 257");
+  BOOST_TEST(cfg("{\"lr\": 0}") == "s.json: /lr: must be > 0 and <= 10, got 0");
+  BOOST_TEST(cfg("{\"activation\": [[\"relu\"]]}") == "s.json: /activation: expected a string, got an array");
+  BOOST_TEST(cfg("{\"steps\": 3000000000000000}") ==
+             "s.json: /steps: must be >= 1 and <= 1099511627776, got 3000000000000000");
   BOOST_TEST(cfg("{}").empty());
+  BOOST_TEST((study::sae_config_from_json(nlohmann::json{{"activation", "topk"}, {"k", 4}}, "x").activation ==
+              study::SaeActivation::topk));
+  // The table's rows, as a docs table shows them.
+  const std::vector<io::FieldInfo> rows = study::sae_config_field_infos();
+  BOOST_TEST_REQUIRE(rows.size() == study::sae_config_to_json(study::SaeConfig{}).size());
+  BOOST_TEST(rows[2].path == "activation");
+  BOOST_TEST(rows[2].default_value == "\"relu\"");
+  BOOST_TEST(rows[2].valid == "`relu` or `topk`");
+  BOOST_TEST(rows[1].valid == ">= 1 and <= 256");
   const study::SaeConfig round =
       study::sae_config_from_json(study::sae_config_to_json(study::SaeConfig{}), "x");
   BOOST_TEST(study::sae_config_to_json(round) == study::sae_config_to_json(study::SaeConfig{}));
@@ -358,4 +373,28 @@ BOOST_AUTO_TEST_CASE(bad_configs_and_files_are_one_line_errors) {
                             {"b_dec", {4}, std::vector<float>(4)}},
                            {});
   BOOST_TEST(error_of([&] { study::load_sae(path); }) == path + ": W_enc: a value is not finite");
+}
+
+// docs/sae.md's config table is the code's table (study/sae.cpp) row for row.
+BOOST_AUTO_TEST_CASE(docs_config_table_is_the_code_table) {
+  std::ifstream doc(std::string(ATTOGRAD_SOURCE_DIR) + "/docs/sae.md");
+  BOOST_TEST_REQUIRE(doc.good());
+  std::string rows;
+  bool in_section = false, in_table = false;
+  for (std::string line; std::getline(doc, line);) {
+    if (line.rfind("### ", 0) == 0) in_section = line == "### The config";
+    if (!in_section) continue;
+    if (line.rfind("| `", 0) == 0) {
+      in_table = true;
+      rows += line + "\n";
+    } else if (in_table && line.rfind("|", 0) != 0) {
+      break;
+    }
+  }
+  std::string expected;
+  for (const io::FieldInfo& field : study::sae_config_field_infos()) {
+    expected += "| `" + field.path + "` | " + field.type + " | `" + field.default_value + "` | " +
+                field.valid + " | " + field.meaning + " |\n";
+  }
+  BOOST_TEST(rows == expected, "docs/sae.md's config table rows should be:\n" + expected);
 }

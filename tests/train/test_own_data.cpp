@@ -85,6 +85,11 @@ BOOST_AUTO_TEST_CASE(every_bad_sequence_file_names_the_file_the_line_and_the_fie
   const std::vector<Case> cases = {
       {good + "{\"tokens\": [\"a\", \"b\"\n", "2: not a JSON value (one JSON object a line)"},
       {good + "[1, 2]\n", "2: expected a JSON object, got array"},
+      {good + "{\"tokens\": [\"a\", \"b\"], \"scored\": " + std::string(200000, '[') +
+           std::string(200000, ']') + "}\n",
+       "2: line 1, column 97: nested deeper than 64 levels"},
+      {good + "{\"tokens\": [\"a\", \"b\"], \"split\": \"train\", \"split\": \"heldout\"}\n",
+       "2: /split: duplicate key"},
       {good + "{\"tokens\": [\"a\", \"b\"], \"weight\": 2}\n",
        "2: /weight: unknown key; expected tokens (with scored), or prompt and completion; split"},
       {good + "{\"tokens\": []}\n", "2: /tokens: expected at least one token, got an empty array"},
@@ -115,7 +120,7 @@ BOOST_AUTO_TEST_CASE(every_bad_sequence_file_names_the_file_the_line_and_the_fie
   for (const Case& c : cases) {
     write(path, c.text);
     const std::string expected_start = "/task/path: " + path + (c.expected[0] == 'n' ? ": " : ":");
-    BOOST_TEST(data_error(sequences_config(path)) == expected_start + c.expected, c.text);
+    BOOST_TEST(data_error(sequences_config(path)) == expected_start + c.expected, c.text.substr(0, 200));
   }
 }
 

@@ -10,10 +10,12 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "io/json_read.h"
 #include "io/printable.h"
 #include "train/tasks.h"
 #include "train/tasks/data_file.h"
@@ -39,9 +41,12 @@ struct Line {
   int split = -1;           // -1 none, 0 train, 1 held out
 };
 
-// A JSON value as an error quotes it: at most 60 bytes of its text.
+// A JSON value as an error quotes it: at most 60 bytes of a scalar's text; an array or object by its kind
+// (never a dump of a nested value).
 std::string shown(const json& value) {
-  const std::string text = value.dump();
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  const std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   return text.size() <= 60 ? text : text.substr(0, 57) + "...";
 }
 
@@ -82,8 +87,16 @@ class SequenceFile {
   }
 
   Line parse(const std::string& text, int64_t number) const {
-    json doc = json::parse(text, nullptr, false);
-    if (doc.is_discarded()) fail(number, "", "not a JSON value (one JSON object a line)");
+    // The one bounded reader (io/json_read.h): nesting deeper than 64 levels and duplicate keys are
+    // refused as "PATH:N: line 1, column C: ..." before any value is built.
+    std::optional<json> parsed;
+    try {
+      parsed = io::parse_json_text_if_json(text, path_ + ":" + std::to_string(number));
+    } catch (const io::JsonError& e) {
+      throw TaskDataError("path", e.what());
+    }
+    if (!parsed) fail(number, "", "not a JSON value (one JSON object a line)");
+    const json& doc = *parsed;
     if (!doc.is_object()) fail(number, "", "expected a JSON object, got " + std::string(doc.type_name()));
     Line line;
     line.number = number;
