@@ -162,6 +162,27 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T
 template <typename T>
 Tensor<T> embedding(const Tensor<T>& weight, const std::vector<int32_t>& ids, const Shape& ids_shape);
 
+// ---- Sparse products (ops_sparse.cpp): behind a ReLU or TopK most entries are 0, and these ops cost what
+// ---- the nonzero ones cost (a sparse autoencoder trains through them, study/sae.h) ----
+// relu of each row's k largest entries of pre (N, M), the rest 0 (ties: the lower index is kept): the TopK
+// activation as one op; its gradient flows to the kept positive entries only.
+template <typename T>
+Tensor<T> topk_relu(const Tensor<T>& pre, int k);
+
+// relu(pre) W (N, D) for pre (N, M) and W (M, D), an op of its own (forward and backward in
+// ops_sparse.cpp) because relu(pre) is sparse: the forward adds only the active rows of W, and the backward
+// computes d pre only where pre > 0 (dy . W_j) and d W_j only from the tokens where feature j is active,
+// so the decoder costs N x L0 x D instead of N x M x D per product.
+template <typename T>
+Tensor<T> relu_decode(const Tensor<T>& pre, const Tensor<T>& W);
+
+// (x - c) W + b (N, M) for x (N, D), c (D), W (D, M), b (M): the encoder's product, an op of its own whose
+// backward reads the gradient as sparse: behind a ReLU or TopK most of d((x - c) W + b) is zero, so dx and
+// dW take N x L0 x D instead of N x M x D (a dense product when more than a tenth of it is nonzero), and
+// dc = -W db costs D x M whatever N (dx is not formed unless x needs it).
+template <typename T>
+Tensor<T> sparse_grad_linear(const Tensor<T>& x, const Tensor<T>& c, const Tensor<T>& W, const Tensor<T>& b);
+
 // Operators for readable model code.
 template <typename T>
 Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) {

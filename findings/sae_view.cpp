@@ -153,6 +153,59 @@ std::string sae_features_html(const std::string& title, const json& eval,
   return h;
 }
 
+const std::vector<std::string>& sae_density_bins() {
+  static const std::vector<std::string> bins = {"dead",        "[1e-6,1e-5)", "[1e-5,1e-4)", "[1e-4,1e-3)",
+                                                "[1e-3,1e-2)", "[1e-2,1e-1)", "[1e-1,1]"};
+  return bins;
+}
+
+json sae_eval_to_json(const SaeEvalSummary& e) {
+  return json{{"point", e.point},
+              {"d_in", e.d_in},
+              {"d_sae", e.d_sae},
+              {"tokens", e.tokens},
+              {"mse", e.mse},
+              {"explained_variance", e.explained_variance},
+              {"l0", e.l0},
+              {"dead", e.dead},
+              {"density_histogram", {{"bins", e.density_bins}, {"counts", e.density_counts}}},
+              {"ce_clean", e.ce_clean},
+              {"ce_with_sae", e.ce_with_sae},
+              {"ce_zero_ablation", e.ce_zero_ablation},
+              {"ce_loss_recovered", e.ce_loss_recovered},
+              {"kl", e.kl}};
+}
+
+std::string sae_eval_table(const SaeEvalSummary& e) {
+  std::string out;
+  io::append_format(out, "SAE at %s: d_in %lld, d_sae %lld, %lld held-out tokens\n", e.point.c_str(),
+                    static_cast<long long>(e.d_in), static_cast<long long>(e.d_sae),
+                    static_cast<long long>(e.tokens));
+  io::append_format(out, "mse %.6g  explained variance %.4f  L0 %.2f  dead %lld\n", e.mse,
+                    e.explained_variance, e.l0, static_cast<long long>(e.dead));
+  io::append_format(out, "CE clean %.4f  with SAE %.4f  zero-ablated %.4f  recovered %.4f  KL %.5f\n",
+                    e.ce_clean, e.ce_with_sae, e.ce_zero_ablation, e.ce_loss_recovered, e.kl);
+  return out;
+}
+
+json sae_synthetic_to_json(const SaeSyntheticResult& r) {
+  return {{"mean_max_cos", r.mean_max_cos},
+          {"mcc", r.mcc},
+          {"l0", r.l0},
+          {"dead", r.dead},
+          {"seconds", r.seconds}};
+}
+
+std::string sae_synthetic_table(const SaeSyntheticResult& r) {
+  std::string out;
+  io::append_format(out, "%lld features in %lld dims, p %g; SAE of %lld features, %lld steps:\n",
+                    static_cast<long long>(r.features), static_cast<long long>(r.dim), r.p,
+                    static_cast<long long>(r.d_sae), static_cast<long long>(r.steps));
+  io::append_format(out, "mean max cos %.4f  MCC %.4f  L0 %.2f  dead %lld  (%.1f s)\n", r.mean_max_cos, r.mcc,
+                    r.l0, static_cast<long long>(r.dead), r.seconds);
+  return out;
+}
+
 SaeEvalSummary sae_eval_from_json(const json& j, const std::string& source) {
   if (!j.is_object()) io::json_error(source, "", std::string("expected an object, got ") + j.type_name());
   SaeEvalSummary s;
@@ -171,6 +224,10 @@ SaeEvalSummary sae_eval_from_json(const json& j, const std::string& source) {
   s.l0 = number_or_null(j, "l0", source);
   s.ce_loss_recovered = number_or_null(j, "ce_loss_recovered", source);
   s.kl = number_or_null(j, "kl", source);
+  s.tokens = count("tokens");
+  s.ce_clean = number_or_null(j, "ce_clean", source);
+  s.ce_with_sae = number_or_null(j, "ce_with_sae", source);
+  s.ce_zero_ablation = number_or_null(j, "ce_zero_ablation", source);
   const std::string hp = "/density_histogram";
   const json& hist = io::json_member(j, "density_histogram", source, "");
   if (!hist.is_object())

@@ -44,19 +44,45 @@ inline constexpr int kSaeShades = 8;
 std::string sae_features_html(const std::string& title, const nlohmann::json& eval,
                               const std::vector<SaeFeature>& features);
 
-// eval.json's numbers, as the run report lists them (cli/cmd_sae.cpp writes the file).
+// eval.json: an SAE's evaluation at a hook point on held-out sequences (docs/sae.md defines each number).
 struct SaeEvalSummary {
   std::string point;
   int64_t d_in = 0, d_sae = 0, tokens = 0, dead = 0;
   // NaN where eval.json holds null (a ratio whose denominator was 0).
   double mse = 0, explained_variance = 0, l0 = 0, ce_loss_recovered = 0, kl = 0;
+  double ce_clean = 0, ce_with_sae = 0, ce_zero_ablation = 0;
   std::vector<std::string> density_bins;  // "dead", "[1e-6,1e-5)", ..., "[1e-1,1]"
   std::vector<int64_t> density_counts;    // features per bin, one per bin
 };
 
+// The density histogram's bins, as eval.json names them.
+const std::vector<std::string>& sae_density_bins();
+
+// eval.json's object (NaN written as null); `attograd sae --json` prints it on one line.
+nlohmann::json sae_eval_to_json(const SaeEvalSummary& e);
+
 // eval.json's object read back; a missing key or a value of the wrong type is one line
 // "SOURCE: POINTER: WHAT" (io/json_error.h).
 SaeEvalSummary sae_eval_from_json(const nlohmann::json& j, const std::string& source);
+
+// The evaluation as three lines for the terminal: sizes, reconstruction, cross-entropy.
+std::string sae_eval_table(const SaeEvalSummary& e);
+
+// `sae synthetic`'s result: an SAE of d_sae features trained `steps` steps on `features` synthetic
+// features in `dim` dimensions (each active with probability p), and how well it recovers them on
+// samples it never saw: the mean over true features of the best cosine with a decoder row, the mean
+// correlation of matched activations (MCC), the mean active features per sample, the never-active
+// features, and the wall time.
+struct SaeSyntheticResult {
+  int64_t features = 0, dim = 0, d_sae = 0, steps = 0;
+  double p = 0;
+  double mean_max_cos = 0, mcc = 0, l0 = 0, seconds = 0;
+  int64_t dead = 0;
+};
+
+// {"mean_max_cos", "mcc", "l0", "dead", "seconds"}.
+nlohmann::json sae_synthetic_to_json(const SaeSyntheticResult& r);
+std::string sae_synthetic_table(const SaeSyntheticResult& r);
 
 // The density histogram as a small inline SVG bar chart (class "density"): one bar per bin, its height
 // the bin's count over the largest, the dead bar red; each bar's tooltip gives its bin and count.

@@ -5,8 +5,39 @@
 #include <cstdio>
 
 #include "findings/svg_heatmap.h"
+#include "io/append_format.h"
 
 namespace findings {
+
+nlohmann::json tms_panel_to_json(const TmsPanel& p) {
+  nlohmann::json W = nlohmann::json::array();
+  for (int k = 0; k < p.m; ++k)
+    W.push_back(std::vector<float>(p.W.begin() + k * p.n, p.W.begin() + (k + 1) * p.n));
+  return nlohmann::json{{"W", W}, {"b", p.b}, {"loss", p.loss}};
+}
+
+std::string tms_table(const TmsReport& r) {
+  std::string out;
+  io::append_format(out, "n %d, m %d, importance %g^i: feature norms ||W_i|| (superposition)\n", r.n, r.m,
+                    r.importance);
+  for (const TmsPanel& p : r.panels) {
+    int stored = 0;
+    io::append_format(out, "S %-6g loss %.5f |", p.sparsity, p.loss);
+    for (int i = 0; i < p.n; ++i) {
+      stored += p.norms[i] > 0.5;
+      io::append_format(out, " %.2f(%.2f)", p.norms[i], p.superposition[i]);
+    }
+    io::append_format(out, " | stored %d\n", stored);
+  }
+  return out;
+}
+
+std::string tms_title(const TmsReport& r) {
+  std::string out;
+  io::append_format(out, "Toy model of superposition: n %d features in m %d dims, importance %g^i", r.n, r.m,
+                    r.importance);
+  return out;
+}
 
 namespace {
 

@@ -166,6 +166,19 @@ inline std::string sae_eval_json(const std::string& sae_folder) {
 inline std::string sae_features_html(const std::string& sae_folder) {
   return sae_folder + "/features.html";
 }
+// DIR/features.json: every feature's density, top examples and logit effects (docs/sae.md).
+inline std::string sae_features_json(const std::string& sae_folder) {
+  return sae_folder + "/features.json";
+}
+// DIR/sae.safetensors: the trained SAE (W_enc, b_enc, W_dec, b_dec, SAELens's names; the config in its
+// metadata).
+inline std::string sae_model(const std::string& sae_folder) {
+  return sae_folder + "/sae.safetensors";
+}
+// DIR/checkpoint.safetensors: the SAE's training state (parameters, AdamW, fire counts) for `--resume`.
+inline std::string sae_checkpoint(const std::string& sae_folder) {
+  return sae_folder + "/checkpoint.safetensors";
+}
 
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
@@ -250,6 +263,13 @@ inline std::string summary_csv(const std::string& out) {
 }
 inline std::string sweep_index_html(const std::string& out) {
   return out + "/index.html";
+}
+
+// ---- Files of the tools that read no run.
+
+// tms-nN-mM.svg in the working folder: `attograd tms`'s figure when no file is given.
+inline std::string tms_figure(int n, int m) {
+  return "tms-n" + std::to_string(n) + "-m" + std::to_string(m) + ".svg";
 }
 
 // ---- Temporary files.

@@ -129,6 +129,26 @@ void check_run_entries(const std::string& run) {
   }
 }
 
+void check_folder_below_run(const std::string& run, const std::string& folder) {
+  const std::string prefix = run + "/";
+  if (folder.compare(0, prefix.size(), prefix) != 0)
+    throw std::invalid_argument(folder + ": expected a folder below the run folder " + run);
+  std::string path = run;
+  size_t at = prefix.size();
+  while (at < folder.size()) {
+    const size_t end = std::min(folder.find('/', at), folder.size());
+    path += "/" + folder.substr(at, end - at);
+    at = end + 1;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return;  // not there yet: created by the writer, below RUN
+    if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode))
+      throw std::runtime_error(
+          path + ": is " + file_kind(st.st_mode) +
+          ", expected the run's own folder (a run folder's entries are never followed or "
+          "replaced; remove it)");
+  }
+}
+
 std::optional<SlurmOwner> read_slurm_owner(const std::string& run) {
   const std::string path = layout::slurm_owner(run);
   struct stat st {};

@@ -49,6 +49,12 @@ void mark_run_folder(const std::string& run);
 // regular file): the program never writes through something planted in its run folder.
 void check_run_entries(const std::string& run);
 
+// Throws std::runtime_error naming the path when `folder` (a path below RUN: RUN/a/b/...) or a folder
+// between RUN and it is a symbolic link, or is there but is not a folder: a writer checks every level of
+// the folder it is about to write in, before writing anything. Levels not there yet are fine (the writer
+// creates them).
+void check_folder_below_run(const std::string& run, const std::string& folder);
+
 // The Slurm array task that owns a run (io::layout::slurm_owner): the array's job name (unique per script
 // `sweep --slurm` generates), the task's index in it, and its SLURM_JOB_ID once it started (empty while
 // queued). The generated script writes the same JSON with printf: keep the two in step.

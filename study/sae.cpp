@@ -2,12 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <memory>
-#include <numeric>
 #include <stdexcept>
 
-#include "autograd/gemm.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 #include "io/field_table.h"
@@ -98,308 +94,15 @@ SaeParams<float> init_sae(int64_t d_in, int64_t d_sae, ag::Rng& rng, const std::
   return p;
 }
 
-namespace {
-
-// The entries of an (N, M) row-major array that an op treats as nonzero, with their values: by row (row
-// n's are col[i], val[i] for i in [start[n], start[n + 1]), columns ascending) and by column (column j's
-// are row[i], cval[i] for i in [cstart[j], cstart[j + 1]), rows ascending). Found with two parallel passes
-// over the array (a count that vectorises, then a fill) and one over the entries, so the sparse products
-// below read short contiguous lists and never the dense array again.
-template <typename T>
-struct Pattern {
-  std::vector<int64_t> start, cstart;
-  std::vector<int32_t> col, row;
-  std::vector<T> val, cval;
-  int64_t nnz() const { return start.back(); }
-};
-
-template <typename T, typename Keep>
-std::shared_ptr<Pattern<T>> find_pattern(const T* a, int64_t N, int64_t M, Keep keep) {
-  auto p = std::make_shared<Pattern<T>>();
-  p->start.assign(static_cast<size_t>(N + 1), 0);
-  ag::parallel_for(N, N * M, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      const T* r = a + n * M;
-      int64_t c = 0;
-      for (int64_t j = 0; j < M; ++j) c += keep(r[j]) ? 1 : 0;
-      p->start[n + 1] = c;
-    }
-  });
-  for (int64_t n = 0; n < N; ++n) p->start[n + 1] += p->start[n];
-  p->col.resize(static_cast<size_t>(p->nnz()));
-  p->val.resize(static_cast<size_t>(p->nnz()));
-  ag::parallel_for(N, N * M, [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      const T* r = a + n * M;
-      int64_t i = p->start[n];
-      // By chunks of 16, skipping a chunk with no entry kept (a test that vectorises): on a sparse row most
-      // chunks are empty.
-      for (int64_t j0 = 0; j0 < M; j0 += 16) {
-        const int64_t j1 = std::min(M, j0 + 16);
-        bool any = false;
-        for (int64_t j = j0; j < j1; ++j) any |= keep(r[j]);
-        if (!any) continue;
-        for (int64_t j = j0; j < j1; ++j)
-          if (keep(r[j])) {
-            p->col[i] = static_cast<int32_t>(j);
-            p->val[i++] = r[j];
-          }
-      }
-    }
-  });
-  p->cstart.assign(static_cast<size_t>(M + 1), 0);
-  for (int32_t j : p->col) ++p->cstart[j + 1];
-  for (int64_t j = 0; j < M; ++j) p->cstart[j + 1] += p->cstart[j];
-  std::vector<int64_t> fill(p->cstart.begin(), p->cstart.end() - 1);
-  p->row.resize(p->col.size());
-  p->cval.resize(p->col.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = p->start[n]; i < p->start[n + 1]; ++i) {
-      const int64_t at = fill[p->col[i]]++;
-      p->row[at] = static_cast<int32_t>(n);
-      p->cval[at] = p->val[i];
-    }
-  return p;
-}
-
-// out (C, R) = a (R, C) transposed, row-major both, by 32 x 32 tiles so reads and writes stay in cache;
-// added to out when `add`.
-template <typename T>
-void transpose_into(const T* a, int64_t R, int64_t C, T* out, bool add) {
-  constexpr int64_t B = 32;
-  ag::parallel_for((C + B - 1) / B, R * C, [&](int64_t c0, int64_t c1) {
-    for (int64_t cb = c0 * B, ce = std::min(C, c1 * B); cb < ce; cb += B) {
-      const int64_t cn = std::min(B, C - cb);
-      for (int64_t rb = 0; rb < R; rb += B) {
-        const int64_t rn = std::min(B, R - rb);
-        for (int64_t c = cb; c < cb + cn; ++c) {
-          T* o = out + c * R + rb;
-          const T* in = a + rb * C + c;
-          if (add)
-            for (int64_t r = 0; r < rn; ++r) o[r] += in[r * C];
-          else
-            for (int64_t r = 0; r < rn; ++r) o[r] = in[r * C];
-        }
-      }
-    }
-  });
-}
-
-}  // namespace
-
-template <typename T>
-ag::Tensor<T> topk_relu(const ag::Tensor<T>& pre, int k) {
-  if (pre.dim() != 2 || k < 1)
-    throw std::invalid_argument("topk_relu: expected pre (N, M) and k >= 1, got " +
-                                ag::shape_str(pre.shape()) + " and k " + std::to_string(k));
-  const int64_t N = pre.size(0), M = pre.size(1);
-  const int64_t kk = std::min<int64_t>(k, M);
-  ag::Tensor<T> f = ag::Tensor<T>::zeros({N, M});
-  // Each row's kept entries (positive and among the k largest), kk slots a row, count in kept_n.
-  auto kept = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(N * kk));
-  auto kept_n = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(N));
-  // The k largest of a row: split its first k x floor(M / k) entries into k blocks; the k block maxima are
-  // k distinct entries, so the k-th largest is at least the smallest of them (`bar`). Only the entries at
-  // or above the bar (a few times k on a typical row) are gathered, and one selection keeps the best k of
-  // them (by value, ties to the lower index).
-  const auto better = [](const std::pair<T, int32_t>& a, const std::pair<T, int32_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  const int64_t block = M / kk;
-  ag::parallel_for(N, N * M * 2, [&](int64_t r0, int64_t r1) {
-    std::vector<std::pair<T, int32_t>> buf;
-    buf.reserve(static_cast<size_t>(4 * kk));
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* row = pre.data() + r * M;
-      const ag::ConstVecMap<T> v(row, M);
-      T bar = std::numeric_limits<T>::infinity();
-      for (int64_t b = 0; b < kk; ++b) bar = std::min(bar, v.segment(b * block, block).maxCoeff());
-      buf.clear();
-      for (int64_t j0 = 0; j0 < M; j0 += 16) {  // by chunks of 16, most of them entirely below the bar
-        const int64_t n = std::min<int64_t>(16, M - j0);
-        if (v.segment(j0, n).maxCoeff() < bar) continue;
-        for (int64_t j = j0; j < j0 + n; ++j)
-          if (row[j] >= bar) buf.emplace_back(row[j], static_cast<int32_t>(j));
-      }
-      if (buf.size() > static_cast<size_t>(kk)) {
-        std::nth_element(buf.begin(), buf.begin() + (kk - 1), buf.end(), better);
-        buf.resize(static_cast<size_t>(kk));
-      }
-      std::sort(buf.begin(), buf.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-      T* out = f.data() + r * M;
-      int32_t* ks = kept->data() + r * kk;
-      int32_t c = 0;
-      for (const auto& [v, j] : buf)
-        if (v > T(0)) {
-          out[j] = v;
-          ks[c++] = j;
-        }
-      (*kept_n)[static_cast<size_t>(r)] = c;
-    }
-  });
-  if (ag::needs_grad<T>({&pre}))
-    ag::attach(f, "topk_relu", {pre.node_ptr()}, [N, M, kk, kept, kept_n](ag::Node<T>& node) {
-      // d pre = d f at the kept entries, 0 elsewhere.
-      const T* df = node.grad.data();
-      const ag::detail::Grad<T> dpre(*node.inputs[0]);
-      if (!dpre) return;
-      ag::parallel_for(N, N * M, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          T* out = dpre.data() + r * M;
-          if (!dpre.adds()) std::fill(out, out + M, T(0));
-          const int32_t* ks = kept->data() + r * kk;
-          for (int32_t i = 0; i < (*kept_n)[static_cast<size_t>(r)]; ++i) out[ks[i]] += df[r * M + ks[i]];
-        }
-      });
-    });
-  return f;
-}
-
-template <typename T>
-ag::Tensor<T> relu_decode(const ag::Tensor<T>& pre, const ag::Tensor<T>& W) {
-  if (pre.dim() != 2 || W.dim() != 2 || pre.size(1) != W.size(0))
-    throw std::invalid_argument("relu_decode: expected pre (N, M) and W (M, D), got " +
-                                ag::shape_str(pre.shape()) + " and " + ag::shape_str(W.shape()));
-  const int64_t N = pre.size(0), M = pre.size(1), D = W.size(1);
-  ag::Tensor<T> y = ag::Tensor<T>::zeros({N, D});
-  const std::shared_ptr<Pattern<T>> act = find_pattern(pre.data(), N, M, [](T v) { return v > T(0); });
-  {
-    // y_n = sum over active j of pre_nj W_j
-    ag::ConstMatMap<T> Wm(W.data(), M, D);
-    ag::MatMap<T> Y(y.data(), N, D);
-    ag::parallel_for(N, act->nnz() * D + N, [&](int64_t n0, int64_t n1) {
-      for (int64_t n = n0; n < n1; ++n)
-        for (int64_t i = act->start[n]; i < act->start[n + 1]; ++i)
-          Y.row(n) += act->val[i] * Wm.row(act->col[i]);
-    });
-  }
-  if (ag::needs_grad<T>({&pre, &W}))
-    ag::attach(y, "relu_decode", {pre.node_ptr(), W.node_ptr()}, [N, M, D, act](ag::Node<T>& node) {
-      ag::ConstMatMap<T> Wm(node.inputs[1]->value.data(), M, D);
-      ag::ConstMatMap<T> dy(node.grad.data(), N, D);
-      const ag::detail::Grad<T> dpre(*node.inputs[0]);
-      if (dpre) {
-        // dpre_nj = [pre_nj > 0] dy_n . W_j
-        ag::parallel_for(N, act->nnz() * D + N * M, [&](int64_t n0, int64_t n1) {
-          for (int64_t n = n0; n < n1; ++n) {
-            T* row = dpre.data() + n * M;
-            if (!dpre.adds()) std::fill(row, row + M, T(0));
-            for (int64_t i = act->start[n]; i < act->start[n + 1]; ++i) {
-              const int32_t j = act->col[i];
-              row[j] += dy.row(n).dot(Wm.row(j));
-            }
-          }
-        });
-      }
-      const ag::detail::Grad<T> dW(*node.inputs[1]);
-      if (dW) {
-        // dW_j = sum over the tokens n where j is active of pre_nj dy_n, in token order; each row of dW is
-        // one thread's.
-        ag::MatMap<T> dWm(dW.data(), M, D);
-        ag::parallel_for(M, act->nnz() * D + M, [&](int64_t j0, int64_t j1) {
-          for (int64_t j = j0; j < j1; ++j) {
-            if (!dW.adds()) dWm.row(j).setZero();
-            for (int64_t i = act->cstart[j]; i < act->cstart[j + 1]; ++i)
-              dWm.row(j) += act->cval[i] * dy.row(act->row[i]);
-          }
-        });
-      }
-    });
-  return y;
-}
-
-template <typename T>
-ag::Tensor<T> sparse_grad_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& c, const ag::Tensor<T>& W,
-                                 const ag::Tensor<T>& b) {
-  if (x.dim() != 2 || c.dim() != 1 || W.dim() != 2 || b.dim() != 1 || x.size(1) != W.size(0) ||
-      c.size(0) != W.size(0) || b.size(0) != W.size(1))
-    throw std::invalid_argument("sparse_grad_linear: expected x (N, D), c (D), W (D, M), b (M), got " +
-                                ag::shape_str(x.shape()) + ", " + ag::shape_str(c.shape()) + ", " +
-                                ag::shape_str(W.shape()) + " and " + ag::shape_str(b.shape()));
-  const int64_t N = x.size(0), D = x.size(1), M = W.size(1);
-  auto xc = std::make_shared<ag::Mat<T>>(ag::ConstMatMap<T>(x.data(), N, D).rowwise() -
-                                         ag::ConstMatMap<T>(c.data(), 1, D).row(0));
-  ag::Tensor<T> y = ag::Tensor<T>::empty({N, M});
-  ag::CStart<T> start;
-  start.bias = b.data();
-  ag::gemm<T>(N, M, D, ag::row_major(xc->data(), D), ag::row_major(W.data(), M), y.data(), M, start);
-  if (ag::needs_grad<T>({&x, &c, &W, &b}))
-    ag::attach(y, "sparse_grad_linear", {x.node_ptr(), c.node_ptr(), W.node_ptr(), b.node_ptr()},
-               [N, D, M, xc](ag::Node<T>& node) {
-                 const T* dy = node.grad.data();
-                 const T* xv = xc->data();
-                 const T* Wv = node.inputs[2]->value.data();
-                 const std::shared_ptr<Pattern<T>> nz = find_pattern(dy, N, M, [](T v) { return v != T(0); });
-                 const bool sparse = nz->nnz() * 10 <= N * M;
-                 const ag::detail::Grad<T> dx(*node.inputs[0]);
-                 if (dx) {
-                   if (!sparse) {
-                     ag::gemm<T>(N, D, M, ag::row_major(dy, M), ag::row_major(Wv, M).transposed(), dx.data(),
-                                 D, dx.adds());
-                   } else {
-                     // dx_n = sum over nonzero dy_nj of dy_nj W[:, j], with W transposed once so the rows are
-                     // contiguous.
-                     ag::Mat<T> Wt(M, D);
-                     transpose_into(Wv, D, M, Wt.data(), false);
-                     ag::MatMap<T> dX(dx.data(), N, D);
-                     ag::parallel_for(N, nz->nnz() * D + N, [&](int64_t n0, int64_t n1) {
-                       for (int64_t n = n0; n < n1; ++n) {
-                         if (!dx.adds()) dX.row(n).setZero();
-                         for (int64_t i = nz->start[n]; i < nz->start[n + 1]; ++i)
-                           dX.row(n) += nz->val[i] * Wt.row(nz->col[i]);
-                       }
-                     });
-                   }
-                 }
-                 // db = the column sums of dy, first: d c = -W db needs it.
-                 ag::Vec<T> db(M);
-                 if (!sparse) {
-                   db = ag::ConstMatMap<T>(dy, N, M).colwise().sum().transpose().array();
-                 } else {
-                   // db_j = the sum of column j's nonzero entries, in token order.
-                   for (int64_t j = 0; j < M; ++j) {
-                     T acc = 0;
-                     for (int64_t i = nz->cstart[j]; i < nz->cstart[j + 1]; ++i) acc += nz->cval[i];
-                     db[j] = acc;
-                   }
-                 }
-                 const ag::detail::Grad<T> dc(*node.inputs[1]);
-                 if (dc) dc.put(0, D, -(ag::ConstMatMap<T>(Wv, D, M) * db.matrix()).array());
-                 const ag::detail::Grad<T> dW(*node.inputs[2]);
-                 if (dW) {
-                   if (!sparse) {
-                     ag::gemm<T>(D, M, N, ag::row_major(xv, D).transposed(), ag::row_major(dy, M), dW.data(),
-                                 M, dW.adds());
-                   } else {
-                     // dW[:, j] = sum over nonzero dy_nj of dy_nj x_n, by column into (M, D), then
-                     // transposed.
-                     ag::Mat<T> dWt(M, D);
-                     ag::ConstMatMap<T> X(xv, N, D);
-                     ag::parallel_for(M, nz->nnz() * D + M, [&](int64_t j0, int64_t j1) {
-                       for (int64_t j = j0; j < j1; ++j) {
-                         dWt.row(j).setZero();
-                         for (int64_t i = nz->cstart[j]; i < nz->cstart[j + 1]; ++i)
-                           dWt.row(j) += nz->cval[i] * X.row(nz->row[i]);
-                       }
-                     });
-                     transpose_into(dWt.data(), M, D, dW.data(), dW.adds());
-                   }
-                 }
-                 const ag::detail::Grad<T> dbias(*node.inputs[3]);
-                 if (dbias) dbias.put(0, M, db);
-               });
-  return y;
-}
-
 template <typename T>
 SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k) {
   if (x.dim() != 2 || x.size(1) != p.d_in())
     throw std::invalid_argument("sae_forward: x must be (N, " + std::to_string(p.d_in()) + ")");
   const int64_t N = x.size(0);
   SaeOutput<T> out;
-  const ag::Tensor<T> pre = sparse_grad_linear(x, p.b_dec, p.W_enc, p.b_enc);  // (N, d_sae)
-  out.f = act == SaeActivation::topk ? topk_relu(pre, k) : ag::relu(pre);
-  out.x_hat = relu_decode(out.f, p.W_dec) + p.b_dec;  // (N, d_in); relu(f) = f
+  const ag::Tensor<T> pre = ag::sparse_grad_linear(x, p.b_dec, p.W_enc, p.b_enc);  // (N, d_sae)
+  out.f = act == SaeActivation::topk ? ag::topk_relu(pre, k) : ag::relu(pre);
+  out.x_hat = ag::relu_decode(out.f, p.W_dec) + p.b_dec;  // (N, d_in); relu(f) = f
   const ag::Tensor<T> diff = out.x_hat - x;
   out.mse = ag::scale(ag::sum(diff * diff), T(1) / static_cast<T>(N));
   out.sparsity = ag::scale(ag::sum(out.f), T(1) / static_cast<T>(N));
@@ -539,6 +242,25 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   expected.push_back({"fired", {M}});
   train::expect_tensors(file, expected, path);
   (void)D;
+  // A corrupt checkpoint is refused before anything is restored: every value finite, the second moments
+  // and fire counts non-negative (counts whole), the steps within the config's.
+  for (const auto& [name, shape] : expected) {
+    const bool non_negative = name.rfind("adam_v.", 0) == 0 || name == "fired";
+    for (const float v : file.find(name)->data) {
+      if (!std::isfinite(v)) throw std::runtime_error(path + ": " + name + ": a value is not finite");
+      if (non_negative && v < 0) throw std::runtime_error(path + ": " + name + ": a value is negative");
+      if (name == "fired" && v != std::floor(v))
+        throw std::runtime_error(path + ": fired: a count is not a whole number");
+    }
+  }
+  const uint64_t step = train::metadata_u64(file, "step", path);
+  const uint64_t adam_steps = train::metadata_u64(file, "adam_steps", path);
+  if (step > static_cast<uint64_t>(config_.steps))
+    throw std::runtime_error(path + ": metadata step: expected at most the config's steps (" +
+                             std::to_string(config_.steps) + "), got " + std::to_string(step));
+  if (adam_steps > step)
+    throw std::runtime_error(path + ": metadata adam_steps: expected at most step (" + std::to_string(step) +
+                             "), got " + std::to_string(adam_steps));
   for (int i = 0; i < 4; ++i) {
     const std::vector<float>& w = file.find(names[i])->data;
     std::copy(w.begin(), w.end(), ts[i]->data());
@@ -547,12 +269,12 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   }
   const std::vector<float>& fired = file.find("fired")->data;
   for (int64_t j = 0; j < M; ++j) fired_[j] = static_cast<int64_t>(fired[j]);
-  step_ = static_cast<int64_t>(train::metadata_u64(file, "step", path));
-  optimizer_.set_steps_taken(static_cast<int64_t>(train::metadata_u64(file, "adam_steps", path)));
+  step_ = static_cast<int64_t>(step);
+  optimizer_.set_steps_taken(static_cast<int64_t>(adam_steps));
 }
 
-void save_sae(const std::string& path, const SaeParams<float>& p,
-              const std::map<std::string, std::string>& metadata) {
+void write_sae_file(const std::string& path, const SaeParams<float>& p,
+                    const std::map<std::string, std::string>& metadata) {
   train::write_safetensors(path,
                            {{"W_enc", p.W_enc.shape(), p.W_enc.to_vector()},
                             {"b_enc", p.b_enc.shape(), p.b_enc.to_vector()},
@@ -583,14 +305,6 @@ SaeParams<float> load_sae(const std::string& path) {
   return p;
 }
 
-template ag::Tensor<float> topk_relu(const ag::Tensor<float>&, int);
-template ag::Tensor<double> topk_relu(const ag::Tensor<double>&, int);
-template ag::Tensor<float> relu_decode(const ag::Tensor<float>&, const ag::Tensor<float>&);
-template ag::Tensor<double> relu_decode(const ag::Tensor<double>&, const ag::Tensor<double>&);
-template ag::Tensor<float> sparse_grad_linear(const ag::Tensor<float>&, const ag::Tensor<float>&,
-                                              const ag::Tensor<float>&, const ag::Tensor<float>&);
-template ag::Tensor<double> sparse_grad_linear(const ag::Tensor<double>&, const ag::Tensor<double>&,
-                                               const ag::Tensor<double>&, const ag::Tensor<double>&);
 template SaeOutput<float> sae_forward(const SaeParams<float>&, const ag::Tensor<float>&, SaeActivation, float,
                                       int);
 template SaeOutput<double> sae_forward(const SaeParams<double>&, const ag::Tensor<double>&, SaeActivation,

@@ -1,7 +1,8 @@
 // Sparse autoencoders (dictionary learning) on activations, with SAELens's conventions: the encoder
 // f = act((x - b_dec) W_enc + b_enc), the decoder x_hat = f W_dec + b_dec, W_enc (d_in, d_sae),
 // W_dec (d_sae, d_in) with unit-norm rows (each feature's direction), act ReLU with an L1 penalty or TopK.
-// This file holds the SAE's config, its parameters, its loss (engine ops, so float64 gradcheckable), one
+// This file holds the SAE's config, its parameters, its loss (autograd ops: the sparse products are
+// autograd/ops.h's topk_relu, relu_decode and sparse_grad_linear), one
 // training step (AdamW, decoder renormalisation, dead-feature resampling) and its file format. Where the
 // activations come from (a model's hook point, a synthetic source) is study/sae_source.h; the evaluation
 // on a model is study/sae_eval.h. Not a trainer of models: the model is read, never changed.
@@ -86,26 +87,6 @@ struct SaeOutput {
 template <typename T>
 SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k);
 
-// relu of each row's k largest entries of pre (N, M), the rest 0 (ties: the lower index is kept): the TopK
-// activation as one op; its gradient flows to the kept positive entries only.
-template <typename T>
-ag::Tensor<T> topk_relu(const ag::Tensor<T>& pre, int k);
-
-// relu(pre) W (N, D) for pre (N, M) and W (M, D), an op of its own (forward and backward below, in
-// sae.cpp) because relu(pre) is sparse: the forward adds only the active rows of W, and the backward
-// computes d pre only where pre > 0 (dy . W_j) and d W_j only from the tokens where feature j is active,
-// so the decoder costs N x L0 x D instead of N x M x D per product.
-template <typename T>
-ag::Tensor<T> relu_decode(const ag::Tensor<T>& pre, const ag::Tensor<T>& W);
-
-// (x - c) W + b (N, M) for x (N, D), c (D), W (D, M), b (M): the encoder's product, an op of its own whose
-// backward reads the gradient as sparse: behind a ReLU or TopK most of d((x - c) W + b) is zero, so dx and
-// dW take N x L0 x D instead of N x M x D (a dense product when more than a tenth of it is nonzero), and
-// dc = -W db costs D x M whatever N (dx is not formed unless x needs it).
-template <typename T>
-ag::Tensor<T> sparse_grad_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& c, const ag::Tensor<T>& W,
-                                 const ag::Tensor<T>& b);
-
 // Each decoder row scaled to unit norm (a zero row is left as it is).
 void normalize_decoder(SaeParams<float>& p);
 
@@ -135,7 +116,9 @@ class SaeTrainer {
   int64_t steps_done() const { return step_; }
 
   // The checkpoint (parameters, AdamW moments and step, fire counts) to `path`; load_checkpoint restores
-  // it bit-exactly (errors name the file).
+  // it bit-exactly, and refuses a corrupt one (a value not finite, a negative second moment or fire count,
+  // a fractional count, a step beyond the config's steps) with one line naming the file and the tensor or
+  // metadata field.
   void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& metadata) const;
   void load_checkpoint(const std::string& path);
 
@@ -149,8 +132,8 @@ class SaeTrainer {
 
 // sae.safetensors: W_enc, b_enc, W_dec, b_dec (SAELens's names and shapes) and the metadata given (the
 // config as JSON under "config", the hook point under "hook_name", d_in and d_sae).
-void save_sae(const std::string& path, const SaeParams<float>& p,
-              const std::map<std::string, std::string>& metadata);
+void write_sae_file(const std::string& path, const SaeParams<float>& p,
+                    const std::map<std::string, std::string>& metadata);
 // Reads an SAE file: the four tensors with consistent shapes (d_in, d_sae >= 1), finite values. Errors
 // are one line naming the file and the tensor.
 SaeParams<float> load_sae(const std::string& path);

@@ -139,7 +139,7 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
     }
   }
   if (e.tokens == 0)
-    throw std::invalid_argument("--at " + point + ": the held-out sequences have no token to evaluate");
+    throw std::invalid_argument("point " + point + ": the held-out sequences have no token to evaluate");
   const double n = static_cast<double>(e.tokens);
   double total_var = sq_x;
   for (int64_t k = 0; k < D; ++k) total_var -= sum_x[k] * sum_x[k] / n;

@@ -27,7 +27,7 @@ ActivationRows capture_rows(const nn::CausalLM<float>& model, const train::Batch
   model.forward(batch.inputs, batch.B, batch.T, batch.is_padding, &hooks);
   const ag::Tensor<float>& a = hooks.captured(point);
   if (a.dim() != 3 || a.size(0) != batch.B || a.size(1) != batch.T)
-    throw std::invalid_argument("--at " + point + ": expected a point of shape (B, T, D), such as " +
+    throw std::invalid_argument("point " + point + ": expected a point of shape (B, T, D), such as " +
                                 "blocks.L.mlp.post or blocks.L.resid_post");
   ActivationRows rows;
   rows.d = a.size(2);
@@ -67,7 +67,7 @@ void ModelActivations::fill(int64_t index) {
     const ActivationRows a =
         capture_rows(model_, task_.sample(rng, kSequencesPerForward), point_, config_.skip_bos);
     if (a.rows() == 0)
-      throw std::invalid_argument("--at " + point_ + ": the task's sequences have no token to train on");
+      throw std::invalid_argument("point " + point_ + ": the task's sequences have no token to train on");
     const size_t want = std::min(a.data.size(), static_cast<size_t>(rows * d_) - buffer_.size());
     buffer_.insert(buffer_.end(), a.data.begin(), a.data.begin() + static_cast<std::ptrdiff_t>(want));
   }

@@ -4,6 +4,8 @@
 
 #include "autograd/ops.h"
 #include "autograd/random.h"
+#include "io/atomic_file.h"
+#include "io/run_layout.h"
 #include "train/optimizer.h"
 
 namespace study {
@@ -78,6 +80,42 @@ std::vector<double> tms_superposition(const TmsResult& r, int m, int n) {
       dot /= norm[i];
       out[i] += dot * dot;
     }
+  }
+  return out;
+}
+
+const std::vector<double>& tms_sweep_sparsities() {
+  static const std::vector<double> s = {0.0, 0.7, 0.9, 0.97, 0.99, 0.997};
+  return s;
+}
+
+Output<findings::TmsReport> tms(const TmsRequest& request) {
+  if (request.m >= request.n)
+    throw RequestError("m " + std::to_string(request.m) + ": expected fewer dimensions than n (" +
+                       std::to_string(request.n) + ")");
+  Output<findings::TmsReport> out;
+  findings::TmsReport& r = out.result;
+  r.n = request.n;
+  r.m = request.m;
+  r.importance = request.importance;
+  const std::vector<double> sparsities =
+      request.sweep ? tms_sweep_sparsities() : std::vector<double>{request.sparsity};
+  for (const double s : sparsities) {
+    TmsConfig c;
+    c.n = request.n;
+    c.m = request.m;
+    c.sparsity = s;
+    c.importance = request.importance;
+    c.steps = request.steps;
+    c.seed = request.seed;
+    const TmsResult t = train_tms(c);
+    r.panels.push_back(
+        {s, c.m, c.n, t.W, t.b, t.loss, tms_norms(t, c.m, c.n), tms_superposition(t, c.m, c.n)});
+  }
+  if (request.sweep) {
+    const std::string figure = request.figure.empty() ? io::layout::tms_figure(r.n, r.m) : request.figure;
+    io::write_text_file_atomically(figure, findings::svg_tms(findings::tms_title(r), r.panels));
+    out.wrote.push_back(figure);
   }
   return out;
 }

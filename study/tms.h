@@ -6,7 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "findings/tms_view.h"
+#include "study/tool.h"
 
 namespace study {
 
@@ -31,5 +35,23 @@ TmsResult train_tms(const TmsConfig& config);
 // ||W_i|| of each feature (column), and its superposition sum_{j != i} (W_i / ||W_i|| . W_j)^2.
 std::vector<double> tms_norms(const TmsResult& r, int m, int n);
 std::vector<double> tms_superposition(const TmsResult& r, int m, int n);
+
+// `attograd tms` as a library call: one model at `sparsity`, or (sweep) one per sparsity of
+// tms_sweep_sparsities() with the figure written to `figure`.
+struct TmsRequest {
+  int n = 5, m = 2;         // features, hidden dimensions (m < n)
+  double sparsity = 0.0;    // probability that a feature is 0 (one model; not with sweep)
+  double importance = 1.0;  // feature i's importance is importance^i
+  int steps = 5000;
+  uint64_t seed = 1;
+  bool sweep = false;
+  std::string figure;  // with sweep: the SVG's file; "" = io::layout::tms_figure(n, m)
+};
+
+const std::vector<double>& tms_sweep_sparsities();
+
+// Checks the request (RequestError "m 4: expected fewer dimensions than n (3)"), trains, and with sweep
+// writes the figure (Output::wrote).
+Output<findings::TmsReport> tms(const TmsRequest& request);
 
 }  // namespace study

@@ -18,7 +18,9 @@
 #include "study/lens.h"
 #include "study/lesson.h"
 #include "study/patching.h"
+#include "study/sae_tool.h"
 #include "study/scores.h"
+#include "study/tms.h"
 
 namespace study {
 
@@ -172,11 +174,35 @@ const io::Table<AblateRequest>& ablate_fields() {
   return fields;
 }
 
+const io::Table<SaeRequest>& sae_fields() {
+  static const io::Table<SaeRequest> fields = {
+      {"point", &SaeRequest::point, "hook point of shape (B, T, D), e.g. blocks.0.mlp.post"},
+      {"config", &SaeRequest::config, "SAE config file (JSON, docs/sae.md); \"\" = every field's default"},
+      {"out", &SaeRequest::out, "the SAE's folder; \"\" = RUN/sae/POINT"},
+      {"resume", &SaeRequest::resume, "continue from the folder's checkpoint, bit-exactly"},
+  };
+  return fields;
+}
+
 const io::Table<CircuitsRequest>& circuits_fields() {
   static const io::Table<CircuitsRequest> fields = {
       {"composition", &CircuitsRequest::composition, "the composition scores (needs >= 2 layers)"},
       {"processed", &CircuitsRequest::processed, "read the TransformerLens-processed weights (never saved)"},
       {"save", &CircuitsRequest::save, "write RUN/circuits.json and RUN/circuits/*.svg, rebuild report.html"},
+  };
+  return fields;
+}
+
+const io::Table<SaeSyntheticRequest>& sae_synthetic_fields() {
+  static const io::Table<SaeSyntheticRequest> fields = {
+      {"features", &SaeSyntheticRequest::features, "true features", io::at_least(1).below(16385)},
+      {"dim", &SaeSyntheticRequest::dim, "their dimension", io::at_least(1).below(16385)},
+      {"p", &SaeSyntheticRequest::p, "each feature's probability of being active",
+       io::at_least(1e-6).below(1.0000001)},
+      {"sae_features", &SaeSyntheticRequest::sae_features, "the SAE's features (at least features)",
+       io::at_least(1).below(65537)},
+      {"seed", &SaeSyntheticRequest::seed, "seed of the source and the SAE"},
+      {"config", &SaeSyntheticRequest::config, "SAE config file; \"\" = TopK, k 6, lr 0.003"},
   };
   return fields;
 }
@@ -270,6 +296,19 @@ const io::Table<BenchRequest>& bench_fields() {
   return fields;
 }
 
+const io::Table<TmsRequest>& tms_fields() {
+  static const io::Table<TmsRequest> fields = {
+      {"n", &TmsRequest::n, "features", io::at_least(2).below(1001)},
+      {"m", &TmsRequest::m, "hidden dimensions (fewer than n)", io::at_least(1).below(1001)},
+      {"sparsity", &TmsRequest::sparsity, "probability that a feature is 0", io::at_least(0).below(0.99991)},
+      {"importance", &TmsRequest::importance, "feature i's importance is importance^i",
+       io::at_least(0.01).below(1.0000001)},
+      {"steps", &TmsRequest::steps, "training steps", io::at_least(1).below(1000001)},
+      {"seed", &TmsRequest::seed, "seed"},
+  };
+  return fields;
+}
+
 }  // namespace
 
 const std::vector<Tool>& tools() {
@@ -339,7 +378,7 @@ const std::vector<Tool>& tools() {
             return findings::head_scores_to_json(scores(run, r).result);
           }),
       row("ablate",
-          "head ablation: held-out accuracy and loss with each head zeroed, mean-ablated or resampled", {},
+          "head ablation: held-out accuracy and loss with each head zeroed, mean-ablated or resampled",
           ablate_fields(),
           [](StudyRun& run, const AblateRequest& r) {
             return findings::mode_ablation_to_json(ablate(run, r).result);
@@ -357,6 +396,19 @@ const std::vector<Tool>& tools() {
       row("gradcheck", "whole-model finite-difference gradient check in float64 of a config's architecture",
           gradcheck_fields(),
           [](const GradcheckRequest& r) { return findings::gradcheck_to_json(gradcheck(r).result); }),
+      row("sae", "a sparse autoencoder trained on a run's activations at a hook point, and its evaluation",
+          sae_fields(),
+          [](StudyRun& run, const SaeRequest& r) {
+            return findings::sae_eval_to_json(sae(run, r).result.eval);
+          }),
+      row("sae_synthetic",
+          "an SAE on synthetic sparse features with known directions: how well it recovers them",
+          sae_synthetic_fields(),
+          [](const SaeSyntheticRequest& r) {
+            return findings::sae_synthetic_to_json(sae_synthetic(r).result);
+          }),
+      row("tms", "a toy model of superposition: n features in m dims at one sparsity", tms_fields(),
+          [](const TmsRequest& r) { return findings::tms_panel_to_json(tms(r).result.panels.front()); }),
   };
   return rows;
 }

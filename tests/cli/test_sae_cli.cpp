@@ -4,7 +4,9 @@
 // documented --json keys; the run's report.html gets a "Sparse autoencoders" row with eval.json's numbers
 // and a link to features.html; the same command twice gives the same bytes; Ctrl-C checkpoints and --resume
 // ends with the same bytes as an uninterrupted SAE; bad points, configs, arguments and a malformed
-// eval.json beside it are one-line errors with exit 2; tms --json prints W (m x n), b and the loss.
+// eval.json beside it are one-line errors with exit 2; a linked RUN/sae or RUN/sae/POINT is refused before
+// anything is written through it; a corrupt checkpoint (a value not finite, a step beyond the config's) is
+// refused on --resume naming the file and the tensor or field; tms --json prints W (m x n), b and the loss.
 #define BOOST_TEST_MODULE sae_cli
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,6 +18,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -137,13 +141,13 @@ BOOST_AUTO_TEST_CASE(bad_input_is_one_line_and_exit_2) {
   const std::string bad = (tmp.dir / "bad.json").string();
   std::ofstream(bad) << R"({"activation": "gelu"})";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"sae " + run + " --at blocks.7.mlp.post", "--at blocks.7.mlp.post: not a hook point of this model"},
+      {"sae " + run + " --at blocks.7.mlp.post", "point blocks.7.mlp.post: not a hook point of this model"},
       {"sae " + run + " --at blocks.0.attn.pattern",
-       "--at blocks.0.attn.pattern: expected a point of shape (B, T, D)"},
+       "point blocks.0.attn.pattern: expected a point of shape (B, T, D)"},
       {"sae " + run + " --at blocks.0.mlp.post --config " + bad,
        bad + ": /activation: expected \"relu\" or \"topk\", got \"gelu\""},
-      {"sae " + run, "--at POINT is required"},
-      {"tms --n 3 --m 4", "--m 4: expected fewer dimensions than --n (3)"},
+      {"sae " + run, "point: expected a hook point, e.g. blocks.0.mlp.post"},
+      {"tms --n 3 --m 4", "m 4: expected fewer dimensions than n (3)"},
   };
   for (const auto& [args, expected] : cases) {
     const testing::CommandResult r = testing::run_attograd(args);
@@ -222,4 +226,70 @@ BOOST_AUTO_TEST_CASE(ctrl_c_checkpoints_and_resume_is_bit_exact) {
   BOOST_TEST((testing::read_all(cut + "/sae.safetensors") == testing::read_all(full + "/sae.safetensors")),
              "stopped at step " << stopped_at << " and resumed, the SAE differs from the uninterrupted one");
   BOOST_TEST((testing::read_all(cut + "/eval.json") == testing::read_all(full + "/eval.json")));
+}
+
+BOOST_AUTO_TEST_CASE(a_linked_sae_folder_is_refused_before_anything_is_written) {
+  testing::TempDir tmp;
+  const std::string config = (tmp.dir / "sae.json").string();
+  std::ofstream(config) << kConfig;
+  const fs::path mine = tmp.dir / "mine";
+  fs::create_directories(mine);
+  std::ofstream(mine / "eval.json") << "mine\n";
+  // RUN/sae/POINT a link to a folder outside the run, and RUN/sae itself a link.
+  for (const std::string level : {"sae/blocks.0.mlp.post", "sae"}) {
+    const fs::path run = tmp.dir / ("run-" + std::to_string(level.size()));
+    fs::copy(fs::path(ATTOGRAD_SOURCE_DIR) / "tests/fixtures/induction_small", run,
+             fs::copy_options::recursive);
+    fs::create_directories((run / level).parent_path());
+    fs::create_directory_symlink(level == "sae" ? tmp.dir : mine, run / level);
+    const testing::CommandResult r =
+        testing::run_attograd("sae " + testing::shell_quote(run.string()) +
+                              " --at blocks.0.mlp.post --config " + testing::shell_quote(config) + " --json");
+    BOOST_TEST(r.exit_code == 2, level << ": " << r.err);
+    BOOST_TEST(r.err.find("attograd sae: " + (run / level).string() + ": is a symbolic link") == 0,
+               level << ": " << r.err);
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, level << ": " << r.err);
+    BOOST_TEST(r.out.empty(), level);
+  }
+  BOOST_TEST(testing::read_all((mine / "eval.json").string()) == "mine\n");
+  BOOST_TEST(std::distance(fs::directory_iterator(mine), fs::directory_iterator()) == 1);
+  BOOST_TEST(!fs::exists(tmp.dir / "blocks.0.mlp.post"));
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_checkpoint_is_refused_on_resume) {
+  testing::TempDir tmp;
+  const std::string run = copy_run(tmp);
+  const std::string config = (tmp.dir / "sae.json").string();
+  std::ofstream(config) << kConfig;
+  const std::string out = (tmp.dir / "sae").string(), checkpoint = out + "/checkpoint.safetensors";
+  const std::string base = "sae " + testing::shell_quote(run) + " --at blocks.0.mlp.post --json --out " +
+                           testing::shell_quote(out);
+  BOOST_TEST_REQUIRE(testing::run_attograd(base + " --config " + testing::shell_quote(config)).exit_code ==
+                     0);
+  const train::SafetensorsFile good = train::read_safetensors(checkpoint);
+  // Each case: a change to the checkpoint, and what the error names.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const auto set = [](const char* name, size_t i, float v) {
+    return [=](train::SafetensorsFile& f) {
+      for (train::NamedArray& t : f.tensors)
+        if (t.name == name) t.data[i] = v;
+    };
+  };
+  const std::vector<std::pair<std::function<void(train::SafetensorsFile&)>, std::string>> cases = {
+      {set("W_enc", 5, nan), ": W_enc: a value is not finite"},
+      {set("W_dec", 0, inf), ": W_dec: a value is not finite"},
+      {set("fired", 2, nan), ": fired: a value is not finite"},
+      {set("fired", 2, -1.f), ": fired: a value is negative"},
+      {set("adam_v.b_enc", 1, -inf), ": adam_v.b_enc: a value is not finite"},
+      {[](train::SafetensorsFile& f) { f.metadata["step"] = train::u64_to_metadata(~uint64_t(0)); },
+       ": metadata step: expected at most the config's steps (40), got 18446744073709551615"},
+  };
+  for (const auto& [corrupt, expected] : cases) {
+    train::SafetensorsFile bad = good;
+    corrupt(bad);
+    train::write_safetensors(checkpoint, bad.tensors, bad.metadata);
+    const testing::CommandResult r = testing::run_attograd(base + " --resume");
+    BOOST_TEST(r.exit_code == 2, expected << ": " << r.err);
+    BOOST_TEST(r.err == "attograd sae: " + checkpoint + expected + "\n", r.err);
+  }
 }
