@@ -9,6 +9,7 @@
 #include "study/evaluation.h"
 #include "study/lens.h"
 #include "study/patching.h"
+#include "study/sweep.h"
 
 namespace study {
 
@@ -118,6 +119,39 @@ const io::Table<EvalRequest>& eval_fields() {
   return fields;
 }
 
+const io::Table<SweepRequest>& sweep_fields() {
+  static const io::Table<SweepRequest> fields = {
+      {"file", &SweepRequest::file, "the sweep file (docs/sweeps.md)", io::not_empty()},
+      {"jobs", &SweepRequest::jobs, "runs at a time", io::at_least(0), io::kFixed, "one per two cores"},
+      {"print_commands", &SweepRequest::print_commands,
+       "train nothing: one `attograd train` command per unfinished run"},
+      {"slurm", &SweepRequest::slurm,
+       "\"\" = train here; FILE = write a Slurm job-array script for the "
+       "unfinished runs"},
+      {"cpus_per_task", &SweepRequest::cpus_per_task, "with slurm: each task's cpus and train.threads",
+       io::at_least(0), io::kFixed, "the runs' train.threads"},
+      {"program",
+       &SweepRequest::program,
+       "the attograd program the runs use",
+       {},
+       io::kFixed,
+       "this program, or attograd on PATH"},
+  };
+  return fields;
+}
+
+// sweep_collect's request: the sweep's out folder.
+struct SweepCollectRequest {
+  std::string out;
+};
+
+const io::Table<SweepCollectRequest>& sweep_collect_fields() {
+  static const io::Table<SweepCollectRequest> fields = {
+      {"out", &SweepCollectRequest::out, "the sweep's out folder", io::not_empty()},
+  };
+  return fields;
+}
+
 }  // namespace
 
 const std::vector<Tool>& tools() {
@@ -140,6 +174,14 @@ const std::vector<Tool>& tools() {
           lens_fields(),
           [](StudyRun& run, const LensRequest& r) {
             return findings::lens_to_json(lens(run, r).result, false);
+          }),
+      row("sweep", "train every point of a sweep's grid (or plan it for a scheduler); summarise the runs", {},
+          sweep_fields(),
+          [](const SweepRequest& r) { return json(findings::sweep_result_to_json(sweep(r).result)); }),
+      row("sweep_collect", "a sweep's summary from its run folders: summary.json, summary.csv, index.html",
+          {}, sweep_collect_fields(),
+          [](const SweepCollectRequest& r) {
+            return json(findings::sweep_summary_to_json(sweep_collect(r.out).result));
           }),
   };
   return rows;

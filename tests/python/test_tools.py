@@ -8,8 +8,9 @@ from conftest import cli, cli_json
 CLEAN = "BOS 5 9 3 7 12 4 5 9 3 7 12"
 CORRUPT = "BOS 5 9 3 7 12 4 5 9 3 20 12"
 
-# name: (the Python call on an open Run (or None for a tool that reads no run), the program's arguments
-# after the tool's name; "{run}" is the run folder).
+# name: (the Python call on an open Run, the program's arguments after the tool's command; "{run}" is the
+# run folder, "{sweep}" and "{sweep_out}" a trained two-run sweep's file and out folder), and, when the
+# command is not the tool's name, the command's words. A tool that reads no run ignores the Run.
 CASES = {
     "eval": (lambda run: run.eval(n=16), ["{run}", "--n", "16"]),
     "patch": (lambda run: run.patch(CLEAN, CORRUPT, answer="4", wrong="20", attribution=True),
@@ -17,6 +18,10 @@ CASES = {
                "--attribution"]),
     "lens": (lambda run: run.lens("BOS 5 9 3 7 12 5", answer="9"),
              ["{run}", "--tokens", "BOS 5 9 3 7 12 5", "--answer", "9"]),
+    # Again over a finished sweep: every run is found finished and skipped, the summary rewritten.
+    "sweep": (lambda run, sweep: attograd.sweep(sweep["file"], jobs=2), ["{sweep}", "-j", "2"]),
+    "sweep_collect": (lambda run, sweep: attograd.sweep_collect(sweep["out"]), ["{sweep_out}"],
+                      ["sweep", "collect"]),
 }
 
 
@@ -25,10 +30,14 @@ def test_every_tool_has_a_case():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_python_call_equals_the_command_lines_json(name, run, induction_dir):
-    call, args = CASES[name]
-    want = cli_json(name, *[a.replace("{run}", induction_dir) for a in args], "--json")
-    assert call(run) == want
+def test_python_call_equals_the_command_lines_json(name, run, induction_dir, sweep_dir):
+    call, args, *command = CASES[name]
+    words = command[0] if command else [name]
+    filled = [a.replace("{run}", induction_dir).replace("{sweep_out}", sweep_dir["out"])
+              .replace("{sweep}", sweep_dir["file"]) for a in args]
+    want = cli_json(*words, *filled, "--json")
+    got = call(run, sweep_dir) if call.__code__.co_argcount == 2 else call(run)
+    assert got == want
 
 
 def test_fields_by_position_and_name_and_token_ids(run, induction_dir):
@@ -55,3 +64,19 @@ def test_bad_requests_name_the_field_not_a_flag(run):
     # The command line says the same, without its flags' dashes.
     _, err = cli("lens", run.path, "--tokens", "BOS 5 9", "--answer", "x", expect=2)
     assert err.strip() == "attograd lens: answer: unknown token 'x'"
+
+
+def test_sweep_states_and_collect(sweep_dir, tmp_path):
+    again = attograd.sweep(sweep_dir["file"])
+    assert again["mode"] == "run" and again["total"] == 2 and again["finished_before"] == 2
+    assert [(r["state"], r["outcome"]) for r in again["runs"]] == [("finished", "skipped")] * 2
+    for r in again["runs"]:
+        state = attograd.run_state(r["dir"])
+        assert state["state"] == "finished" and state["step"] == state["steps"] == 20, state
+    summary = attograd.sweep_collect(sweep_dir["out"])
+    assert [r["status"] for r in summary["runs"]] == ["finished", "finished"]
+    assert attograd.run_state(str(tmp_path / "none"))["state"] == "new"
+    with pytest.raises(ValueError, match=r"^file: "):
+        attograd.sweep("")
+    with pytest.raises(ValueError, match=r"^jobs: "):
+        attograd.sweep(sweep_dir["file"], jobs=-1)
