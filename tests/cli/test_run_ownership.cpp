@@ -299,8 +299,8 @@ BOOST_AUTO_TEST_CASE(reads_cannot_hang_and_work_is_bounded_up_front) {
                  "circuits at vocab 600");
   BOOST_TEST(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 20);
 
-  expect_refused(run_bounded("eval " + shell_quote(run) + " --n 2000000000"), "--n 2000000000",
-                 "eval --n 2000000000");
+  expect_refused(run_bounded("eval " + shell_quote(run) + " --n 2000000000"),
+                 "n 2000000000: ", "eval --n 2000000000");
   expect_refused(run_bounded("ablate " + shell_quote(big) + " --n 2000000000"), "--n 2000000000",
                  "ablate --n 2000000000");
 }
