@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "cli/commands.h"
 #include "cli/print.h"
@@ -28,6 +27,30 @@ std::atomic<int> g_stop{0};
 extern "C" void on_stop_signal(int) {
   g_stop.fetch_add(1);
 }
+
+// While it lives, Ctrl-C and SIGTERM are counted in g_stop (and do not end the sweep itself); the previous
+// handlers come back after.
+class CountStops {
+ public:
+  CountStops() {
+    g_stop.store(0);
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~CountStops() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  CountStops(const CountStops&) = delete;
+  CountStops& operator=(const CountStops&) = delete;
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
 
 struct SweepArgs {
   study::SweepRequest request;
@@ -113,10 +136,6 @@ class SweepPrinter : public study::SweepObserver {
 
 int collect(const std::string& dir, bool json) {
   const study::Output<findings::SweepSummary> out = study::sweep_collect(dir);
-  if (json) {
-    std::printf("%s\n", findings::sweep_summary_to_json(out.result).dump().c_str());
-    return 0;
-  }
   size_t finished = 0;
   for (const auto& r : out.result.runs) {
     finished += r.status == "finished";
@@ -124,9 +143,9 @@ int collect(const std::string& dir, bool json) {
       std::fprintf(stderr, "run %s: unreadable, left out of the numbers: %s\n", r.name.c_str(),
                    io::printable(r.problem).c_str());
   }
-  std::printf("%zu runs (%zu finished): %s, %s, %s\n", out.result.runs.size(), finished, out.wrote[0].c_str(),
-              out.wrote[1].c_str(), out.wrote[2].c_str());
-  return 0;
+  const std::string counts =
+      std::to_string(out.result.runs.size()) + " runs (" + std::to_string(finished) + " finished)\n";
+  return print_output(json, out, nlohmann::json(findings::sweep_summary_to_json(out.result)), "", counts);
 }
 
 int run_sweep(const SweepArgs& a) {
@@ -134,30 +153,16 @@ int run_sweep(const SweepArgs& a) {
   if (a.request.file.empty()) throw UsageError("sweep: SWEEP.json is required (or: sweep collect DIR)");
   SweepPrinter printer(a.json);
 
-  g_stop.store(0);
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
-  study::Output<findings::SweepResult> out;
-  try {
-    out = study::sweep(a.request, &printer, &g_stop);
-  } catch (...) {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-    throw;
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  const study::Output<findings::SweepResult> out = [&] {
+    const CountStops counting;
+    return study::sweep(a.request, &printer, &g_stop);
+  }();
   const findings::SweepResult& r = out.result;
 
   int code = 0;
   if (r.mode == "run") code = r.stopped ? 130 : r.failed ? 1 : 0;
   if (a.json) {
-    std::printf("%s\n", findings::sweep_result_to_json(r).dump().c_str());
+    print_output(true, out, nlohmann::json(findings::sweep_result_to_json(r)), "", "");
     return code;
   }
   if (r.mode == "slurm") {
