@@ -23,7 +23,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures"))
-from make_fixtures import read_safetensors  # noqa: E402
+from reference_model import read_safetensors  # noqa: E402
 from torch_bench import set_blas_threads  # noqa: E402
 
 K = 32

@@ -1,7 +1,9 @@
 """PyTorch side of attograd's benchmark: the same model and training step, timed the same way.
 
 Reads an attograd bench config (bench/configs/*.json: a "random" task of uniform random tokens), builds
-docs/architecture.md's pre-LN GPT in float32 with explicit attention (matmul, masked_fill, softmax, matmul), and times
+its model (tests/fixtures/reference_model.py's CausalLM from the config's model section: docs/architecture.md's
+pre-LN GPT with explicit attention, matmul, masked_fill, softmax, matmul, and torch's fused F.layer_norm;
+attograd's init) in float32, and times
 full training steps: forward, next-token cross-entropy on every position, backward, global-norm gradient
 clipping, AdamW (betas 0.9/0.999, eps 1e-8, weight decay on the 2-d weight matrices except the embeddings,
 constant lr from the config). With --forward, forward passes alone under torch.no_grad() instead (as
@@ -20,11 +22,9 @@ train.eval_size), as `attograd eval RUN --n N`. The JSON line adds eval_loss and
 (training and held-out loss every train.eval_every steps) goes to stderr.
 
 With --grokking, the config is configs/grokking.json (task.kind "modadd_bare": the input "a b =", the answer
-(a + b) mod p, p = task.vocab, read at the last position) and the model is the one of Nanda et al. 2023's code,
-written as that code writes it: W_E, W_pos, per-head W_Q/W_K/W_V [H, d_head, d_model] and W_O contracted with
-einsum, causal mask, softmax, no LayerNorm, a ReLU MLP, untied unembedding, no biases anywhere (attograd's
-model.bias false; the paper's code has MLP biases b_in/b_out, which attograd's bias-free MLP leaves out), the
-paper's init (normal / sqrt(d_model), the unembedding / sqrt(d_vocab)), vocabulary p + 1 ("=" and the p values).
+(a + b) mod p, p = task.vocab, read at the last position) and the model is the config's (configs/grokking.json:
+Nanda et al. 2023's one-layer model, no LayerNorm, a ReLU MLP, no biases), vocabulary p + 1 ("=" and the p
+values), 3 positions.
 The training set is round(task.train_fraction * p^2) pairs drawn by a seeded torch.Generator (timing does not
 depend on which). Each timed step is a full-batch step: forward over every training pair at its 3 positions,
 cross-entropy (float32) at the last position only, backward, AdamW with train.betas, eps 1e-8 and
@@ -52,149 +52,15 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-DEFAULT_MODEL = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 256, "attention_only": False}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
+from reference_model import CausalLM, model_options  # noqa: E402
+
 DEFAULT_TRAIN = {"steps": 3000, "batch_size": 64, "lr": 0.001, "warmup": 100, "schedule": "cosine",
                  "weight_decay": 0.01, "grad_clip": 1.0, "threads": 2, "eval_every": 250, "eval_size": 512}
 DEFAULT_TEXT_TASK = {"unit": "char", "length": 8, "train_fraction": 0.0}
 TEXT_TRAIN_FRACTION = 0.9  # train/tasks/text.cpp's default: the last 10% held out, as nanoGPT's shakespeare_char
-LAYER_NORM_EPS = 1e-5
-
-
-def xavier_normal_(weight):
-    """docs/architecture.md's init: normal with std sqrt(2 / (fan_in + fan_out))."""
-    fan_out, fan_in = weight.shape
-    nn.init.normal_(weight, 0.0, math.sqrt(2.0 / (fan_in + fan_out)))
-
-
-def make_linear(n_in, n_out):
-    linear = nn.Linear(n_in, n_out)
-    xavier_normal_(linear.weight)
-    nn.init.zeros_(linear.bias)
-    return linear
-
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, n_heads, max_len):
-        super().__init__()
-        self.n_heads = n_heads
-        self.wq = make_linear(d_model, d_model)
-        self.wk = make_linear(d_model, d_model)
-        self.wv = make_linear(d_model, d_model)
-        self.wo = make_linear(d_model, d_model)
-        causal = torch.triu(torch.ones(max_len, max_len, dtype=torch.bool), diagonal=1)
-        self.register_buffer("causal_mask", causal, persistent=False)
-
-    def forward(self, x):
-        batch, seq_len, d_model = x.shape
-        dk = d_model // self.n_heads
-
-        def split_heads(projection):
-            return projection.view(batch, seq_len, self.n_heads, dk).transpose(1, 2)  # [B, H, T, dk]
-
-        q, k, v = split_heads(self.wq(x)), split_heads(self.wk(x)), split_heads(self.wv(x))
-        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(dk)
-        scores = scores.masked_fill(self.causal_mask[:seq_len, :seq_len], float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
-        heads = torch.matmul(weights, v).transpose(1, 2).reshape(batch, seq_len, d_model)
-        return self.wo(heads)
-
-
-class MLP(nn.Module):
-    def __init__(self, d_model, d_ff):
-        super().__init__()
-        self.fc1 = make_linear(d_model, d_ff)
-        self.fc2 = make_linear(d_ff, d_model)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, d_model, n_heads, d_ff, max_len, attention_only):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d_model, eps=LAYER_NORM_EPS)
-        self.attn = MultiHeadAttention(d_model, n_heads, max_len)
-        self.attention_only = attention_only
-        if not attention_only:
-            self.ln2 = nn.LayerNorm(d_model, eps=LAYER_NORM_EPS)
-            self.mlp = MLP(d_model, d_ff)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        if not self.attention_only:
-            x = x + self.mlp(self.ln2(x))
-        return x
-
-
-class CausalLM(nn.Module):
-    """docs/architecture.md's pre-LN GPT; its state_dict names are the checkpoint names."""
-
-    def __init__(self, vocab, max_len, d_model, n_heads, n_layers, d_ff, attention_only):
-        super().__init__()
-        self.tok_emb = nn.Embedding(vocab, d_model)
-        self.pos_emb = nn.Embedding(max_len, d_model)
-        xavier_normal_(self.tok_emb.weight)
-        xavier_normal_(self.pos_emb.weight)
-        self.blocks = nn.ModuleList(
-            Block(d_model, n_heads, d_ff, max_len, attention_only) for _ in range(n_layers))
-        self.ln_f = nn.LayerNorm(d_model, eps=LAYER_NORM_EPS)
-        self.lm_head = make_linear(d_model, vocab)
-
-    def forward(self, tokens):
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
-        x = self.tok_emb(tokens) + self.pos_emb(positions)
-        for block in self.blocks:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
-
-
-class GrokkingTransformer(nn.Module):
-    """Nanda et al. 2023's one-layer modular-addition transformer, as their code writes it (Embed, PosEmbed,
-    einsum Attention with [H, d_head, d_model] weights, ReLU MLP, Unembed), with no LayerNorm and no biases."""
-
-    def __init__(self, vocab, max_len, d_model, n_heads, d_ff, n_layers):
-        super().__init__()
-        d_head = d_model // n_heads
-        self.d_head = d_head
-
-        def param(*shape, scale):
-            return nn.Parameter(torch.randn(*shape) / math.sqrt(scale))
-
-        self.W_E = param(d_model, vocab, scale=d_model)
-        self.W_pos = param(max_len, d_model, scale=d_model)
-        self.blocks = nn.ModuleList()
-        for _ in range(n_layers):
-            block = nn.Module()
-            block.W_Q = param(n_heads, d_head, d_model, scale=d_model)
-            block.W_K = param(n_heads, d_head, d_model, scale=d_model)
-            block.W_V = param(n_heads, d_head, d_model, scale=d_model)
-            block.W_O = param(d_model, d_head * n_heads, scale=d_model)
-            block.W_in = param(d_ff, d_model, scale=d_model)
-            block.W_out = param(d_model, d_ff, scale=d_model)
-            self.blocks.append(block)
-        self.W_U = param(d_model, vocab, scale=vocab)
-        causal = torch.tril(torch.ones(max_len, max_len, dtype=torch.bool))
-        self.register_buffer("causal_keep", causal, persistent=False)
-
-    def forward(self, tokens):
-        seq_len = tokens.shape[1]
-        x = torch.einsum("dbp -> bpd", self.W_E[:, tokens]) + self.W_pos[:seq_len]
-        for b in self.blocks:
-            k = torch.einsum("ihd,bpd->biph", b.W_K, x)
-            q = torch.einsum("ihd,bpd->biph", b.W_Q, x)
-            v = torch.einsum("ihd,bpd->biph", b.W_V, x)
-            scores = torch.einsum("biph,biqh->biqp", k, q)
-            scores = scores.masked_fill(~self.causal_keep[:seq_len, :seq_len], float("-inf"))
-            pattern = torch.softmax(scores / math.sqrt(self.d_head), dim=-1)
-            z = torch.einsum("biph,biqp->biqh", v, pattern)
-            z_flat = z.transpose(1, 2).reshape(z.shape[0], seq_len, -1)  # "b i q h -> b q (i h)"
-            x = x + torch.einsum("df,bqf->bqd", b.W_O, z_flat)
-            hidden = torch.relu(torch.einsum("md,bpd->bpm", b.W_in, x))
-            x = x + torch.einsum("dm,bpm->bpd", b.W_out, hidden)
-        return x @ self.W_U
 
 
 def set_blas_threads(threads, allow_reference_blas):
@@ -214,6 +80,10 @@ def set_blas_threads(threads, allow_reference_blas):
 def load_config(path, text=False, grokking=False):
     with open(path) as f:
         config = json.load(f)
+    try:
+        model = model_options(config.get("model", {}))
+    except ValueError as e:
+        sys.exit(f"{path}: {e}")
     task = config["task"]
     kind = "modadd_bare" if grokking else "text" if text else "random"
     if task.get("kind") != kind:
@@ -229,7 +99,7 @@ def load_config(path, text=False, grokking=False):
         "task": task,
         "vocab": task.get("vocab"),  # a text task's vocabulary comes from its file (read_text)
         "seq_len": task["length"],
-        "model": {**DEFAULT_MODEL, **config.get("model", {})},
+        "model": model,
         "train": {**DEFAULT_TRAIN, **config.get("train", {})},
     }
 
@@ -394,15 +264,11 @@ def train_text(args, config, model, optimizer, ids, cut):
 
 
 def bench_grokking(args, config):
-    """configs/grokking.json: full-batch steps of the paper's model on a seeded training split."""
+    """configs/grokking.json: full-batch steps of the config's model on a seeded training split."""
     task, m, train = config["task"], config["model"], config["train"]
     p = task["vocab"]
     if task.get("length", 2) != 2 or p % 2 == 0:
         sys.exit(f"{args.config}: --grokking needs task.length 2 and an odd task.vocab")
-    for name, want in (("layer_norm", False), ("activation", "relu"), ("bias", False), ("n_layers", 1)):
-        if m.get(name) != want:
-            print(f"torch_bench: model.{name} is {m.get(name)!r}; the --grokking model is always "
-                  f"{want!r}", file=sys.stderr)
     if train.get("batch_size", 0) != 0 or train.get("grad_clip", 0) != 0 or train.get("decay") != "all":
         print("torch_bench: --grokking always runs full batch, no clipping, decay on every parameter",
               file=sys.stderr)
@@ -413,7 +279,7 @@ def bench_grokking(args, config):
     inputs = torch.stack([a + 1, b + 1, torch.full_like(a, equals)], dim=1)
     targets = (a + b) % p + 1
     vocab = p + 1
-    model = GrokkingTransformer(vocab, 3, m["d_model"], m["n_heads"], m["d_ff"], 1)
+    model = CausalLM(m, vocab=vocab, max_len=3, fused_layer_norm=True)
     betas = tuple(train.get("betas", (0.9, 0.98)))
     optimizer = torch.optim.AdamW(model.parameters(), lr=train["lr"], betas=betas, eps=1e-8,
                                   weight_decay=train["weight_decay"])
@@ -435,8 +301,9 @@ def bench_grokking(args, config):
             sys.exit(f"{args.config}: the loss became {loss} at step {step}")
         if step >= args.warmup:
             step_seconds.append(elapsed)
-    non_embedding = sum(prm.numel() for name, prm in model.named_parameters() if name not in ("W_E", "W_pos"))
-    flops = 6 * non_embedding * n_train * 3 + 12 * 3 ** 2 * m["d_model"] * n_train
+    non_embedding = sum(prm.numel() for name, prm in model.named_parameters()
+                        if not name.startswith(("tok_emb.", "pos_emb.")))
+    flops = 6 * non_embedding * n_train * 3 + 12 * m["n_layers"] * 3 ** 2 * m["d_model"] * n_train
     return model, step_seconds, n_train * 3, flops, {"p": p, "train_pairs": n_train, "loss_last": loss}
 
 
@@ -502,8 +369,7 @@ def main():
     vocab = max(config["vocab"], m.get("vocab") or 0)  # model.vocab / max_len: 0 = the task's
     max_len = max(seq_len, m.get("max_len") or 0)
     config["vocab"] = vocab
-    model = CausalLM(vocab, max_len, m["d_model"], m["n_heads"], m["n_layers"], m["d_ff"],
-                     m["attention_only"])
+    model = CausalLM(m, vocab=vocab, max_len=max_len, fused_layer_norm=True)
     optimizer = make_optimizer(model, train)
 
     if args.text:

@@ -28,6 +28,7 @@
 #include <variant>
 #include <vector>
 
+#include "io/field_info.h"
 #include "io/json_read.h"
 
 namespace io {
@@ -80,12 +81,23 @@ struct Field {
   using Member = std::variant<int S::*, int64_t S::*, uint64_t S::*, double S::*, bool S::*, std::string S::*,
                               std::array<double, 2> S::*, std::vector<int64_t> S::*,
                               std::vector<std::string> S::*, std::optional<std::string> S::*>;
+  // A constructor rather than an aggregate: GCC 12 fails on a braced row that leaves `valid` to its default
+  // when the member is a vector or optional.
+  Field(const char* key_, Member member_, const char* meaning_, Valid valid_ = Valid(),
+        Resume resume_ = kFixed, const char* default_means_ = "")
+      : key(key_),
+        member(member_),
+        meaning(meaning_),
+        valid(std::move(valid_)),
+        resume(resume_),
+        default_means(default_means_) {}
+
   const char* key;
   Member member;
   const char* meaning;
-  Valid valid = {};
-  Resume resume = kFixed;
-  const char* default_means = "";  // what the default stands for, when it is a placeholder
+  Valid valid;
+  Resume resume;
+  const char* default_means;  // what the default stands for, when it is a placeholder
 };
 template <typename S>
 using Table = std::vector<Field<S>>;
@@ -202,17 +214,6 @@ bool fields_equal(const Table<S>& fields, const S& a, const S& b) {
   }
   return true;
 }
-
-// One row of a table as a docs field table shows it.
-struct FieldInfo {
-  std::string path;           // "train.steps"
-  std::string type;           // "integer", "number", "boolean", "string", "array of integers", ...
-  std::string default_value;  // the default as JSON: 3000, 0.001, "cosine", false
-  std::string default_means;  // what the default stands for ("the task's T"), or ""
-  std::string valid;          // the values accepted (">= 1", "not empty", ...), or "any" (of its type)
-  std::string meaning;        // one line
-  bool resume_settable;       // the row is kResumable
-};
 
 // A member's type as the docs name it.
 template <typename V>

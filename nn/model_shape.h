@@ -1,6 +1,6 @@
 // The sizes of a CausalLM (nn/transformer.h). A run's config has this as its model section: train/config.h
-// reads, checks and documents it field by field (train/config.cpp's model table), and the trainer builds the
-// model from it as it stands.
+// reads, checks and documents it field by field (train/config_schema.cpp's model table), and the trainer
+// builds the model from it as it stands.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "io/json_read.h"
+
 namespace pyag {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -146,7 +148,7 @@ nlohmann::json python_to_json(py::handle value) {
   const std::string text = py::module_::import("json")
                                .attr("dumps")(value, py::arg("allow_nan") = false, py::arg("default") = plain)
                                .cast<std::string>();
-  return nlohmann::json::parse(text);
+  return io::parse_json_text(text, "argument");  // bounded: no recursion meets a deep value
 }
 
 template py::array tensor_view(const ag::Tensor<float>&, bool);

@@ -1,6 +1,7 @@
 #include <exception>
 
 #include "python/bindings.h"
+#include "io/json_read.h"
 #include "train/config.h"
 
 namespace pyag {
@@ -16,6 +17,8 @@ void bind_errors(py::module_& m) {
       std::rethrow_exception(p);
     } catch (const train::ConfigError& e) {
       PyErr_SetString(config_error->ptr(), e.what());
+    } catch (const io::JsonError& e) {  // a value too deep or otherwise not JSON the readers take
+      PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const FileNotFound& e) {
       PyErr_SetString(PyExc_FileNotFoundError, e.what());
     } catch (const std::logic_error& e) {

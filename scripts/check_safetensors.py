@@ -8,8 +8,9 @@ which the tensors must tile exactly. It validates all of that, loads each tensor
 name, shape, dtype and checksums (the sum, and a CRC-32 of the raw bytes for bit-exact comparisons).
 
 With --load-model it also builds a plain torch state_dict, checks the checkpoint names of
-docs/architecture.md, and loads it strictly into a torch module laid out like attograd's model (names and
-shapes only; no forward pass).
+docs/architecture.md, and loads it strictly into tests/fixtures/reference_model.py's CausalLM, built from
+the config in the file's metadata (every model option); with --forward-json it also runs that model's
+forward and compares its logits with attograd's.
 
 Usage: scripts/check_safetensors.py FILE [--load-model]
 Exit codes: 0 valid, 1 invalid file or model names, 2 bad usage. Errors are one line: `FILE: what (field)`.
@@ -24,6 +25,9 @@ import zlib
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
+from reference_model import CausalLM  # noqa: E402
 
 MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit
 
@@ -143,96 +147,44 @@ def load(path):
     return metadata, tensors, (file_size, n, data_size)
 
 
-def design_names(n_layers, attention_only):
-    """The checkpoint names of docs/architecture.md, in its order."""
-    names = ["tok_emb.weight", "pos_emb.weight"]
-    for i in range(n_layers):
-        b = f"blocks.{i}."
-        names += [b + "ln1.weight", b + "ln1.bias"]
-        for w in ("wq", "wk", "wv", "wo"):
-            names += [b + f"attn.{w}.weight", b + f"attn.{w}.bias"]
-        if not attention_only:
-            names += [b + "ln2.weight", b + "ln2.bias"]
-            names += [b + p for p in ("mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias")]
-    return names + ["ln_f.weight", "ln_f.bias", "lm_head.weight", "lm_head.bias"]
-
-
-class Block(torch.nn.Module):
-    def __init__(self, d_model, d_ff, attention_only, n_heads=1):
-        super().__init__()
-        self.n_heads = n_heads
-        self.ln1 = torch.nn.LayerNorm(d_model, eps=1e-5)
-        self.attn = torch.nn.Module()
-        for w in ("wq", "wk", "wv", "wo"):
-            setattr(self.attn, w, torch.nn.Linear(d_model, d_model))
-        if not attention_only:
-            self.ln2 = torch.nn.LayerNorm(d_model, eps=1e-5)
-            self.mlp = torch.nn.Module()
-            self.mlp.fc1 = torch.nn.Linear(d_model, d_ff)
-            self.mlp.fc2 = torch.nn.Linear(d_ff, d_model)
-
-    def forward(self, x):  # (B, T, D), attograd's pre-LN block with explicit causal attention
-        B, T, D = x.shape
-        dk = D // self.n_heads
-        h = self.ln1(x)
-        q, k, v = (getattr(self.attn, w)(h).view(B, T, self.n_heads, dk).transpose(1, 2) for w in ("wq", "wk", "wv"))
-        scores = q @ k.transpose(-2, -1) / dk ** 0.5
-        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-        heads = torch.softmax(scores, dim=-1) @ v  # (B, H, T, dk)
-        x = x + self.attn.wo(heads.transpose(1, 2).reshape(B, T, D))
-        if hasattr(self, "mlp"):
-            x = x + self.mlp.fc2(torch.nn.functional.gelu(self.mlp.fc1(self.ln2(x)), approximate="tanh"))
-        return x
-
-
-class CausalLM(torch.nn.Module):
-    """attograd's parameter layout (docs/architecture.md): a strict load_state_dict works, and forward() carries on."""
-
-    def __init__(self, vocab, max_len, d_model, d_ff, n_layers, attention_only, n_heads=1):
-        super().__init__()
-        self.tok_emb = torch.nn.Embedding(vocab, d_model)
-        self.pos_emb = torch.nn.Embedding(max_len, d_model)
-        self.blocks = torch.nn.ModuleList(Block(d_model, d_ff, attention_only, n_heads) for _ in range(n_layers))
-        self.ln_f = torch.nn.LayerNorm(d_model, eps=1e-5)
-        self.lm_head = torch.nn.Linear(d_model, vocab)
-
-    def forward(self, ids):  # (B, T) token ids -> (B, T, vocab) logits
-        x = self.tok_emb(ids) + self.pos_emb(torch.arange(ids.shape[1]))
-        for block in self.blocks:
-            x = block(x)
-        return self.lm_head(self.ln_f(x))
-
-
 def check_model(state_dict, metadata, forward_json=None):
-    """Checks the checkpoint names against the state_dict and loads it into a torch module; with
-    forward_json (the output of `attograd forward RUN --json`), also runs torch's forward on the same ids
-    and compares the logits. Returns a list of problems (empty if fine)."""
+    """Checks the checkpoint names against those of tests/fixtures/reference_model.py's CausalLM built from
+    the metadata's config (or, without one, from the names themselves) and loads the state_dict into it
+    strictly; with forward_json (the output of `attograd forward RUN --json`), also runs its forward on the
+    same ids and compares the logits. Returns a list of problems (empty if fine)."""
     for name in ("tok_emb.weight", "pos_emb.weight"):
         if name not in state_dict:
             return [f"missing tensor ({name})"]
     vocab, d_model = state_dict["tok_emb.weight"].shape
     max_len = state_dict["pos_emb.weight"].shape[0]
     layers = {int(m.group(1)) for k in state_dict for m in [re.match(r"blocks\.(\d+)\.", k)] if m}
-    n_layers = max(layers) + 1 if layers else 0
-    attention_only = not any(k.endswith(".mlp.fc1.weight") for k in state_dict)
-    n_heads = 1
+    d_ff = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state_dict else None
+    # Without a config, the names say what they can; the activation and the head count cannot be seen.
+    model = {"n_layers": max(layers) + 1 if layers else 0, "n_heads": 1,
+             "attention_only": not any(k.endswith(".mlp.fc1.weight") for k in state_dict),
+             "layer_norm": "ln_f.weight" in state_dict, "bias": "lm_head.bias" in state_dict}
     if "config" in metadata:  # the resolved config says what the model should be
         try:
-            model_cfg = json.loads(metadata["config"]).get("model", {})
-            n_layers = model_cfg.get("n_layers", n_layers)
-            attention_only = model_cfg.get("attention_only", attention_only)
-            n_heads = model_cfg.get("n_heads", n_heads)
+            model = json.loads(metadata["config"]).get("model", {})
         except (json.JSONDecodeError, AttributeError) as e:
             return [f"metadata config is not a JSON object: {e} (__metadata__.config)"]
-    d_ff = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state_dict else 4 * d_model
-    expected = design_names(n_layers, attention_only)
+    # The sizes come from the tensors, so a mismatch shows as a missing or unexpected name, not here.
+    model = {**model, "d_model": int(d_model), "vocab": int(vocab), "max_len": int(max_len)}
+    if d_ff is not None:
+        model["d_ff"] = int(d_ff)
+    try:
+        module = CausalLM(model)
+    except ValueError as e:
+        return [f"{e} (__metadata__.config)"]
+    o = module.options
+    print(f"model: vocab={vocab} max_len={max_len} d_model={d_model} d_ff={o['d_ff']} n_layers={o['n_layers']} "
+          f"n_heads={o['n_heads']} attention_only={o['attention_only']} layer_norm={o['layer_norm']} "
+          f"activation={o['activation']} bias={o['bias']}")
+    expected = list(module.state_dict())
     problems = [f"missing tensor ({n})" for n in expected if n not in state_dict]
     problems += [f"unexpected tensor ({n})" for n in state_dict if n not in set(expected)]
-    print(f"model: vocab={vocab} max_len={max_len} d_model={d_model} d_ff={d_ff} n_layers={n_layers} "
-          f"attention_only={attention_only}")
     if problems:
         return problems
-    module = CausalLM(vocab, max_len, d_model, d_ff, n_layers, attention_only, n_heads)
     try:
         module.load_state_dict(state_dict, strict=True)
     except RuntimeError as e:

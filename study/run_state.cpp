@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "io/atomic_file.h"
-#include "io/json_error.h"
+#include "io/json_read.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "study/slurm_jobs.h"
@@ -31,7 +31,7 @@ findings::RunState run_state(const std::string& dir, const RunStateOptions& opti
   }
   const std::string config = io::layout::config_json(dir);
   if (fs::exists(config)) {
-    const nlohmann::json j = io::parse_json(io::read_text_file(config), config);
+    const nlohmann::json j = io::parse_json_text(io::read_text_file(config), config);
     if (j.is_object() && j.contains("train") && j["train"].is_object() && j["train"].contains("steps") &&
         j["train"]["steps"].is_number_integer())
       s.steps = j["train"]["steps"].get<int64_t>();
@@ -42,7 +42,7 @@ findings::RunState run_state(const std::string& dir, const RunStateOptions& opti
     s.state = "partial";
     const std::string scores = io::layout::scores_json(dir);
     if (s.steps && fs::exists(scores)) {
-      const nlohmann::json j = io::parse_json(io::read_text_file(scores), scores);
+      const nlohmann::json j = io::parse_json_text(io::read_text_file(scores), scores);
       if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
           j["step"].get<int64_t>() == *s.steps)
         s.state = "finished";

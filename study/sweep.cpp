@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "io/atomic_file.h"
-#include "io/json_error.h"
+#include "io/json_read.h"
 #include "io/printable.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
@@ -49,7 +49,7 @@ findings::RunState sweep_run_state(const train::SweepRun& run) {
                              "); wait for it to end, or use another folder");
   const std::string path = io::layout::config_json(dir);
   if (s.state != "owned" && fs::exists(path)) {
-    const train::Config held = train::from_json(io::parse_json(io::read_text_file(path), path), path);
+    const train::Config held = train::from_json(io::parse_json_text(io::read_text_file(path), path), path);
     if (!train::same_run_config(held, run.config))
       throw RequestError(dir + ": holds a run with a different config (" + path +
                          "); remove it, or give the sweep another \"out\"");

@@ -6,8 +6,10 @@
 
 #include "io/field_table.h"
 #include "io/printable.h"
+#include "study/bench.h"
 #include "study/evaluation.h"
 #include "study/lens.h"
+#include "study/lesson.h"
 #include "study/patching.h"
 #include "study/sweep.h"
 
@@ -21,6 +23,33 @@ using nlohmann::json;
 // ids) and tokens (a string is a name, an integer an id), in the order a caller gives them.
 template <typename Request>
 using Inputs = std::vector<std::pair<const char*, std::variant<Sequence Request::*, Token Request::*>>>;
+
+// A sequence: a string of token names or an array of ids, not empty.
+void read_sequence(const io::Section& root, const char* key, const json& value, Sequence& s) {
+  if (value.is_string()) {
+    root.read(key, s.tokens);
+  } else if (value.is_array()) {
+    root.read(key, s.ids);
+  } else {
+    io::field_fail(root.pointer(key), "expected token names (a string) or ids (an array of integers), got " +
+                                          io::describe(value));
+  }
+  if (s.empty()) io::field_fail(root.pointer(key), "expected token names or ids, got none");
+}
+
+// A token: its name or its id; null is none.
+void read_token(const io::Section& root, const char* key, const json& value, Token& t) {
+  if (value.is_string()) {
+    root.read(key, t.name);
+    if (t.name.empty()) io::field_fail(root.pointer(key), "expected a token name, got \"\"");
+  } else if (value.is_number_integer()) {
+    int64_t id = 0;
+    root.read(key, id);
+    t.id = id;
+  } else if (!value.is_null()) {
+    io::field_fail(root.pointer(key), "expected a token name or id, got " + io::describe(value));
+  }
+}
 
 // The request of `tool` from its JSON: the table's fields and the sequences, every other key an error.
 // Errors are RequestError "FIELD: what was expected", as the tools' own checks say them.
@@ -36,29 +65,9 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
       if (!root.has(key)) continue;
       const json& value = document.at(key);
       if (const auto* sequence = std::get_if<Sequence Request::*>(&member)) {
-        Sequence& s = request.**sequence;
-        if (value.is_string()) {
-          root.read(key, s.tokens);
-        } else if (value.is_array()) {
-          root.read(key, s.ids);
-        } else {
-          io::field_fail(
-              root.pointer(key),
-              "expected token names (a string) or ids (an array of integers), got " + io::describe(value));
-        }
-        if (s.empty()) io::field_fail(root.pointer(key), "expected token names or ids, got none");
+        read_sequence(root, key, value, request.**sequence);
       } else {
-        Token& t = request.*std::get<Token Request::*>(member);
-        if (value.is_string()) {
-          root.read(key, t.name);
-          if (t.name.empty()) io::field_fail(root.pointer(key), "expected a token name, got \"\"");
-        } else if (value.is_number_integer()) {
-          int64_t id = 0;
-          root.read(key, id);
-          t.id = id;
-        } else if (!value.is_null()) {
-          io::field_fail(root.pointer(key), "expected a token name or id, got " + io::describe(value));
-        }
+        read_token(root, key, value, request.*std::get<Token Request::*>(member));
       }
     }
     root.read_fields(fields, request, input_keys);
@@ -81,7 +90,7 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   for (const auto& input : inputs) tool.fields.push_back(input.first);
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
   tool.reads_run = std::is_invocable_v<Run, StudyRun&, const Request&>;
-  tool.call = [name = tool.name, &fields, inputs, run](StudyRun* open, const json& j) -> json {
+  tool.call = [name = tool.name, fields, inputs, run](StudyRun* open, const json& j) -> json {
     const Request request = read_request(j, name, fields, inputs);
     if constexpr (std::is_invocable_v<Run, StudyRun&, const Request&>) {
       return run(*open, request);
@@ -152,10 +161,37 @@ const io::Table<SweepCollectRequest>& sweep_collect_fields() {
   return fields;
 }
 
+const io::Table<LessonRequest>& lesson_fields() {
+  static const io::Table<LessonRequest> fields = {
+      {"section", &LessonRequest::section, "the section, 1..7; 0 = the whole lesson",
+       io::at_least(0).below(kLessonSections + 1)},
+  };
+  return fields;
+}
+
+const io::Table<BenchRequest>& bench_fields() {
+  static const io::Table<BenchRequest> fields = {
+      {"config", &BenchRequest::config, "the config file", io::not_empty()},
+      {"sets", &BenchRequest::sets, "config overrides, key.path=value"},
+      {"steps", &BenchRequest::steps, "timed steps", io::at_least(1)},
+      {"warmup", &BenchRequest::warmup, "untimed warm-up steps", io::at_least(0)},
+      {"threads", &BenchRequest::threads, "threads", io::at_least(0), io::kFixed,
+       "the config's train.threads"},
+      {"peak_gflops", &BenchRequest::peak_gflops, "the machine's peak for mfu", io::at_least(0), io::kFixed,
+       "measured"},
+      {"forward", &BenchRequest::forward, "forward passes without gradients instead of training steps"},
+  };
+  return fields;
+}
+
 }  // namespace
 
 const std::vector<Tool>& tools() {
   static const std::vector<Tool> rows = {
+      row("demo", "the seed lesson's walkthrough: self-attention from scratch", {}, lesson_fields(),
+          [](const LessonRequest& r) { return findings::lesson_to_json(lesson(r).result); }),
+      row("bench", "time training steps (or forward passes) of a config's model", {}, bench_fields(),
+          [](const BenchRequest& r) { return findings::bench_to_json(bench(r).result); }),
       row("eval", "held-out accuracy and loss of a run's last checkpoint", {}, eval_fields(),
           [](StudyRun& run, const EvalRequest& r) {
             return findings::eval_to_json(evaluate(run, r).result);

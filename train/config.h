@@ -1,8 +1,9 @@
 // The run configuration: typed structs with their defaults, loading from a JSON file plus --set
 // overrides, validation of every field, and the resolved JSON written to RUN/config.json.
 // Each member below (and of nn::ModelShape, the model section) has one row in its section's field table in
-// train/config.cpp, which says how to add a field; parsing, checks, to_json, == and docs/configs.md's field
-// table follow from those rows.
+// train/config_schema.cpp, which says how to add a field; parsing, checks, to_json, == and docs/configs.md's
+// field table follow from those rows (io/field_table.h). Loading and --set: train/config_load.cpp; the
+// machine's limits (memory, threads): train/machine_checks.cpp.
 #pragma once
 
 #include <array>
@@ -13,15 +14,18 @@
 #include <utility>
 #include <vector>
 
+#include "io/field_info.h"
+#include "io/json_read.h"
 #include "nn/model_shape.h"
 
 namespace train {
 
 // A bad config: the message is one line, `<file>: <JSON pointer>: <what was expected>`, e.g.
 // `configs/x.json: /model/n_heads: 3 does not divide d_model 64`. The command line prints it and exits 2.
-class ConfigError : public std::runtime_error {
+// A JsonError like every other JSON input's problem (io/json_read.h), with the same messages.
+class ConfigError : public io::JsonError {
  public:
-  using std::runtime_error::runtime_error;
+  using io::JsonError::JsonError;
 };
 
 // Which toy task to train on; train/tasks.h defines each kind's format and what `vocab` and `length` mean.
@@ -107,9 +111,9 @@ Config from_json(const nlohmann::json& document, const std::string& source = "<c
 Config from_json(nlohmann::json document, const std::string& source,
                  const std::vector<std::string>& overrides);
 
-// Parses JSON text as load_config does: malformed text, numbers beyond double's range and duplicate keys
-// are a ConfigError "SOURCE: line L, column C: ..." (or "SOURCE: /POINTER: duplicate key"). Sweep files
-// are read through it too.
+// Parses JSON text as load_config does (io::parse_json_text, thrown as a ConfigError): malformed text, a
+// NUL byte, nesting deeper than 64 levels, numbers beyond double's range and duplicate keys are a
+// ConfigError "SOURCE: line L, column C: ..." (or "SOURCE: /POINTER: duplicate key").
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 
 // The resolved config with every field present; from_json(to_json(c)) == c.
@@ -133,23 +137,15 @@ constexpr double kAutoShardsMaxParameters = 4e6;
 int max_threads();
 
 // The fields `attograd train --resume RUN --set ...` may change: those that change neither the model, the
-// data nor the meaning of the logged numbers (train.steps, train.threads, ...; the tables in config.cpp
-// mark them).
+// data nor the meaning of the logged numbers (train.steps, train.threads, ...; the tables in
+// config_schema.cpp mark them).
 const std::vector<std::string>& resume_settable_fields();
 // Throws ConfigError "--set task.kind=copy: /task/kind: cannot change when resuming ..." for the first
 // override that names another field (or is malformed).
 void check_resume_overrides(const std::vector<std::string>& overrides);
 
-// One field of the tables in config.cpp, as docs/configs.md's field table shows it.
-struct FieldInfo {
-  std::string path;           // "train.steps"
-  std::string type;           // "integer", "number", "boolean" or "string"
-  std::string default_value;  // the default as JSON: 3000, 0.001, "cosine", false
-  std::string default_means;  // what the default stands for ("the task's T"), or ""
-  std::string valid;          // the values accepted (">= 1", "not empty", ...), or "any" (of its type)
-  std::string meaning;        // one line
-  bool resume_settable;       // in resume_settable_fields()
-};
+// One field of the tables in config_schema.cpp, as docs/configs.md's field table shows it.
+using FieldInfo = io::FieldInfo;
 // Every field, root fields first, then the task, model, train and output sections, each in table order.
 const std::vector<FieldInfo>& config_fields();
 

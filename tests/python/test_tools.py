@@ -3,15 +3,27 @@
 import pytest
 
 import attograd
-from conftest import cli, cli_json
+from conftest import SOURCE_DIR, cli, cli_json
 
 CLEAN = "BOS 5 9 3 7 12 4 5 9 3 7 12"
 CORRUPT = "BOS 5 9 3 7 12 4 5 9 3 20 12"
 
-# name: (the Python call on an open Run, the program's arguments after the tool's command; "{run}" is the
-# run folder, "{sweep}" and "{sweep_out}" a trained two-run sweep's file and out folder), and, when the
-# command is not the tool's name, the command's words. A tool that reads no run ignores the Run.
+# What a bench measures changes from run to run; what it measured on does not.
+def bench_setting(result):
+    return {k: result[k] for k in ("impl", "config", "mode", "threads", "shards", "params", "cpu",
+                                   "vector_isa", "vector_bits", "peak_fma_gflops")} | {"keys": sorted(result)}
+
+
+# name: (the call: on an open Run for a tool that reads one, else with no argument; the program's arguments
+# after the tool's command (COMMANDS, else its name), "{run}" the run folder, "{src}" the source folder and
+# "{sweep}" and "{sweep_out}" a trained two-run sweep's file and out folder (the call then gets the sweep);
+# optionally what to compare of both results, when some of it is measured rather than computed).
 CASES = {
+    "demo": (lambda: attograd.demo(3), ["--section", "3"]),
+    "bench": (lambda: attograd.bench("{src}/bench/configs/tiny.json".format(src=SOURCE_DIR), steps=2,
+                                     warmup=0, threads=1, peak_gflops=100.0),
+              ["{src}/bench/configs/tiny.json", "--steps", "2", "--warmup", "0", "--threads", "1",
+               "--peak-gflops", "100"], bench_setting),
     "eval": (lambda run: run.eval(n=16), ["{run}", "--n", "16"]),
     "patch": (lambda run: run.patch(CLEAN, CORRUPT, answer="4", wrong="20", attribution=True),
               ["{run}", "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "4", "--wrong", "20",
@@ -19,10 +31,11 @@ CASES = {
     "lens": (lambda run: run.lens("BOS 5 9 3 7 12 5", answer="9"),
              ["{run}", "--tokens", "BOS 5 9 3 7 12 5", "--answer", "9"]),
     # Again over a finished sweep: every run is found finished and skipped, the summary rewritten.
-    "sweep": (lambda run, sweep: attograd.sweep(sweep["file"], jobs=2), ["{sweep}", "-j", "2"]),
-    "sweep_collect": (lambda run, sweep: attograd.sweep_collect(sweep["out"]), ["{sweep_out}"],
-                      ["sweep", "collect"]),
+    "sweep": (lambda sweep: attograd.sweep(sweep["file"], jobs=2), ["{sweep}", "-j", "2"]),
+    "sweep_collect": (lambda sweep: attograd.sweep_collect(sweep["out"]), ["{sweep_out}"]),
 }
+# The command of a tool whose name is not its command's.
+COMMANDS = {"sweep_collect": ["sweep", "collect"]}
 
 
 def test_every_tool_has_a_case():
@@ -30,13 +43,18 @@ def test_every_tool_has_a_case():
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_python_call_equals_the_command_lines_json(name, run, induction_dir, sweep_dir):
-    call, args, *command = CASES[name]
-    words = command[0] if command else [name]
-    filled = [a.replace("{run}", induction_dir).replace("{sweep_out}", sweep_dir["out"])
-              .replace("{sweep}", sweep_dir["file"]) for a in args]
-    want = cli_json(*words, *filled, "--json")
-    got = call(run, sweep_dir) if call.__code__.co_argcount == 2 else call(run)
+def test_python_call_equals_the_command_lines_json(name, request):
+    call, args, *compared = CASES[name]
+    tool = next(t for t in attograd.tools() if t["name"] == name)
+    run = request.getfixturevalue("run") if tool["reads_run"] else None
+    sweep = request.getfixturevalue("sweep_dir") if any("{sweep" in a for a in args) else None
+    args = [a.replace("{run}", run.path if run else "").replace("{src}", SOURCE_DIR) for a in args]
+    if sweep:
+        args = [a.replace("{sweep_out}", sweep["out"]).replace("{sweep}", sweep["file"]) for a in args]
+    want = cli_json(*COMMANDS.get(name, [name]), *args, "--json")
+    got = call(run) if run else call(sweep) if sweep else call()
+    if compared:
+        got, want = compared[0](got), compared[0](want)
     assert got == want
 
 
@@ -80,3 +98,11 @@ def test_sweep_states_and_collect(sweep_dir, tmp_path):
         attograd.sweep("")
     with pytest.raises(ValueError, match=r"^jobs: "):
         attograd.sweep(sweep_dir["file"], jobs=-1)
+
+
+def test_a_deep_argument_is_one_line_not_a_crash(run):
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(ValueError, match=r"^argument: line 1, column \d+: nested deeper than 64 levels$"):
+        run.lens(deep)
