@@ -1,6 +1,5 @@
 // attograd train CONFIG [--set key.path=value]... [--out DIR] [--resume RUN_DIR]
 #include <cmath>
-#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -8,9 +7,7 @@
 #include "cli/progress.h"
 #include "cli/stop_signal.h"
 #include "io/run_layout.h"
-#include "io/run_ownership.h"
 #include "study/train_run.h"
-#include "train/checkpoint.h"
 
 namespace cli {
 
@@ -23,43 +20,15 @@ struct TrainArgs {
   bool overwrite = false;
 };
 
-// The config of a resumed run is the one it was trained with; a CONFIG given too must agree with it, and
-// --set may change only what does not alter the past (train::resume_settable_fields, e.g. train.steps to
-// train longer).
-train::Config resume_config(const TrainArgs& a) {
-  const std::string ckpt = io::layout::model_checkpoint(a.resume);
-  if (!std::filesystem::exists(ckpt)) throw UsageError("--resume " + a.resume + ": no checkpoint at " + ckpt);
-  train::check_resume_overrides(a.sets);  // before reading anything: a refused --set is the user's error
-  train::Config stored = train::config_from_checkpoint(ckpt);
-  // Always through the overrides' path, which checks this machine's limits (a run may come from another).
-  stored = train::from_json(train::to_json(stored), ckpt, a.sets);
-  const int64_t step = train::step_from_checkpoint(ckpt);
-  if (stored.train.steps < step)
-    throw UsageError("--set train.steps=" + std::to_string(stored.train.steps) +
-                     ": below the checkpoint's step " + std::to_string(step) + " (" + ckpt +
-                     "); a resumed run can only train longer");
-  if (!a.config.empty()) {
-    train::Config given = train::load_config(a.config, a.sets);
-    given.output = stored.output;
-    if (given != stored)
-      throw UsageError(a.config + ": differs from the config " + a.resume + " was trained with (" +
-                       io::layout::config_json(a.resume) +
-                       "); resume with --resume alone, or change only train.steps with --set");
-  }
-  stored.output.dir = a.resume;
-  return stored;
-}
-
 int run(const TrainArgs& a) {
   train::Config config;
   std::string run_dir;
   std::unique_ptr<io::RunLock> lock;  // held until the process ends: one writer per run folder
   if (!a.resume.empty()) {
-    study::check_folder_argument("--resume", a.resume);
-    config = resume_config(a);
+    study::ResumedRun resumed = study::prepare_resume({a.resume, a.config, a.sets});
+    config = std::move(resumed.config);
+    lock = std::move(resumed.lock);
     run_dir = a.resume;
-    lock = std::make_unique<io::RunLock>(run_dir);
-    io::mark_run_folder(run_dir);  // a run trained before run folders had a marker
   } else {
     if (a.config.empty()) throw UsageError("train: CONFIG is required (or --resume RUN_DIR)");
     if (!a.out.empty()) study::check_folder_argument("--out", a.out);

@@ -69,6 +69,19 @@ FolderLock::~FolderLock() {
   if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
 }
 
+std::string folder_lock_holder(const std::string& dir) {
+  const std::string path = layout::folder_lock(dir);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string holder;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_SH | LOCK_NB) != 0 &&
+      errno == EWOULDBLOCK)
+    holder = holder_pid(fd);
+  ::close(fd);  // releases the shared lock taken when nobody held it
+  return holder;
+}
+
 RunLock::RunLock(const std::string& run) : lock_(run) {
   check_run_entries(run);
 }

@@ -24,6 +24,10 @@ class FolderLock {
   int fd_ = -1;
 };
 
+// The pid (or "unknown") of the process that holds DIR's FolderLock now, or "" when none does. Creates
+// nothing: a folder without a lock file is not held. A lock file that is a link is not held by anyone.
+std::string folder_lock_holder(const std::string& dir);
+
 // FolderLock on a run folder, then check_run_entries: what every writer of a run folder holds.
 class RunLock {
  public:

@@ -1,4 +1,5 @@
-// attograd.train(config, out=None, overwrite=False, progress=None) -> Run: `attograd train` from Python.
+// attograd.train(config, out=None, overwrite=False, progress=None, set=[], resume=False) -> Run: `attograd
+// train` (and `attograd train --resume RUN`) from Python.
 // The config (a dict, or a path with its --set overrides) is validated as the command line validates it,
 // the run folder prepared and trained with the run's study (study/train_run.h), the GIL released while the
 // C++ side works. Ctrl-C stops the run with a checkpoint and raises KeyboardInterrupt.
@@ -9,6 +10,7 @@
 
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "study/run_state.h"
 #include "study/train_run.h"
 #include "train/config.h"
 #include "train/metrics_log.h"
@@ -80,25 +82,48 @@ train::Config read_config(py::handle config, const std::vector<std::string>& set
   return train::from_json(python_to_json(config), "config", sets);
 }
 
+// A run folder given as a path (str or os.PathLike); `field` names the argument.
+std::string resume_folder(py::handle src, const std::string& field = "config") {
+  if (py::isinstance<py::str>(src) || py::hasattr(src, "__fspath__"))
+    return py::str(py::module_::import("os").attr("fspath")(src)).cast<std::string>();
+  throw std::invalid_argument(field + ": expected a run folder (a path), got " +
+                              py::str(py::type::of(src).attr("__name__")).cast<std::string>());
+}
+
 py::object train_run(py::handle config_value, py::object out_value, bool overwrite, py::object progress,
-                     const std::vector<std::string>& sets) {
+                     const std::vector<std::string>& sets, bool resume) {
   if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
     throw std::invalid_argument("progress: expected a function fn(record) or None");
-  train::Config config = read_config(config_value, sets);
-  if (!out_value.is_none()) {
-    const std::string out = py::str(out_value).cast<std::string>();
-    study::check_folder_argument("out", out);
-    config.output.dir = out;
+  train::Config config;
+  std::string run_dir;
+  if (resume) {
+    if (!out_value.is_none())
+      throw std::invalid_argument("out: not with resume=True (the run stays where it is)");
+    if (overwrite) throw std::invalid_argument("overwrite: not with resume=True");
+    run_dir = resume_folder(config_value);
+  } else {
+    config = read_config(config_value, sets);
+    if (!out_value.is_none()) {
+      const std::string out = py::str(out_value).cast<std::string>();
+      study::check_folder_argument("out", out);
+      config.output.dir = out;
+    }
+    run_dir = config.output.dir;
   }
-  const std::string run_dir = config.output.dir;
   std::atomic<bool> stop{false};
   PythonObserver observer(progress, &stop);
   study::TrainedRun trained;
   {
     py::gil_scoped_release release;
-    const auto lock = study::prepare_new_run_folder(
-        run_dir, overwrite, {"attograd train --resume " + run_dir, "out=DIR", "overwrite=True"});
-    trained = study::train_with_study(config, run_dir, false, &stop, {&observer});
+    std::unique_ptr<io::RunLock> lock;
+    if (resume) {
+      study::ResumedRun resumed = study::prepare_resume({run_dir, "", sets, "config"});
+      config = std::move(resumed.config);
+      lock = std::move(resumed.lock);
+    } else {
+      lock = study::prepare_new_run_folder(run_dir, overwrite, {"resume=True", "out=DIR", "overwrite=True"});
+    }
+    trained = study::train_with_study(config, run_dir, resume, &stop, {&observer});
   }
   if (observer.error()) throw std::move(*observer.error());
   if (observer.interrupted()) {
@@ -116,9 +141,27 @@ py::object train_run(py::handle config_value, py::object out_value, bool overwri
 void bind_train(py::module_& m) {
   m.def("train", &train_run, py::arg("config"), py::arg("out") = py::none(), py::arg("overwrite") = false,
         py::arg("progress") = py::none(), py::arg("set") = std::vector<std::string>{},
+        py::arg("resume") = false,
         "Trains a config (a dict, or a path to a JSON file) into a run folder, as `attograd train` does, "
         "and returns it opened (a Run). progress(record) is called with each metrics.jsonl record; set "
-        "takes --set overrides ['train.steps=100']. Ctrl-C checkpoints and raises KeyboardInterrupt.");
+        "takes --set overrides ['train.steps=100']. With resume=True, config is a run folder, continued "
+        "from its checkpoint as `attograd train --resume RUN` does (set may change train.steps). Ctrl-C "
+        "checkpoints and raises KeyboardInterrupt.");
+  m.def(
+      "run_state",
+      [](py::handle path) {
+        const std::string dir = resume_folder(path, "path");
+        findings::RunState state;
+        {
+          py::gil_scoped_release release;
+          state = study::run_state(dir);
+        }
+        return json_to_python(findings::run_state_to_json(state));
+      },
+      py::arg("path"),
+      "The state of a run folder, as the sweep and resume decide it: a dict {path, state, step, steps, owner, "
+      "stale_owner, holder_pid}; state is new, partial (resume continues it), finished, owned (a queued or "
+      "running Slurm task trains it) or busy (another process writes it).");
 }
 
 }  // namespace pyag

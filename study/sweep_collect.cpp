@@ -9,6 +9,7 @@
 #include "io/json_error.h"
 #include "io/json_read.h"
 #include "io/run_layout.h"
+#include "study/run_state.h"
 #include "study/run_study.h"
 #include "train/checkpoint.h"
 #include "train/metrics_log.h"
@@ -55,21 +56,15 @@ findings::SweepRunSummary read_run(const std::string& dir, const std::string& na
     r.status = "missing";
     return r;
   }
-  r.status = "started";
-  const std::string config_path = io::layout::config_json(run);
-  if (fs::exists(config_path)) {
-    const json config = io::parse_json(io::read_text_file(config_path), config_path);
-    if (config.contains("train") && config["train"].contains("steps") &&
-        config["train"]["steps"].is_number_integer())
-      r.steps = config["train"]["steps"].get<int64_t>();
-  }
+  // The state as the run's files give it (study/run_state.h): a folder without a checkpoint has started,
+  // one with a checkpoint short of train.steps was interrupted.
+  const findings::RunState state = run_state(run, RunStateOptions{false});
+  r.status = state.state == "finished" ? "finished" : state.state == "partial" ? "interrupted" : "started";
+  r.steps = state.steps.value_or(0);
   // What a run keeps is its checkpoint: a resume starts there and cuts metrics.jsonl back to its step. So
   // a run is summarised as of its checkpoint's step, from the records and dumps up to that step.
-  std::optional<int64_t> checkpoint_step;
-  if (fs::exists(io::layout::model_checkpoint(run))) {
-    checkpoint_step = train::step_from_checkpoint(io::layout::model_checkpoint(run));
-    r.step = *checkpoint_step;
-  }
+  const std::optional<int64_t> checkpoint_step = state.step;
+  if (checkpoint_step) r.step = *checkpoint_step;
   const auto kept = [&](int64_t step) { return !checkpoint_step || step <= *checkpoint_step; };
   if (fs::exists(io::layout::metrics_jsonl(run))) {
     const std::vector<train::MetricsRecord> log = train::read_metrics_jsonl(io::layout::metrics_jsonl(run));
@@ -85,7 +80,6 @@ findings::SweepRunSummary read_run(const std::string& dir, const std::string& na
     // The median: one slow window (a busy machine) does not rule.
     if (!rates.empty()) r.tokens_per_s = ag::median(rates);
   }
-  if (checkpoint_step) r.status = "interrupted";
   std::vector<findings::HeadScoresFile> history = read_score_history(run);
   history.erase(std::remove_if(history.begin(), history.end(),
                                [&](const findings::HeadScoresFile& f) { return !kept(f.step); }),
@@ -95,7 +89,6 @@ findings::SweepRunSummary read_run(const std::string& dir, const std::string& na
   r.induction_curve = findings::best_head_curve(history, &findings::HeadScores::induction);
   if (fs::exists(io::layout::scores_json(run))) {
     const findings::HeadScoresFile scores = findings::read_head_scores(io::layout::scores_json(run));
-    if (r.steps > 0 && scores.step == r.steps) r.status = "finished";
     r.task = best_of(scores.heads, &findings::HeadScores::task);
     r.previous_token = best_of(scores.heads, &findings::HeadScores::previous_token);
     r.induction = best_of(scores.heads, &findings::HeadScores::induction);

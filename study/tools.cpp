@@ -20,6 +20,7 @@
 #include "study/patching.h"
 #include "study/sae_tool.h"
 #include "study/scores.h"
+#include "study/sweep.h"
 #include "study/tms.h"
 
 namespace study {
@@ -174,6 +175,27 @@ const io::Table<AblateRequest>& ablate_fields() {
   return fields;
 }
 
+const io::Table<SweepRequest>& sweep_fields() {
+  static const io::Table<SweepRequest> fields = {
+      {"file", &SweepRequest::file, "the sweep file (docs/sweeps.md)", io::not_empty()},
+      {"jobs", &SweepRequest::jobs, "runs at a time", io::at_least(0), io::kFixed, "one per two cores"},
+      {"print_commands", &SweepRequest::print_commands,
+       "train nothing: one `attograd train` command per unfinished run"},
+      {"slurm", &SweepRequest::slurm,
+       "\"\" = train here; FILE = write a Slurm job-array script for the "
+       "unfinished runs"},
+      {"cpus_per_task", &SweepRequest::cpus_per_task, "with slurm: each task's cpus and train.threads",
+       io::at_least(0), io::kFixed, "the runs' train.threads"},
+      {"program",
+       &SweepRequest::program,
+       "the attograd program the runs use",
+       {},
+       io::kFixed,
+       "this program, or attograd on PATH"},
+  };
+  return fields;
+}
+
 const io::Table<SaeRequest>& sae_fields() {
   static const io::Table<SaeRequest> fields = {
       {"point", &SaeRequest::point, "hook point of shape (B, T, D), e.g. blocks.0.mlp.post"},
@@ -243,6 +265,18 @@ const io::Table<GenerateRequest>& generate_fields() {
       {"top_k", &GenerateRequest::top_k, "sample among the K most likely tokens only", io::rule(">= 0"),
        io::kFixed, "0: every token"},
       {"seed", &GenerateRequest::seed, "seed of the sampling: the same seed, the same tokens"},
+  };
+  return fields;
+}
+
+// sweep_collect's request: the sweep's out folder.
+struct SweepCollectRequest {
+  std::string out;
+};
+
+const io::Table<SweepCollectRequest>& sweep_collect_fields() {
+  static const io::Table<SweepCollectRequest> fields = {
+      {"out", &SweepCollectRequest::out, "the sweep's out folder", io::not_empty()},
   };
   return fields;
 }
@@ -409,6 +443,14 @@ const std::vector<Tool>& tools() {
           }),
       row("tms", "a toy model of superposition: n features in m dims at one sparsity", tms_fields(),
           [](const TmsRequest& r) { return findings::tms_panel_to_json(tms(r).result.panels.front()); }),
+      row("sweep", "train every point of a sweep's grid (or plan it for a scheduler); summarise the runs",
+          sweep_fields(),
+          [](const SweepRequest& r) { return json(findings::sweep_result_to_json(sweep(r).result)); }),
+      row("sweep_collect", "a sweep's summary from its run folders: summary.json, summary.csv, index.html",
+          sweep_collect_fields(),
+          [](const SweepCollectRequest& r) {
+            return json(findings::sweep_summary_to_json(sweep_collect(r.out).result));
+          }),
   };
   return rows;
 }

@@ -6,7 +6,10 @@
 #include "io/atomic_file.h"
 #include "io/printable.h"
 #include "io/run_layout.h"
+#include "study/run_state.h"
 #include "study/run_study.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
 
 namespace study {
 
@@ -55,6 +58,37 @@ TrainedRun train_with_study(const train::Config& config, const std::string& run_
   out.result = train::train_model(config, options);
   out.score_table = run_study.score_table();
   return out;
+}
+
+ResumedRun prepare_resume(const ResumeRequest& a) {
+  check_folder_argument(a.run_field, a.run);
+  // The run's files decide (a Slurm task resumes the run it owns; another writer is refused by the lock).
+  const std::string ckpt = io::layout::model_checkpoint(a.run);
+  if (run_state(a.run, RunStateOptions{false}).state == "new")
+    throw std::invalid_argument(a.run_field + " " + a.run + ": no checkpoint at " + ckpt);
+  train::check_resume_overrides(a.sets);  // before reading anything: a refused --set is the user's error
+  // Always through the overrides' path, which checks this machine's limits (a run may come from another).
+  train::Config stored = train::config_from_checkpoint(ckpt);
+  stored = train::from_json(train::to_json(stored), ckpt, a.sets);
+  const int64_t step = train::step_from_checkpoint(ckpt);
+  if (stored.train.steps < step)
+    throw std::invalid_argument("--set train.steps=" + std::to_string(stored.train.steps) +
+                                ": below the checkpoint's step " + std::to_string(step) + " (" + ckpt +
+                                "); a resumed run can only train longer");
+  if (!a.config.empty()) {
+    train::Config given = train::load_config(a.config, a.sets);
+    given.output = stored.output;
+    if (given != stored)
+      throw std::invalid_argument(a.config + ": differs from the config " + a.run + " was trained with (" +
+                                  io::layout::config_json(a.run) + "); resume with " + a.run_field +
+                                  " alone, or change only train.steps with --set");
+  }
+  stored.output.dir = a.run;
+  ResumedRun resumed;
+  resumed.config = std::move(stored);
+  resumed.lock = std::make_unique<io::RunLock>(a.run);  // refused at once while another process writes it
+  io::mark_run_folder(a.run);                           // a run trained before run folders had a marker
+  return resumed;
 }
 
 }  // namespace study

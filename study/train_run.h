@@ -32,6 +32,27 @@ void check_folder_argument(const std::string& option, const std::string& dir);
 std::unique_ptr<io::RunLock> prepare_new_run_folder(const std::string& run_dir, bool overwrite,
                                                     const RunFolderNames& names = {});
 
+// A run to continue from its checkpoint, as `attograd train --resume RUN` and attograd.train(RUN,
+// resume=True) give it: the run folder, optionally the config it was started from (it must agree with the
+// run's) and --set overrides that change only what does not alter the past (train::resume_settable_fields,
+// e.g. train.steps to train longer).
+struct ResumeRequest {
+  std::string run;
+  std::string config;
+  std::vector<std::string> sets;
+  std::string run_field = "--resume";  // how the caller names `run` in messages
+};
+
+struct ResumedRun {
+  train::Config config;               // the run's own config with the overrides, output.dir = the run
+  std::unique_ptr<io::RunLock> lock;  // held until training ends
+};
+
+// Checks the request against the run (study/run_state.h: a run with a checkpoint), reads its config and
+// locks it (refused at once while another process writes it). Errors are one line naming the run, the config
+// or the --set that is wrong.
+ResumedRun prepare_resume(const ResumeRequest& request);
+
 struct TrainedRun {
   train::TrainResult result;
   std::string score_table;  // the head-score and circuits tables of a finished run (empty otherwise)

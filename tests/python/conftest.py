@@ -55,3 +55,24 @@ def run(induction_dir):
     r = attograd.load_run(induction_dir)
     yield r
     r.close()
+
+
+# A two-run sweep of a tiny config, trained once by attograd.sweep: the sweep tools' cases read it.
+SWEEP_BASE = {"name": "tiny", "seed": 1, "task": {"kind": "copy", "vocab": 8, "length": 4},
+              "model": {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32},
+              "train": {"steps": 20, "batch_size": 8, "eval_every": 10, "log_every": 10, "eval_size": 16,
+                        "threads": 1},
+              "output": {"attention_every": 0, "checkpoint_every": 0}}
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    (root / "base.json").write_text(json.dumps(SWEEP_BASE))
+    out = str(root / "out")
+    path = str(root / "sweep.json")
+    with open(path, "w") as f:
+        json.dump({"base": str(root / "base.json"), "grid": {"seed": [1, 2]}, "out": out}, f)
+    first = attograd.sweep(path, jobs=2, program=BINARY)
+    assert [r["outcome"] for r in first["runs"]] == ["finished", "finished"], first
+    return {"file": path, "out": out}

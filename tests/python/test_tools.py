@@ -28,6 +28,7 @@ BENCH_CONFIG = f"{SOURCE_DIR}/bench/configs/tiny.json"
 # arguments after the tool's name; "{run}" is the run folder[, the fixture that makes the run when it is not
 # the induction run (None: the induction run)[, what to compare of both results, when some of it is
 # measured rather than computed]]).
+# "{sweep}" and "{sweep_out}" are a trained two-run sweep's file and out folder: the call then gets the sweep.
 CASES = {
     "demo": (lambda _: attograd.demo(3), ["--section", "3"]),
     "bench": (lambda _: attograd.bench(BENCH_CONFIG, steps=2, warmup=0, threads=1, peak_gflops=100.0),
@@ -69,8 +70,12 @@ CASES = {
              "2"]),
 }
 # The program's words for a tool when they are not its name, and the keys that cannot agree (wall time).
-COMMANDS = {"sae_synthetic": ["sae", "synthetic"]}
+COMMANDS = {"sae_synthetic": ["sae", "synthetic"], "sweep_collect": ["sweep", "collect"]}
 UNEQUAL = {"sae_synthetic": ["seconds"]}
+    # Again over a finished sweep: every run is found finished and skipped, the summary rewritten.
+    "sweep": (lambda sweep: attograd.sweep(sweep["file"], jobs=2), ["{sweep}", "-j", "2"]),
+    "sweep_collect": (lambda sweep: attograd.sweep_collect(sweep["out"]), ["{sweep_out}"]),
+}
 
 
 def test_every_tool_has_a_case():
@@ -89,6 +94,11 @@ def test_python_call_equals_the_command_lines_json(name, request):
             assert isinstance(got.pop(key), float) and isinstance(want.pop(key), float)
         assert compared(got) == compared(want)
 
+    if any("{sweep" in a for a in args):
+        sweep = request.getfixturevalue("sweep_dir")
+        args = [a.replace("{sweep_out}", sweep["out"]).replace("{sweep}", sweep["file"]) for a in args]
+        agree(call(sweep), cli_json(*command, *args, "--json"))
+        return
     if not tool["reads_run"]:
         agree(call(None), cli_json(*command, *args, "--json"))
         return
@@ -167,6 +177,22 @@ def test_bad_requests_name_the_field_not_a_flag(run):
     # The command line says the same, without its flags' dashes.
     _, err = cli("lens", run.path, "--tokens", "BOS 5 9", "--answer", "x", expect=2)
     assert err.strip() == "attograd lens: answer: unknown token 'x'"
+
+
+def test_sweep_states_and_collect(sweep_dir, tmp_path):
+    again = attograd.sweep(sweep_dir["file"])
+    assert again["mode"] == "run" and again["total"] == 2 and again["finished_before"] == 2
+    assert [(r["state"], r["outcome"]) for r in again["runs"]] == [("finished", "skipped")] * 2
+    for r in again["runs"]:
+        state = attograd.run_state(r["dir"])
+        assert state["state"] == "finished" and state["step"] == state["steps"] == 20, state
+    summary = attograd.sweep_collect(sweep_dir["out"])
+    assert [r["status"] for r in summary["runs"]] == ["finished", "finished"]
+    assert attograd.run_state(str(tmp_path / "none"))["state"] == "new"
+    with pytest.raises(ValueError, match=r"^file: "):
+        attograd.sweep("")
+    with pytest.raises(ValueError, match=r"^jobs: "):
+        attograd.sweep(sweep_dir["file"], jobs=-1)
 
 
 def test_a_deep_argument_is_one_line_not_a_crash(run):

@@ -81,6 +81,37 @@ def test_an_exception_in_progress_stops_the_run(tmp_path):
     assert os.path.exists(tmp_path / "p" / "checkpoint" / "model.safetensors")
 
 
+class Stop(Exception):
+    pass
+
+
+def test_resume_continues_to_the_uninterrupted_run(tmp_path):
+    full = attograd.train(TINY, out=str(tmp_path / "full"))
+    out = str(tmp_path / "cut")
+
+    def stop_at_20(record):
+        if record["step"] == 20:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        attograd.train(TINY, out=out, progress=stop_at_20)
+    cut = attograd.run_state(out)
+    assert cut["state"] == "partial" and 20 <= cut["step"] < 40 and cut["steps"] == 40, cut
+    resumed = attograd.train(out, resume=True)
+    assert resumed.step == full.step == 40
+    assert attograd.run_state(out)["state"] == "finished"
+    for name, value in full.parameters().items():
+        assert (value == resumed.parameters()[name]).all(), name
+    # Longer with set; what would change the past is refused, as on the command line.
+    assert attograd.train(out, resume=True, set=["train.steps=50"]).step == 50
+    with pytest.raises(attograd.ConfigError, match="cannot change when resuming"):
+        attograd.train(out, resume=True, set=["train.lr=0.1"])
+    with pytest.raises(ValueError, match="no checkpoint at"):
+        attograd.train(str(tmp_path / "none"), resume=True)
+    with pytest.raises(ValueError, match="^out: not with resume=True"):
+        attograd.train(out, resume=True, out=str(tmp_path / "x"))
+
+
 CHILD = """
 import sys, attograd
 cfg = {"task": {"kind": "copy", "vocab": 8, "length": 4}, "model": {"d_model": 16, "n_heads": 2,
