@@ -68,14 +68,13 @@ CASES = {
     "tms": (lambda run: attograd.tms(n=5, m=2, sparsity=0.9, importance=0.8, steps=60, seed=2),
             ["--n", "5", "--m", "2", "--sparsity", "0.9", "--importance", "0.8", "--steps", "60", "--seed",
              "2"]),
-}
-# The program's words for a tool when they are not its name, and the keys that cannot agree (wall time).
-COMMANDS = {"sae_synthetic": ["sae", "synthetic"], "sweep_collect": ["sweep", "collect"]}
-UNEQUAL = {"sae_synthetic": ["seconds"]}
     # Again over a finished sweep: every run is found finished and skipped, the summary rewritten.
     "sweep": (lambda sweep: attograd.sweep(sweep["file"], jobs=2), ["{sweep}", "-j", "2"]),
     "sweep_collect": (lambda sweep: attograd.sweep_collect(sweep["out"]), ["{sweep_out}"]),
 }
+# The program's words for a tool when they are not its name, and the keys that cannot agree (wall time).
+COMMANDS = {"sae_synthetic": ["sae", "synthetic"], "sweep_collect": ["sweep", "collect"]}
+UNEQUAL = {"sae_synthetic": ["seconds"]}
 
 
 def test_every_tool_has_a_case():
