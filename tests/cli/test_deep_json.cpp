@@ -4,6 +4,7 @@
 // a recursive dump or copy of the value used to overflow the stack (SIGSEGV).
 #define BOOST_TEST_MODULE deep_json
 #include <boost/test/unit_test.hpp>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -17,6 +18,16 @@ namespace {
 
 std::string nested(size_t depth) {
   return std::string(depth, '[') + std::string(depth, ']');
+}
+
+// A trained run for the commands that read one before their input file (detect reads its pattern after
+// opening the run): the committed fixture run, copied.
+std::string fixture_run(const testing::TempDir& dir) {
+  const std::string run = dir.file("run");
+  if (!std::filesystem::exists(run))
+    std::filesystem::copy(std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small", run,
+                          std::filesystem::copy_options::recursive);
+  return run;
 }
 
 bool one_printable_line(const std::string& err) {
@@ -63,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_nul_byte_ends_nothing) {
   expect_refused("sae synthetic --config '" + dir.file("s.json") + "'",
                  "s.json: line 1, column 9: a NUL byte, not JSON text");
   write(dir.file("p.json"), std::string("{\"offset\": 1}\0", 14));
-  expect_refused("detect nowhere --pattern '" + dir.file("p.json") + "'",
+  expect_refused("detect '" + fixture_run(dir) + "' --pattern '" + dir.file("p.json") + "'",
                  "p.json: line 1, column 14: a NUL byte, not JSON text");
 }
 
@@ -117,12 +128,12 @@ BOOST_AUTO_TEST_CASE(an_sae_config_nested_deep) {
 BOOST_AUTO_TEST_CASE(a_detect_pattern_nested_deep) {
   testing::TempDir dir;
   write(dir.file("p.json"), "{\"pattern\": " + nested(200000) + "}");
-  expect_refused("detect nowhere --pattern '" + dir.file("p.json") + "'",
+  expect_refused("detect '" + fixture_run(dir) + "' --pattern '" + dir.file("p.json") + "'",
                  "p.json: line 1, column 76: " + kDeep);
   write(dir.file("q.json"), "{\"pattern\": [[1, [2]]]}");
-  expect_refused("detect nowhere --pattern '" + dir.file("q.json") + "'",
+  expect_refused("detect '" + fixture_run(dir) + "' --pattern '" + dir.file("q.json") + "'",
                  "q.json: /pattern/0/1: expected a finite number, got an array");
   write(dir.file("r.json"), "{\"offset\": 1, \"rule\": \"first\"}");
-  expect_refused("detect nowhere --pattern '" + dir.file("r.json") + "'",
+  expect_refused("detect '" + fixture_run(dir) + "' --pattern '" + dir.file("r.json") + "'",
                  "r.json: /: expected exactly one key of \"pattern\", \"offset\" or \"rule\"");
 }
