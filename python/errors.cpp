@@ -1,7 +1,7 @@
 #include <exception>
 
-#include "python/bindings.h"
 #include "io/json_read.h"
+#include "python/bindings.h"
 #include "train/config.h"
 
 namespace pyag {

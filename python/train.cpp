@@ -159,7 +159,8 @@ void bind_train(py::module_& m) {
         return json_to_python(findings::run_state_to_json(state));
       },
       py::arg("path"),
-      "The state of a run folder, as the sweep and resume decide it: a dict {path, state, step, steps, owner, "
+      "The state of a run folder, as the sweep and resume decide it: a dict {path, state, step, steps, "
+      "owner, "
       "stale_owner, holder_pid}; state is new, partial (resume continues it), finished, owned (a queued or "
       "running Slurm task trains it) or busy (another process writes it).");
 }
