@@ -93,7 +93,7 @@ enum Resume { kFixed, kResumable };
 template <typename S>
 struct Field {
   using Member = std::variant<int S::*, int64_t S::*, uint64_t S::*, double S::*, bool S::*, std::string S::*,
-                              std::array<double, 2> S::*>;
+                              std::array<double, 2> S::*, nn::NormKind S::*, nn::Activation S::*>;
   const char* key;
   Member member;
   const char* meaning;
@@ -136,6 +136,25 @@ const Table<TaskConfig>& task_fields() {
   return fields;
 }
 
+// How the model's options (the enums of nn/model_shape.h) are spelled in JSON: one row per value, in the
+// order error lines and docs/configs.md list them. Reading, to_json and the docs follow from these rows.
+template <typename E>
+struct Spelling {
+  E value;
+  nlohmann::json text;
+};
+// model.layer_norm keeps its boolean form: true is LayerNorm, false no norm.
+const std::vector<Spelling<nn::NormKind>>& spellings(nn::NormKind) {
+  static const std::vector<Spelling<nn::NormKind>> rows = {{nn::NormKind::layer, true},
+                                                           {nn::NormKind::none, false}};
+  return rows;
+}
+const std::vector<Spelling<nn::Activation>>& spellings(nn::Activation) {
+  static const std::vector<Spelling<nn::Activation>> rows = {{nn::Activation::gelu, "gelu"},
+                                                             {nn::Activation::relu, "relu"}};
+  return rows;
+}
+
 const Table<ModelConfig>& model_fields() {
   static const Table<ModelConfig> fields = {
       {"d_model", &ModelConfig::d_model, "width of the residual stream", at_least(1)},
@@ -143,11 +162,10 @@ const Table<ModelConfig>& model_fields() {
       {"n_layers", &ModelConfig::n_layers, "transformer blocks", at_least(1)},
       {"d_ff", &ModelConfig::d_ff, "hidden width of each MLP (unused when `attention_only`)", at_least(1)},
       {"attention_only", &ModelConfig::attention_only, "blocks without LN2 and MLP"},
-      {"layer_norm", &ModelConfig::layer_norm,
+      {"layer_norm", &ModelConfig::norm,
        "LayerNorm before attention, the MLP and the unembedding; "
        "false: none anywhere (ln1, ln2 and ln_f are the identity)"},
-      {"activation", &ModelConfig::activation, "the MLP's nonlinearity (GELU is the tanh approximation)",
-       one_of({"gelu", "relu"})},
+      {"activation", &ModelConfig::activation, "the MLP's nonlinearity (GELU is the tanh approximation)"},
       {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},
       {"max_len", &ModelConfig::max_len, "size of the position embedding", rule("0, or >= the task's T"),
        kFixed, "the task's T"},
@@ -332,7 +350,7 @@ class Section {
   }
 
   // int and int64_t fields: any integer their type holds.
-  template <typename Integer>
+  template <typename Integer, std::enable_if_t<std::is_integral_v<Integer>, int> = 0>
   void read(const char* key, Integer& out) const {
     static_assert(std::is_same_v<Integer, int> || std::is_same_v<Integer, int64_t>);
     if (!has(key)) return;
@@ -391,6 +409,22 @@ class Section {
     // Strings go into config.json, file names and terminal lines: no control bytes, nothing but UTF-8.
     if (!io::is_printable_utf8(out))
       fail(pointer(key), "expected UTF-8 text without control characters, got " + describe(value));
+  }
+
+  // The model's options: one of the type's spellings.
+  template <typename E, std::enable_if_t<std::is_enum_v<E>, int> = 0>
+  void read(const char* key, E& out) const {
+    if (!has(key)) return;
+    const json& value = object_.at(key);
+    for (const auto& row : spellings(E{})) {
+      if (value == row.text) {
+        out = row.value;
+        return;
+      }
+    }
+    std::vector<std::string> choices;
+    for (const auto& row : spellings(E{})) choices.push_back(row.text.dump());
+    fail(pointer(key), "expected " + choices_text(choices, "") + ", got " + describe(value));
   }
 
   // A field's Valid, with the one-line messages the docs show.
@@ -789,12 +823,24 @@ bool is_within(const std::string& pointer, const std::string& prefix) {
          (pointer.size() == prefix.size() || pointer[prefix.size()] == '/');
 }
 
+// A member's value in JSON: an option (an enum) as its spelling.
+template <typename V>
+json json_of(const V& value) {
+  if constexpr (std::is_enum_v<V>) {
+    for (const auto& row : spellings(value))
+      if (row.value == value) return row.text;
+    throw std::logic_error("config: an option value without a spelling");
+  } else {
+    return value;
+  }
+}
+
 // The fields of `s` as a JSON object, one key per row.
 template <typename S>
 json fields_to_json(const Table<S>& fields, const S& s) {
   json object = json::object();
   for (const Field<S>& field : fields)
-    std::visit([&](auto member) { object[field.key] = s.*member; }, field.member);
+    std::visit([&](auto member) { object[field.key] = json_of(s.*member); }, field.member);
   return object;
 }
 
@@ -806,9 +852,10 @@ bool fields_equal(const Table<S>& fields, const S& a, const S& b) {
   return true;
 }
 
-// A member's type as the docs name it.
+// A member's type as the docs name it (an option's, its spellings' type).
 template <typename V>
 std::string type_name() {
+  if constexpr (std::is_enum_v<V>) return spellings(V{}).front().text.is_boolean() ? "boolean" : "string";
   if constexpr (std::is_same_v<V, bool>) return "boolean";
   if constexpr (std::is_integral_v<V>) return "integer";
   if constexpr (std::is_floating_point_v<V>) return "number";
@@ -834,15 +881,21 @@ void add_field_infos(std::vector<FieldInfo>& infos, const std::string& section, 
         [&](auto member) {
           using V = std::remove_reference_t<decltype(defaults.*member)>;
           const V& value = defaults.*member;
-          std::string shown;
+          std::string shown, valid = valid_text(field.valid);
           if constexpr (std::is_floating_point_v<V>) {
             shown = show_number(value);
           } else {
-            shown = json(value).dump();
+            shown = json_of(value).dump();
+          }
+          if constexpr (std::is_enum_v<V>) {  // an option spelled as strings: those; as booleans: any
+            std::vector<std::string> choices;
+            for (const auto& row : spellings(value))
+              if (row.text.is_string()) choices.push_back(row.text.template get<std::string>());
+            if (!choices.empty()) valid = choices_text(choices, "`");
           }
           infos.push_back({section.empty() ? field.key : section + "." + field.key,
-                           type_name<std::decay_t<V>>(), shown, field.default_means, valid_text(field.valid),
-                           field.meaning, field.resume == kResumable});
+                           type_name<std::decay_t<V>>(), shown, field.default_means, valid, field.meaning,
+                           field.resume == kResumable});
         },
         field.member);
   }
@@ -852,7 +905,9 @@ void add_field_infos(std::vector<FieldInfo>& infos, const std::string& section, 
 
 double parameter_count(const ModelConfig& m) {
   const double D = m.d_model, F = m.d_ff, V = m.vocab;
-  const double ln = m.layer_norm ? 2 * D : 0, b = m.bias ? 1 : 0;
+  // A norm's weight and its bias, where it has them.
+  const double ln = D * ((nn::has_norm(m.norm) ? 1 : 0) + (nn::norm_has_bias(m.norm) ? 1 : 0));
+  const double b = m.bias ? 1 : 0;
   const double attention = ln + 4 * (D * D + b * D);                             // ln1, wq wk wv wo
   const double mlp = m.attention_only ? 0 : ln + D * F + b * F + F * D + b * D;  // ln2, fc1, fc2
   return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + ln + D * V + b * V;
