@@ -24,7 +24,7 @@ Fixture make_fixture() {
   f.model = train::make_model<float>(f.config);
   std::vector<train::OptimParam> params;
   for (auto& p : f.model->named_parameters())
-    params.push_back({p.name, p.tensor, train::uses_weight_decay(p.name)});
+    params.push_back({p.name, p.tensor, train::uses_weight_decay(p.kind)});
   f.optimizer = std::make_unique<train::AdamW>(params, f.config.train.weight_decay);
   return f;
 }

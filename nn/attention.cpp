@@ -50,9 +50,12 @@ ag::Tensor<T> padding_mask(const std::vector<uint8_t>& is_padding, int64_t batch
 
 template <typename T>
 SelfAttention<T>::SelfAttention(int64_t d_model, int64_t dk, int64_t dv, ag::Rng& rng)
-    : wq(this->register_parameter("wq", xavier_normal<T>({d_model, dk}, d_model, dk, rng))),
-      wk(this->register_parameter("wk", xavier_normal<T>({d_model, dk}, d_model, dk, rng))),
-      wv(this->register_parameter("wv", xavier_normal<T>({d_model, dv}, d_model, dv, rng))) {}
+    : wq(this->register_parameter("wq", xavier_normal<T>({d_model, dk}, d_model, dk, rng),
+                                  ParamKind::kWeight)),
+      wk(this->register_parameter("wk", xavier_normal<T>({d_model, dk}, d_model, dk, rng),
+                                  ParamKind::kWeight)),
+      wv(this->register_parameter("wv", xavier_normal<T>({d_model, dv}, d_model, dv, rng),
+                                  ParamKind::kWeight)) {}
 
 template <typename T>
 AttentionResult<T> SelfAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask) const {

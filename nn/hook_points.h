@@ -51,9 +51,9 @@ enum class Point {
 // Which models have the point.
 enum class Needs {
   always,
-  mlp,             // blocks with an MLP (not attention_only)
-  layer_norm,      // models with LayerNorm (model.layer_norm)
-  mlp_layer_norm,  // both
+  mlp,       // blocks with an MLP (not attention_only)
+  norm,      // models with a norm (model.norm not none: has_norm)
+  mlp_norm,  // both
 };
 
 struct HookPoint {
@@ -72,10 +72,9 @@ struct HookPoint {
 inline constexpr HookPoint kHookPoints[] = {
     {Point::resid_pre, "resid_pre", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream entering block L"},
-    {Point::ln1_scale, "ln1.scale", true, Needs::layer_norm, "(B, T, 1)", 1, -1,
+    {Point::ln1_scale, "ln1.scale", true, Needs::norm, "(B, T, 1)", 1, -1,
      "1 / sqrt(var + eps), the factor ln1 multiplies the centred residual by"},
-    {Point::ln1_out, "ln1.out", true, Needs::layer_norm, "(B, T, D)", 1, -1,
-     "ln1's output, attention's input"},
+    {Point::ln1_out, "ln1.out", true, Needs::norm, "(B, T, D)", 1, -1, "ln1's output, attention's input"},
     {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's queries"},
     {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's keys"},
     {Point::attn_v, "attn.v", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's values"},
@@ -86,20 +85,18 @@ inline constexpr HookPoint kHookPoints[] = {
     {Point::attn_z, "attn.z", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's output before Wo"},
     {Point::attn_out, "attn.out", true, Needs::always, "(B, T, D)", 1, -1, "attention's output after Wo"},
     {Point::resid_mid, "resid_mid", true, Needs::always, "(B, T, D)", 1, -1, "resid_pre + attn.out"},
-    {Point::ln2_scale, "ln2.scale", true, Needs::mlp_layer_norm, "(B, T, 1)", 1, -1,
+    {Point::ln2_scale, "ln2.scale", true, Needs::mlp_norm, "(B, T, 1)", 1, -1,
      "1 / sqrt(var + eps), the factor ln2 multiplies the centred residual by"},
-    {Point::ln2_out, "ln2.out", true, Needs::mlp_layer_norm, "(B, T, D)", 1, -1,
-     "ln2's output, the MLP's input"},
+    {Point::ln2_out, "ln2.out", true, Needs::mlp_norm, "(B, T, D)", 1, -1, "ln2's output, the MLP's input"},
     {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1, "fc1's output, before the activation"},
     {Point::mlp_post, "mlp.post", true, Needs::mlp, "(B, T, F)", 1, -1,
      "the activation's output (GELU or ReLU), fc2's input"},
     {Point::mlp_out, "mlp.out", true, Needs::mlp, "(B, T, D)", 1, -1, "the MLP's output"},
     {Point::resid_post, "resid_post", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream leaving block L: resid_mid + mlp.out (resid_mid without an MLP)"},
-    {Point::ln_f_scale, "ln_f.scale", false, Needs::layer_norm, "(B, T, 1)", 1, -1,
+    {Point::ln_f_scale, "ln_f.scale", false, Needs::norm, "(B, T, 1)", 1, -1,
      "1 / sqrt(var + eps), the factor ln_f multiplies the centred residual by"},
-    {Point::ln_f_out, "ln_f.out", false, Needs::layer_norm, "(B, T, D)", 1, -1,
-     "the final LayerNorm's output"},
+    {Point::ln_f_out, "ln_f.out", false, Needs::norm, "(B, T, D)", 1, -1, "the final LayerNorm's output"},
     {Point::logits, "logits", false, Needs::always, "(B, T, V)", 1, -1, "the model's output"},
 };
 
@@ -130,9 +127,9 @@ inline const char* needs_note(Needs needs) {
   switch (needs) {
     case Needs::mlp:
       return " (not in attention-only models)";
-    case Needs::layer_norm:
+    case Needs::norm:
       return " (not in models without LayerNorm)";
-    case Needs::mlp_layer_norm:
+    case Needs::mlp_norm:
       return " (not in attention-only models or models without LayerNorm)";
     default:
       return "";
@@ -145,10 +142,10 @@ inline bool model_has(const HookPoint& row, const ModelShape& shape) {
   switch (row.needs) {
     case Needs::mlp:
       return mlp;
-    case Needs::layer_norm:
-      return shape.layer_norm;
-    case Needs::mlp_layer_norm:
-      return mlp && shape.layer_norm;
+    case Needs::norm:
+      return has_norm(shape.norm);
+    case Needs::mlp_norm:
+      return mlp && has_norm(shape.norm);
     default:
       return true;
   }

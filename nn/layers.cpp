@@ -8,34 +8,57 @@ namespace nn {
 
 template <typename T>
 Linear<T>::Linear(int64_t in, int64_t out, ag::Rng& rng, bool with_bias)
-    : weight(this->register_parameter("weight", xavier_normal<T>({out, in}, in, out, rng))) {
-  if (with_bias) bias = this->register_parameter("bias", ag::Tensor<T>::zeros({out}));
+    : weight(
+          this->register_parameter("weight", xavier_normal<T>({out, in}, in, out, rng), ParamKind::kWeight)) {
+  if (with_bias) bias = this->register_parameter("bias", ag::Tensor<T>::zeros({out}), ParamKind::kBias);
 }
 
 template <typename T>
 Embedding<T>::Embedding(int64_t vocab, int64_t dim, ag::Rng& rng)
-    : weight(this->register_parameter("weight", xavier_normal<T>({vocab, dim}, vocab, dim, rng))) {}
+    : weight(this->register_parameter("weight", xavier_normal<T>({vocab, dim}, vocab, dim, rng),
+                                      ParamKind::kEmbedding)) {}
 
 template <typename T>
-LayerNorm<T>::LayerNorm(int64_t dim, T eps_)
-    : weight(this->register_parameter("weight", ag::Tensor<T>::full({dim}, T(1)))),
-      bias(this->register_parameter("bias", ag::Tensor<T>::zeros({dim}))),
-      eps(eps_) {}
+LayerNorm<T>::LayerNorm(int64_t dim, T eps) : Norm<T>(NormKind::layer) {
+  this->weight = this->register_parameter("weight", ag::Tensor<T>::full({dim}, T(1)), ParamKind::kNorm);
+  this->bias = this->register_parameter("bias", ag::Tensor<T>::zeros({dim}), ParamKind::kNorm);
+  this->eps = eps;
+}
 
 template <typename T>
 ag::Tensor<T> LayerNorm<T>::forward(const ag::Tensor<T>& x, const HookSite<T>& at, Point scale_point,
                                     Point out_point) const {
   const ag::Tensor<T> centred = x - ag::mean(x, -1, /*keepdim=*/true);
-  const ag::Tensor<T> scale =
-      at(scale_point, ag::rsqrt(ag::add_scalar(ag::mean(centred * centred, -1, /*keepdim=*/true), eps)));
-  return at(out_point, centred * scale * weight + bias);
+  const ag::Tensor<T> scale = at(
+      scale_point, ag::rsqrt(ag::add_scalar(ag::mean(centred * centred, -1, /*keepdim=*/true), this->eps)));
+  return at(out_point, centred * scale * this->weight + this->bias);
 }
 
 template <typename T>
-MLP<T>::MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng, const std::string& activation, bool bias)
-    : fc1(d_model, d_ff, rng, bias), fc2(d_ff, d_model, rng, bias), relu(activation == "relu") {
-  if (activation != "gelu" && activation != "relu")
-    throw std::invalid_argument("MLP: activation must be \"gelu\" or \"relu\", got \"" + activation + "\"");
+std::unique_ptr<Norm<T>> make_norm(NormKind kind, int64_t dim) {
+  switch (kind) {
+    case NormKind::none:
+      return std::make_unique<IdentityNorm<T>>();
+    case NormKind::layer:
+      return std::make_unique<LayerNorm<T>>(dim);
+  }
+  throw std::invalid_argument("make_norm: unknown norm kind " + std::to_string(static_cast<int>(kind)));
+}
+
+template <typename T>
+ag::Tensor<T> activate(Activation activation, const ag::Tensor<T>& x) {
+  switch (activation) {
+    case Activation::gelu:
+      return ag::gelu(x);
+    case Activation::relu:
+      return ag::relu(x);
+  }
+  throw std::invalid_argument("activate: unknown activation " + std::to_string(static_cast<int>(activation)));
+}
+
+template <typename T>
+MLP<T>::MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng, Activation activation_, bool bias)
+    : fc1(d_model, d_ff, rng, bias), fc2(d_ff, d_model, rng, bias), activation(activation_) {
   this->register_module("fc1", &fc1);
   this->register_module("fc2", &fc2);
 }
@@ -46,6 +69,10 @@ template class Embedding<float>;
 template class Embedding<double>;
 template class LayerNorm<float>;
 template class LayerNorm<double>;
+template std::unique_ptr<Norm<float>> make_norm<float>(NormKind, int64_t);
+template std::unique_ptr<Norm<double>> make_norm<double>(NormKind, int64_t);
+template ag::Tensor<float> activate<float>(Activation, const ag::Tensor<float>&);
+template ag::Tensor<double> activate<double>(Activation, const ag::Tensor<double>&);
 template class MLP<float>;
 template class MLP<double>;
 

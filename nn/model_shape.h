@@ -1,12 +1,54 @@
-// The sizes of a CausalLM (nn/transformer.h). A run's config has this as its model section: train/config.h
-// reads, checks and documents it field by field (train/config_schema.cpp's model table), and the trainer
-// builds the model from it as it stands.
+// The sizes and options of a CausalLM (nn/transformer.h). A run's config has this as its model section:
+// train/config.h reads, checks and documents it field by field (train/config_schema.cpp's model table, which
+// also spells each option in JSON), and the trainer builds the model from it as it stands.
+//
+// A model option is an enum here. Code that only has a shape (hook points, parameter counts, the lens's
+// components) asks the constexpr facts below; code that has a model asks its modules (nn::Norm in
+// nn/layers.h). A switch over an option has no default, so the compiler lists every place a new value
+// must be handled.
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 namespace nn {
+
+// The normalisation before attention, the MLP and the unembedding (ln1, ln2, ln_f), per row of d_model:
+//   none   the identity;
+//   layer  LayerNorm: (x - mean x) / sqrt(mean((x - mean x)^2) + eps) * weight + bias.
+enum class NormKind { none, layer };
+// The MLP's nonlinearity: GELU (its tanh approximation) or ReLU.
+enum class Activation { gelu, relu };
+
+// Whether the model normalises at all: the ln*.scale and ln*.out hook points exist.
+constexpr bool has_norm(NormKind kind) {
+  switch (kind) {
+    case NormKind::none:
+      return false;
+    case NormKind::layer:
+      return true;
+  }
+  return false;
+}
+// Whether the norm subtracts each row's mean first, so that the stream's readers ignore its mean.
+constexpr bool norm_centres(NormKind kind) {
+  switch (kind) {
+    case NormKind::none:
+      return false;
+    case NormKind::layer:
+      return true;
+  }
+  return false;
+}
+// Whether the norm adds a bias after its weight (every norm but none has a weight).
+constexpr bool norm_has_bias(NormKind kind) {
+  switch (kind) {
+    case NormKind::none:
+      return false;
+    case NormKind::layer:
+      return true;
+  }
+  return false;
+}
 
 struct ModelShape {
   int64_t vocab = 0;    // token ids 0..vocab-1 (a config's 0 = the task's vocabulary, resolved on loading)
@@ -15,10 +57,10 @@ struct ModelShape {
   int64_t n_heads = 4;
   int64_t n_layers = 2;
   int64_t d_ff = 256;
-  bool attention_only = false;      // blocks without LN2 and MLP
-  bool layer_norm = true;           // false: no ln1, ln2 or ln_f anywhere (each is the identity)
-  std::string activation = "gelu";  // the MLP's: "gelu" (tanh approximation) or "relu"
-  bool bias = true;                 // false: no biases in the attention, MLP and unembedding linears
+  bool attention_only = false;               // blocks without LN2 and MLP
+  NormKind norm = NormKind::layer;           // ln1, ln2 and ln_f; none: each is the identity
+  Activation activation = Activation::gelu;  // the MLP's
+  bool bias = true;                          // false: no biases in the attention, MLP and unembedding linears
 };
 
 }  // namespace nn

@@ -4,6 +4,7 @@
 // float to train, double to check.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,15 @@
 #include "autograd/tensor.h"
 
 namespace nn {
+
+// What a parameter is, declared where it is registered: the optimiser chooses weight decay by it
+// (train/optimizer.h), never by the parameter's name.
+enum class ParamKind {
+  kWeight,     // a weight matrix that multiplies its input (Linear, attention)
+  kBias,       // an additive bias
+  kEmbedding,  // a row table read by index (tok_emb, pos_emb)
+  kNorm,       // a norm's weight or bias (nn::Norm)
+};
 
 template <typename T>
 class Module {
@@ -23,6 +33,7 @@ class Module {
   struct NamedParameter {
     std::string name;
     ag::Tensor<T>* tensor;
+    ParamKind kind;
   };
   // Every parameter of this module and its children, in registration order, names joined with '.'.
   std::vector<NamedParameter> named_parameters(const std::string& prefix = "") const {
@@ -40,21 +51,26 @@ class Module {
   }
 
  protected:
-  ag::Tensor<T>& register_parameter(const std::string& name, ag::Tensor<T> tensor) {
+  ag::Tensor<T>& register_parameter(const std::string& name, ag::Tensor<T> tensor, ParamKind kind) {
     tensor.set_requires_grad(true);
-    parameters_.push_back({name, std::make_unique<ag::Tensor<T>>(std::move(tensor))});
-    return *parameters_.back().second;
+    parameters_.push_back({name, std::make_unique<ag::Tensor<T>>(std::move(tensor)), kind});
+    return *parameters_.back().tensor;
   }
   void register_module(const std::string& name, Module* child) { children_.push_back({name, child}); }
 
  private:
   void collect(const std::string& prefix, std::vector<NamedParameter>& out) const {
     const std::string p = prefix.empty() ? "" : prefix + ".";
-    for (const auto& [name, tensor] : parameters_) out.push_back({p + name, tensor.get()});
+    for (const auto& [name, tensor, kind] : parameters_) out.push_back({p + name, tensor.get(), kind});
     for (const auto& [name, child] : children_) child->collect(p + name, out);
   }
 
-  std::vector<std::pair<std::string, std::unique_ptr<ag::Tensor<T>>>> parameters_;
+  struct Parameter {
+    std::string name;
+    std::unique_ptr<ag::Tensor<T>> tensor;
+    ParamKind kind;
+  };
+  std::vector<Parameter> parameters_;
   std::vector<std::pair<std::string, Module*>> children_;
 };
 

@@ -1,33 +1,32 @@
 #include "nn/training_forward.h"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace nn {
 
 template <typename T>
 ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor<T>& h) {
-  if (!block.ln1) return h;
-  return ag::layer_norm(h, block.ln1->weight, block.ln1->bias, block.ln1->eps);
+  return block.ln1->forward_fused(h);
 }
 
 template <typename T>
 ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid) {
   if (!block.mlp) return resid_mid;
   const MLP<T>& mlp = *block.mlp;
-  const LayerNorm<T>* ln2 = block.ln2.get();
-  const ag::Tensor<T> pre =
-      ln2 ? ag::layer_norm_linear(resid_mid, ln2->weight, ln2->bias, mlp.fc1.weight, mlp.fc1.bias, ln2->eps)
-          : ag::linear(resid_mid, mlp.fc1.weight, mlp.fc1.bias);
-  if (mlp.relu) return ag::linear(ag::relu(pre), mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
-  return ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+  const ag::Tensor<T> pre = block.ln2->forward_linear(resid_mid, mlp.fc1.weight, mlp.fc1.bias);
+  switch (mlp.activation) {
+    case Activation::gelu:
+      return ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+    case Activation::relu:
+      return ag::linear(ag::relu(pre), mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+  }
+  throw std::logic_error("mlp_residual: unknown activation");
 }
 
 template <typename T>
 ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h) {
-  const Linear<T>& head = model.lm_head;
-  if (!model.ln_f) return ag::linear(h, head.weight, head.bias);
-  const LayerNorm<T>& ln_f = *model.ln_f;
-  return ag::layer_norm_linear(h, ln_f.weight, ln_f.bias, head.weight, head.bias, ln_f.eps);
+  return model.ln_f->forward_linear(h, model.lm_head.weight, model.lm_head.bias);
 }
 
 namespace {

@@ -1,16 +1,17 @@
 // The training forward: CausalLM's function (nn/transformer.h) with every fusion the training path uses
 // and no hook points. It is what CausalLM::forward runs when given no Hooks; the reference forward (the
 // modules' forwards) states the math, and tests/nn/test_hooks.cpp holds the two equal (logits and every
-// gradient, to float rounding). Its fusions:
-//   - ln1 is one op (ag::layer_norm) feeding the three projections;
+// gradient, to float rounding). Each norm's fused ops are its own (nn::Norm's forward_fused and
+// forward_linear). Its fusions:
+//   - ln1 is one op (LayerNorm: ag::layer_norm) feeding the three projections;
 //   - attention is one op (ag::attention): no (B, H, T, S) scores tensor, no head split or merge copies;
 //   - the residual adds happen inside Wo's and fc2's products (ag::linear, ag::gelu_linear with a
 //     residual), so their outputs are never tensors of their own;
-//   - ln2 with fc1 and ln_f with lm_head are one op each (ag::layer_norm_linear): the LayerNorm's output
-//     is recomputed in backward instead of kept;
+//   - ln2 with fc1 and ln_f with lm_head are one op each (LayerNorm: ag::layer_norm_linear): the norm's
+//     output is recomputed in backward instead of kept;
 //   - GELU with fc2 is one op (ag::gelu_linear): GELU's output is never kept.
-// Without LayerNorm (model.layer_norm false) each LayerNorm is the identity and those products are plain
-// ag::linear; with ReLU, fc2 reads ag::relu's output.
+// With the norm kind none each norm is the identity and those products are plain ag::linear; with ReLU,
+// fc2 reads ag::relu's output.
 #pragma once
 
 #include "nn/transformer.h"
@@ -31,7 +32,7 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
                                     int64_t t, const std::vector<int64_t>& rows);
 
 // The fused pieces that the training forward and CausalLM::forward_cached share.
-// ln1(h), attention's input (h itself without LayerNorm).
+// ln1(h), attention's input (h itself with the norm kind none).
 template <typename T>
 ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor<T>& h);
 // resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only).

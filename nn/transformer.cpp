@@ -9,15 +9,12 @@ namespace nn {
 
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const ModelShape& s, ag::Rng& rng)
-    : ln1(s.layer_norm ? std::make_unique<LayerNorm<T>>(s.d_model) : nullptr),
-      attn(s.d_model, s.n_heads, rng, s.bias) {
-  if (ln1) this->register_module("ln1", ln1.get());
+    : ln1(make_norm<T>(s.norm, s.d_model)), attn(s.d_model, s.n_heads, rng, s.bias) {
+  this->register_module("ln1", ln1.get());
   this->register_module("attn", &attn);
   if (!s.attention_only) {
-    if (s.layer_norm) {
-      ln2 = std::make_unique<LayerNorm<T>>(s.d_model);
-      this->register_module("ln2", ln2.get());
-    }
+    ln2 = make_norm<T>(s.norm, s.d_model);
+    this->register_module("ln2", ln2.get());
     mlp = std::make_unique<MLP<T>>(s.d_model, s.d_ff, rng, s.activation, s.bias);
     this->register_module("mlp", mlp.get());
   }
@@ -27,12 +24,10 @@ template <typename T>
 ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask,
                                            const HookSite<T>& at) const {
   const ag::Tensor<T> resid_pre = at(Point::resid_pre, x);
-  const ag::Tensor<T> attn_in =
-      ln1 ? ln1->forward(resid_pre, at, Point::ln1_scale, Point::ln1_out) : resid_pre;
+  const ag::Tensor<T> attn_in = ln1->forward(resid_pre, at, Point::ln1_scale, Point::ln1_out);
   const ag::Tensor<T> resid_mid = at(Point::resid_mid, resid_pre + attn.forward(attn_in, mask, at));
   if (!mlp) return at(Point::resid_post, resid_mid);
-  const ag::Tensor<T> mlp_in =
-      ln2 ? ln2->forward(resid_mid, at, Point::ln2_scale, Point::ln2_out) : resid_mid;
+  const ag::Tensor<T> mlp_in = ln2->forward(resid_mid, at, Point::ln2_scale, Point::ln2_out);
   return at(Point::resid_post, resid_mid + mlp->forward(mlp_in, at));
 }
 
@@ -52,13 +47,13 @@ CausalLM<T>::CausalLM(const ModelShape& s, ag::Rng& rng)
       tok_emb(s.vocab, s.d_model, rng),
       pos_emb(s.max_len, s.d_model, rng),
       blocks(make_blocks<T>(s, rng)),
-      ln_f(s.layer_norm ? std::make_unique<LayerNorm<T>>(s.d_model) : nullptr),
+      ln_f(make_norm<T>(s.norm, s.d_model)),
       lm_head(s.d_model, s.vocab, rng, s.bias) {
   this->register_module("tok_emb", &tok_emb);
   this->register_module("pos_emb", &pos_emb);
   for (size_t i = 0; i < blocks.size(); ++i)
     this->register_module("blocks." + std::to_string(i), blocks[i].get());
-  if (ln_f) this->register_module("ln_f", ln_f.get());
+  this->register_module("ln_f", ln_f.get());
   this->register_module("lm_head", &lm_head);
 }
 
@@ -100,7 +95,7 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
   for (size_t l = 0; l < blocks.size(); ++l)
     h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
   const HookSite<T> at(hooks);
-  const ag::Tensor<T> final = ln_f ? ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out) : h;
+  const ag::Tensor<T> final = ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out);
   return at(Point::logits, lm_head.forward(final));
 }
 

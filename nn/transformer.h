@@ -2,7 +2,7 @@
 //   h = tok_emb[tokens] + pos_emb[positions]
 //   per block: h = h + attn(ln1(h));  h = h + mlp(ln2(h))   (no ln2 and mlp if attention_only)
 //   logits = lm_head(ln_f(h))
-// Without LayerNorm (shape.layer_norm false) ln1, ln2 and ln_f are absent: each is the identity.
+// ln1, ln2 and ln_f are norms of shape.norm (nn::Norm); of kind none each is the identity.
 // Parameter names (and so checkpoint names) follow docs/architecture.md's table through the Module registry.
 // The modules' forwards are the reference: plain ops, a hook at every point of nn/hook_points.h. Training
 // runs nn/training_forward.cpp, the same function with fused ops and no hooks; CausalLM::forward picks it
@@ -21,16 +21,16 @@ namespace nn {
 template <typename T>
 class TransformerBlock : public Module<T> {
  public:
-  // A block of a model of this shape (its d_model, n_heads, d_ff, attention_only, layer_norm, activation
-  // and bias).
+  // A block of a model of this shape (its d_model, n_heads, d_ff, attention_only, norm, activation and
+  // bias).
   TransformerBlock(const ModelShape& shape, ag::Rng& rng);
   // x (B, T, D) -> (B, T, D); `at` runs the hooks of this block (prefix "blocks.L.").
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, const HookSite<T>& at = {}) const;
 
-  std::unique_ptr<LayerNorm<T>> ln1;  // null without LayerNorm
+  std::unique_ptr<Norm<T>> ln1;
   MultiHeadAttention<T> attn;
-  std::unique_ptr<LayerNorm<T>> ln2;  // null when attention_only or without LayerNorm
-  std::unique_ptr<MLP<T>> mlp;        // null when attention_only
+  std::unique_ptr<Norm<T>> ln2;  // null when attention_only
+  std::unique_ptr<MLP<T>> mlp;   // null when attention_only
 };
 
 template <typename T>
@@ -67,7 +67,7 @@ class CausalLM : public Module<T> {
   ModelShape shape;
   Embedding<T> tok_emb, pos_emb;
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks;
-  std::unique_ptr<LayerNorm<T>> ln_f;  // null without LayerNorm
+  std::unique_ptr<Norm<T>> ln_f;
   Linear<T> lm_head;
 };
 

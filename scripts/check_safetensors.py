@@ -162,7 +162,7 @@ def check_model(state_dict, metadata, forward_json=None):
     # Without a config, the names say what they can; the activation and the head count cannot be seen.
     model = {"n_layers": max(layers) + 1 if layers else 0, "n_heads": 1,
              "attention_only": not any(k.endswith(".mlp.fc1.weight") for k in state_dict),
-             "layer_norm": "ln_f.weight" in state_dict, "bias": "lm_head.bias" in state_dict}
+             "norm": "layer" if "ln_f.weight" in state_dict else "none", "bias": "lm_head.bias" in state_dict}
     if "config" in metadata:  # the resolved config says what the model should be
         try:
             model = json.loads(metadata["config"]).get("model", {})
@@ -178,7 +178,7 @@ def check_model(state_dict, metadata, forward_json=None):
         return [f"{e} (__metadata__.config)"]
     o = module.options
     print(f"model: vocab={vocab} max_len={max_len} d_model={d_model} d_ff={o['d_ff']} n_layers={o['n_layers']} "
-          f"n_heads={o['n_heads']} attention_only={o['attention_only']} layer_norm={o['layer_norm']} "
+          f"n_heads={o['n_heads']} attention_only={o['attention_only']} norm={o['norm']} "
           f"activation={o['activation']} bias={o['bias']}")
     expected = list(module.state_dict())
     problems = [f"missing tensor ({n})" for n in expected if n not in state_dict]

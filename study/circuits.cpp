@@ -33,14 +33,14 @@ VectorXd to_vector(const ag::Tensor<float>& t) {
   return v;
 }
 
-// A LayerNorm's weight, ones without LayerNorm (the identity).
-VectorXd ln_weight(const nn::LayerNorm<float>* ln, int64_t d_model) {
-  return ln ? to_vector(ln->weight) : VectorXd::Ones(d_model);
+// A norm's weight, ones where it has none (the identity).
+VectorXd ln_weight(const nn::Norm<float>& norm, int64_t d_model) {
+  return norm.weight.defined() ? to_vector(norm.weight) : VectorXd::Ones(d_model);
 }
 
 // W_U (D x V): lm_head.weight^T with ln_f.weight folded in row-wise.
 MatrixXd unembedding(const nn::CausalLM<float>& model) {
-  return ln_weight(model.ln_f.get(), model.shape.d_model).asDiagonal() *
+  return ln_weight(*model.ln_f, model.shape.d_model).asDiagonal() *
          to_matrix(model.lm_head.weight).transpose();
 }
 
@@ -71,7 +71,7 @@ HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head) 
   check_head(model, layer, head);
   const auto& block = *model.blocks[layer];
   const int64_t dk = block.attn.dk;
-  const VectorXd ln1 = ln_weight(block.ln1.get(), model.shape.d_model);
+  const VectorXd ln1 = ln_weight(*block.ln1, model.shape.d_model);
   HeadWeights w;
   w.WQ = ln1.asDiagonal() * to_matrix(block.attn.wq.weight).middleRows(head * dk, dk).transpose();
   w.WK = ln1.asDiagonal() * to_matrix(block.attn.wk.weight).middleRows(head * dk, dk).transpose();
@@ -138,15 +138,16 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
   const auto& block = *model.blocks[0];
   const int64_t dk = block.attn.dk;
   const MatrixXd P = to_matrix(model.pos_emb.weight).topRows(positions);
-  MatrixXd X = P;  // ln1(P); P itself without LayerNorm
-  if (const nn::LayerNorm<float>* ln1 = block.ln1.get()) {
-    const VectorXd g = to_vector(ln1->weight), beta = to_vector(ln1->bias);
+  MatrixXd X = P;  // ln1(P); P itself with the identity norm
+  const nn::Norm<float>& ln1 = *block.ln1;
+  if (ln1.normalises()) {
+    const VectorXd g = ln_weight(ln1, model.shape.d_model);
+    const VectorXd beta = ln1.bias.defined() ? to_vector(ln1.bias) : VectorXd::Zero(model.shape.d_model);
     for (Eigen::Index i = 0; i < P.rows(); ++i) {
-      const double mean = P.row(i).mean();
+      const double mean = ln1.centres() ? P.row(i).mean() : 0.0;
       const double var = (P.row(i).array() - mean).square().mean();
       const VectorXd centred = P.row(i).transpose().array() - mean;
-      X.row(i) =
-          (centred.array() / std::sqrt(var + ln1->eps) * g.array() + beta.array()).matrix().transpose();
+      X.row(i) = (centred.array() / std::sqrt(var + ln1.eps) * g.array() + beta.array()).matrix().transpose();
     }
   }
   const MatrixXd Wq = to_matrix(block.attn.wq.weight).middleRows(head * dk, dk);
@@ -197,7 +198,7 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
   out.heads.assign(static_cast<size_t>(L * H), 0.0);
   if (mlp) out.mlps.assign(L, 0.0);
   int64_t scored = 0;
-  const nn::LayerNorm<float>* ln_f = model.ln_f.get();  // null without LayerNorm: the identity
+  const nn::Norm<float>& ln_f = *model.ln_f;
   auto row = [D](const ag::Tensor<float>& t, int64_t r) {
     return Eigen::Map<const Eigen::VectorXf>(t.data() + r * D, D).cast<double>().eval();
   };
@@ -212,11 +213,13 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
       if (target < 0) continue;
       ++scored;
       VectorXd g = WU.col(target) - mean_u;
-      if (ln_f) {
+      if (ln_f.normalises()) {
         const VectorXd x = row(final_resid, r);
-        const double sigma = std::sqrt((x.array() - x.mean()).square().mean() + ln_f->eps);
+        const double mean = ln_f.centres() ? x.mean() : 0.0;
+        const double sigma = std::sqrt((x.array() - mean).square().mean() + ln_f.eps);
         // Centring c before the dot equals dotting c with the centred direction.
-        g = (g.array() - g.mean()).matrix() / sigma;
+        if (ln_f.centres()) g = (g.array() - g.mean()).matrix();
+        g /= sigma;
       }
       out.embed += row(embed, r).dot(g);
       for (int l = 0; l < L; ++l) {

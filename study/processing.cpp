@@ -1,32 +1,41 @@
 // Weight processing (see processing.h).
 #include "study/processing.h"
 
+#include <initializer_list>
+
 namespace study {
 namespace {
 
-// LayerNorm (w, b) folded into the Linear (W [out, in], bias) that reads it, W's rows centred; the
-// LayerNorm left as weight 1, bias 0.
+// A norm's weight w and bias b (each where it has one) folded into the Linear (W [out, in], bias) that
+// reads it, W's rows centred when the norm centres its input (a constant per row then reads nothing).
 template <typename T>
-void fold(nn::LayerNorm<T>& ln, nn::Linear<T>& reader) {
+void fold(const nn::Norm<T>& norm, nn::Linear<T>& reader) {
   const int64_t out = reader.weight.size(0), in = reader.weight.size(1);
   T* W = reader.weight.data();
-  T* w = ln.weight.data();
-  T* b = ln.bias.data();
+  const T* w = norm.weight.defined() ? norm.weight.data() : nullptr;
+  const T* b = norm.bias.defined() ? norm.bias.data() : nullptr;
   for (int64_t o = 0; o < out; ++o) {
     double shift = 0, mean = 0;
-    for (int64_t i = 0; i < in; ++i) shift += double(W[o * in + i]) * double(b[i]);
-    if (reader.bias.defined()) reader.bias.data()[o] = T(double(reader.bias.data()[o]) + shift);
+    if (b) {
+      for (int64_t i = 0; i < in; ++i) shift += double(W[o * in + i]) * double(b[i]);
+      if (reader.bias.defined()) reader.bias.data()[o] = T(double(reader.bias.data()[o]) + shift);
+    }
     for (int64_t i = 0; i < in; ++i) {
-      W[o * in + i] = T(double(W[o * in + i]) * double(w[i]));
+      if (w) W[o * in + i] = T(double(W[o * in + i]) * double(w[i]));
       mean += double(W[o * in + i]) / double(in);
     }
-    for (int64_t i = 0; i < in; ++i) W[o * in + i] = T(double(W[o * in + i]) - mean);
+    if (norm.centres())
+      for (int64_t i = 0; i < in; ++i) W[o * in + i] = T(double(W[o * in + i]) - mean);
   }
 }
 
+// The folded norm left as weight 1, bias 0.
 template <typename T>
-void finish_fold(nn::LayerNorm<T>& ln) {
-  for (int64_t i = 0; i < ln.weight.numel(); ++i) ln.weight.data()[i] = T(1), ln.bias.data()[i] = T(0);
+void finish_fold(nn::Norm<T>& norm) {
+  if (norm.weight.defined())
+    for (int64_t i = 0; i < norm.weight.numel(); ++i) norm.weight.data()[i] = T(1);
+  if (norm.bias.defined())
+    for (int64_t i = 0; i < norm.bias.numel(); ++i) norm.bias.data()[i] = T(0);
 }
 
 // Each column of W (rows x cols) minus its mean over the rows (axis 0), or each row minus its mean over
@@ -60,31 +69,29 @@ std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model)
   const auto to = out->named_parameters();
   for (size_t i = 0; i < from.size(); ++i) to[i].tensor->assign(from[i].tensor->to_vector());
   nn::CausalLM<T>& m = *out;
-  // Without LayerNorm there is nothing to fold.
+  // The identity norm (kind none) folds nothing.
+  auto fold_all = [](nn::Norm<T>& norm, std::initializer_list<nn::Linear<T>*> readers) {
+    if (!norm.normalises()) return;
+    for (nn::Linear<T>* reader : readers) fold(norm, *reader);
+    finish_fold(norm);
+  };
   for (auto& block : m.blocks) {
-    if (block->ln1) {
-      for (nn::Linear<T>* reader : {&block->attn.wq, &block->attn.wk, &block->attn.wv})
-        fold(*block->ln1, *reader);
-      finish_fold(*block->ln1);
-    }
-    if (block->ln2) {
-      fold(*block->ln2, block->mlp->fc1);
-      finish_fold(*block->ln2);
-    }
+    fold_all(*block->ln1, {&block->attn.wq, &block->attn.wk, &block->attn.wv});
+    if (block->mlp) fold_all(*block->ln2, {&block->mlp->fc1});
   }
-  if (m.ln_f) {
-    fold(*m.ln_f, m.lm_head);
-    finish_fold(*m.ln_f);
-  }
-  // Writers to the stream, centred over d_model.
-  centre(m.tok_emb.weight, 1);
-  centre(m.pos_emb.weight, 1);
-  for (auto& block : m.blocks) {
-    centre(block->attn.wo.weight, 0);
-    if (block->attn.wo.bias.defined()) centre(block->attn.wo.bias, 1);
-    if (block->mlp) {
-      centre(block->mlp->fc2.weight, 0);
-      if (block->mlp->fc2.bias.defined()) centre(block->mlp->fc2.bias, 1);
+  fold_all(*m.ln_f, {&m.lm_head});
+  // Writers to the stream, centred over d_model, when every reader of the stream (each a norm of the same
+  // kind) removes its mean; otherwise the stream's mean is read and stays.
+  if (m.ln_f->centres()) {
+    centre(m.tok_emb.weight, 1);
+    centre(m.pos_emb.weight, 1);
+    for (auto& block : m.blocks) {
+      centre(block->attn.wo.weight, 0);
+      if (block->attn.wo.bias.defined()) centre(block->attn.wo.bias, 1);
+      if (block->mlp) {
+        centre(block->mlp->fc2.weight, 0);
+        if (block->mlp->fc2.bias.defined()) centre(block->mlp->fc2.bias, 1);
+      }
     }
   }
   // The unembedding, centred over the vocabulary.

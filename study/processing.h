@@ -1,11 +1,12 @@
 // Weight processing as TransformerLens does it by default (fold_ln, center_writing_weights,
 // center_unembed), on a copy of the model:
-//   - fold each LayerNorm's weight w and bias b into the Linear that reads it (ln1 into wq, wk, wv; ln2 into
-//     fc1; ln_f into lm_head): W' = W diag(w), bias' = bias + W b, then centre each row of W' over its
-//     inputs (the normalised input has zero mean, so a constant per row reads nothing); the LayerNorm keeps
-//     weight 1 and bias 0;
-//   - centre every weight that writes to the residual stream over d_model: tok_emb and pos_emb rows, wo's
-//     and fc2's columns and their biases (every reader of the stream is a LayerNorm, which removes the mean);
+//   - fold each norm's weight w and bias b into the Linear that reads it (ln1 into wq, wk, wv; ln2 into
+//     fc1; ln_f into lm_head): W' = W diag(w), bias' = bias + W b, then, when the norm centres (LayerNorm),
+//     centre each row of W' over its inputs (the normalised input has zero mean, so a constant per row
+//     reads nothing); the norm keeps weight 1 and bias 0;
+//   - when the norms centre, centre every weight that writes to the residual stream over d_model: tok_emb
+//     and pos_emb rows, wo's and fc2's columns and their biases (every reader of the stream is a norm that
+//     removes the mean; without one the stream's mean is read, and the writers stay as they are);
 //   - centre the unembedding over the vocabulary: lm_head.weight's columns and its bias (softmax ignores a
 //     constant added to every logit).
 // The processed model gives the same log-probabilities (to float rounding; the logits differ by a constant

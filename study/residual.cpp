@@ -26,7 +26,7 @@ std::vector<std::string> lens_component_names(const nn::ModelShape& shape) {
     if (shape.bias) out.push_back(attn_bias_name(l));
     if (!shape.attention_only) out.push_back(mlp_name(l));
   }
-  if (shape.layer_norm) out.push_back("ln_f.bias");
+  if (nn::norm_has_bias(shape.norm)) out.push_back("ln_f.bias");
   if (shape.bias) out.push_back("lm_head.bias");
   return out;
 }
@@ -59,9 +59,9 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
   for (int l = 0; l < L; ++l) points.push_back(nn::hook_name(nn::Point::resid_pre, l));
   points.push_back(nn::hook_name(nn::Point::resid_post, L - 1));
   for (const std::string& p : points) hooks.capture(p);
-  const nn::LayerNorm<T>* ln_f = model.ln_f.get();  // null without LayerNorm: the identity
+  const nn::Norm<T>& ln_f = *model.ln_f;
   const std::string ln_f_scale = nn::hook_name(nn::Point::ln_f_scale);
-  if (ln_f) hooks.capture(ln_f_scale);
+  if (ln_f.normalises()) hooks.capture(ln_f_scale);
   for (int l = 0; l < L; ++l) {
     hooks.capture(nn::hook_name(nn::Point::attn_z, l));
     if (!model.shape.attention_only) hooks.capture(nn::hook_name(nn::Point::mlp_out, l));
@@ -78,8 +78,8 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
     if (u[v] != 0.0)
       for (int64_t d = 0; d < D; ++d) dir[d] += u[v] * double(Wu[v * D + d]);
   double bias_ln = 0, bias_lm = 0;
-  if (ln_f)
-    for (int64_t d = 0; d < D; ++d) bias_ln += double(ln_f->bias.data()[d]) * dir[d];
+  if (ln_f.bias.defined())
+    for (int64_t d = 0; d < D; ++d) bias_ln += double(ln_f.bias.data()[d]) * dir[d];
   if (model.lm_head.bias.defined())
     for (int64_t v = 0; v < V; ++v) bias_lm += double(model.lm_head.bias.data()[v]) * u[v];
 
@@ -95,17 +95,20 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
     for (int64_t d = 0; d < D; ++d) s += double(x[d]) * g[d];
     return s;
   };
-  const T* scale = ln_f ? hooks.captured(ln_f_scale).data() : nullptr;
+  const T* scale = ln_f.normalises() ? hooks.captured(ln_f_scale).data() : nullptr;
+  const T* weight = ln_f.weight.defined() ? ln_f.weight.data() : nullptr;
   for (int64_t t = 0; t < n; ++t) {
-    // g_c(t): ln_f's scale and weight times the direction, centred (the direction itself without ln_f).
+    // g_c(t): ln_f's scale and weight times the direction, centred when ln_f centres (the direction itself
+    // with the identity norm).
     std::vector<double> g(dir);
-    if (ln_f) {
+    if (scale) {
       double mean = 0;
       for (int64_t d = 0; d < D; ++d) {
-        g[d] = double(scale[t]) * double(ln_f->weight.data()[d]) * dir[d];
+        g[d] = double(scale[t]) * (weight ? double(weight[d]) : 1.0) * dir[d];
         mean += g[d] / double(D);
       }
-      for (double& x : g) x -= mean;
+      if (ln_f.centres())
+        for (double& x : g) x -= mean;
     }
     for (size_t p = 0; p < points.size(); ++p)
       acc[p][t] = dot(hooks.captured(points[p]).data() + t * D, g) + bias_ln + bias_lm;
@@ -129,7 +132,7 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
       if (!model.shape.attention_only)
         comp[c++][t] = dot(hooks.captured(nn::hook_name(nn::Point::mlp_out, l)).data() + t * D, g);
     }
-    if (ln_f) comp[c++][t] = bias_ln;
+    if (ln_f.bias.defined()) comp[c++][t] = bias_ln;
     if (model.lm_head.bias.defined()) comp[c++][t] = bias_lm;
     const T* row = logits.data() + t * V;
     double m = 0;

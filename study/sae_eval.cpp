@@ -239,7 +239,7 @@ std::vector<float> decoder_logit_effects(const nn::CausalLM<float>& model, const
   } else {
     return std::vector<float>(static_cast<size_t>(M * V), 0.f);
   }
-  if (model.ln_f) {  // ln_f's weight folded in (without LayerNorm the direction reaches W_U as it is)
+  if (model.ln_f->weight.defined()) {  // ln_f's weight folded in (the identity norm has none)
     const Eigen::VectorXf g = ag::ConstVecMap<float>(model.ln_f->weight.data(), Dm);
     dirs = dirs * g.asDiagonal();
   }

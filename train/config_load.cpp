@@ -21,6 +21,9 @@ using io::Section;
 using io::shown;
 using nlohmann::json;
 
+// model.norm's older spelling, a boolean, still read (and settable with --set) but never written.
+constexpr const char* kLayerNormKey = "layer_norm";
+
 [[noreturn]] void fail(const std::string& pointer, const std::string& message) {
   io::field_fail(pointer, message);
 }
@@ -58,7 +61,16 @@ Config validate(const json& document, bool for_this_machine) {
 
   const Section model = root.section("model");
   ModelConfig& m = config.model;
-  model.read_fields(model_fields(), m);
+  model.read_fields(model_fields(), m, {kLayerNormKey});
+  if (model.has(kLayerNormKey)) {  // the older spelling of model.norm: true is "layer", false "none"
+    bool layer_norm = true;
+    model.read(kLayerNormKey, layer_norm);
+    const nn::NormKind said = layer_norm ? nn::NormKind::layer : nn::NormKind::none;
+    if (model.has("norm") && m.norm != said)
+      fail(model.pointer(kLayerNormKey),
+           std::string(layer_norm ? "true" : "false") + " contradicts model.norm (give one of the two)");
+    m.norm = said;
+  }
   if (m.d_model % m.n_heads != 0) {
     fail(model.pointer("n_heads"),
          std::to_string(m.n_heads) + " does not divide d_model " + std::to_string(m.d_model));
@@ -121,7 +133,7 @@ Config validate(const json& document, bool for_this_machine) {
 
 // The pointer of every field and section a --set may name: "/train", "/train/steps", ...
 std::set<std::string> settable_pointers() {
-  std::set<std::string> pointers;
+  std::set<std::string> pointers = {child("/model", kLayerNormKey)};
   const json defaults = to_json(Config{});  // named: items() of a temporary would dangle in the loop
   for (const auto& item : defaults.items()) {
     pointers.insert(child("", item.key()));

@@ -65,11 +65,12 @@ const Table<ModelConfig>& model_fields() {
       {"n_layers", &ModelConfig::n_layers, "transformer blocks", at_least(1)},
       {"d_ff", &ModelConfig::d_ff, "hidden width of each MLP (unused when `attention_only`)", at_least(1)},
       {"attention_only", &ModelConfig::attention_only, "blocks without LN2 and MLP"},
-      {"layer_norm", &ModelConfig::layer_norm,
-       "LayerNorm before attention, the MLP and the unembedding; "
-       "false: none anywhere (ln1, ln2 and ln_f are the identity)"},
-      {"activation", &ModelConfig::activation, "the MLP's nonlinearity (GELU is the tanh approximation)",
-       one_of({"gelu", "relu"})},
+      {"norm", io::named(&ModelConfig::norm, {{nn::NormKind::layer, "layer"}, {nn::NormKind::none, "none"}}),
+       "the norm before attention, the MLP and the unembedding (ln1, ln2, ln_f): LayerNorm, or none (each is "
+       "the identity); `layer_norm` true or false, read as `layer` or `none`, is the older spelling"},
+      {"activation",
+       io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"}, {nn::Activation::relu, "relu"}}),
+       "the MLP's nonlinearity (GELU is the tanh approximation)"},
       {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},
       {"max_len", &ModelConfig::max_len, "size of the position embedding", rule("0, or >= the task's T"),
        kFixed, "the task's T"},

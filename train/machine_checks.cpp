@@ -98,7 +98,9 @@ void check_memory(const Config& config, int seq_len) {
 
 double parameter_count(const ModelConfig& m) {
   const double D = m.d_model, F = m.d_ff, V = m.vocab;
-  const double ln = m.layer_norm ? 2 * D : 0, b = m.bias ? 1 : 0;
+  // A norm's weight and its bias, where it has them.
+  const double ln = D * ((nn::has_norm(m.norm) ? 1 : 0) + (nn::norm_has_bias(m.norm) ? 1 : 0));
+  const double b = m.bias ? 1 : 0;
   const double attention = ln + 4 * (D * D + b * D);                             // ln1, wq wk wv wo
   const double mlp = m.attention_only ? 0 : ln + D * F + b * F + F * D + b * D;  // ln2, fc1, fc2
   return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + ln + D * V + b * V;

@@ -59,15 +59,8 @@ double norm_of_spans(const std::vector<OptimParam>& params, const std::vector<Sp
 
 }  // namespace
 
-bool uses_weight_decay(const std::string& name, const std::string& decay) {
-  if (decay == "all") return true;
-  auto ends_with = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  if (!ends_with(".weight")) return false;
-  if (name.rfind("tok_emb.", 0) == 0 || name.rfind("pos_emb.", 0) == 0) return false;
-  return name.find("ln1.") == std::string::npos && name.find("ln2.") == std::string::npos &&
-         name.rfind("ln_f.", 0) != 0;
+bool uses_weight_decay(nn::ParamKind kind, const std::string& decay) {
+  return decay == "all" || kind == nn::ParamKind::kWeight;
 }
 
 AdamW::AdamW(std::vector<OptimParam> params, double weight_decay, double beta1, double beta2, double eps)

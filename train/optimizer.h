@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "nn/module.h"
 #include "train/config.h"
 
 namespace train {
@@ -16,9 +17,11 @@ struct OptimParam {
   bool decay;  // weight decay applies
 };
 
-// Whether weight decay applies to a parameter under train.decay: "all" every parameter (torch.optim.AdamW's
-// default); "weights" the Linear weights only, never biases, LayerNorm or the embeddings (GPT-2's rule).
-bool uses_weight_decay(const std::string& parameter_name, const std::string& decay = "weights");
+// Whether weight decay applies to a parameter of this kind (declared where the module registers it) under
+// train.decay: "all" every parameter (torch.optim.AdamW's default); "weights" the weight matrices only
+// (nn::ParamKind::kWeight: the Linear and attention weights), never biases, norms or the embeddings
+// (GPT-2's rule).
+bool uses_weight_decay(nn::ParamKind kind, const std::string& decay = "weights");
 
 class AdamW {
  public:

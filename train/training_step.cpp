@@ -12,7 +12,7 @@ namespace {
 std::vector<OptimParam> optim_params(nn::CausalLM<float>& model, const std::string& decay) {
   std::vector<OptimParam> params;
   for (auto& p : model.named_parameters())
-    params.push_back({p.name, p.tensor, uses_weight_decay(p.name, decay)});
+    params.push_back({p.name, p.tensor, uses_weight_decay(p.kind, decay)});
   return params;
 }
 }  // namespace

@@ -40,8 +40,8 @@ nn::ModelShape shape(bool attention_only = false) {
 // biases).
 std::vector<nn::ModelShape> variants() {
   nn::ModelShape bare = shape();
-  bare.layer_norm = false;
-  bare.activation = "relu";
+  bare.norm = nn::NormKind::none;
+  bare.activation = nn::Activation::relu;
   bare.bias = false;
   return {shape(), shape(/*attention_only=*/true), bare};
 }
@@ -113,9 +113,10 @@ BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
     for (const nn::HookPoint& row : nn::kHookPoints)
       for (size_t l = 0; l < (row.in_block ? 2u : 1u); ++l) {
         const bool present = std::count(points.begin(), points.end(), nn::hook_name(row.point, l)) == 1;
-        const bool mlp_point = row.needs == nn::Needs::mlp || row.needs == nn::Needs::mlp_layer_norm;
-        const bool ln_point = row.needs == nn::Needs::layer_norm || row.needs == nn::Needs::mlp_layer_norm;
-        const bool absent = (variant.attention_only && mlp_point) || (!variant.layer_norm && ln_point);
+        const bool mlp_point = row.needs == nn::Needs::mlp || row.needs == nn::Needs::mlp_norm;
+        const bool ln_point = row.needs == nn::Needs::norm || row.needs == nn::Needs::mlp_norm;
+        const bool absent =
+            (variant.attention_only && mlp_point) || (!nn::has_norm(variant.norm) && ln_point);
         BOOST_TEST(present == !absent, nn::hook_name(row.point, l));
       }
     for (const std::string& p : points) hooks.capture(p);

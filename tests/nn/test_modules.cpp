@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(gradcheck_transformer_blocks) {
   nn::ModelShape s{7, 6, 8, 2, 1, 16, false};
   nn::ModelShape attention_only = s, bare = s;
   attention_only.attention_only = true;
-  bare.layer_norm = false, bare.activation = "relu", bare.bias = false;
+  bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
   for (const nn::ModelShape& shape : {s, attention_only, bare}) {
     nn::TransformerBlock<double> block(shape, rng);
     check_module(block, random_tensor({2, 5, 8}, 50),
@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(gradcheck_transformer_blocks) {
 BOOST_AUTO_TEST_CASE(gradcheck_whole_causal_lm_loss_with_causal_and_padding_masks) {
   nn::ModelShape s{7, 6, 8, 2, 2, 16, false};
   nn::ModelShape bare = s;  // the grokking model's options
-  bare.layer_norm = false, bare.activation = "relu", bare.bias = false;
+  bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
   for (const nn::ModelShape& shape : {s, bare}) {
     ag::Rng rng(6);
     nn::CausalLM<double> model(shape, rng);

@@ -1,7 +1,8 @@
 // Weight processing (study/processing.h): the processed model gives the same log-probabilities (1e-5 in
 // float32, 1e-10 in float64) on models with and without MLPs whose LayerNorms and biases are not the
 // initial 1 and 0, and on the trained induction_small checkpoint; its LayerNorms are 1 and 0, its writing
-// weights and unembedding are centred, and the original model is unchanged; every processed parameter of
+// weights and unembedding are centred, and the original model is unchanged (without a norm, the same
+// log-probabilities with the writers left as they are); every processed parameter of
 // induction_small matches PyTorch's processing (fixture residual_small.json) to 1e-4.
 #define BOOST_TEST_MODULE processing
 #include <boost/test/unit_test.hpp>
@@ -107,6 +108,20 @@ BOOST_AUTO_TEST_CASE(same_log_probs_in_float32_within_1e_5) {
 
 BOOST_AUTO_TEST_CASE(same_log_probs_in_float64_within_1e_10) {
   for (bool attention_only : {false, true}) check<double>(attention_only, 1e-10);
+}
+
+// The grokking model's options: without a norm nothing is folded and the stream's writers stay as they are
+// (its readers see the stream's mean); the unembedding is still centred over the vocabulary.
+BOOST_AUTO_TEST_CASE(same_log_probs_without_a_norm) {
+  nn::ModelShape s = shape(false);
+  s.norm = nn::NormKind::none, s.activation = nn::Activation::relu, s.bias = false;
+  ag::Rng rng(4);
+  nn::CausalLM<double> model(s, rng);
+  perturb(model);
+  const auto processed = study::processed_weights(model);
+  BOOST_TEST(worst_difference(model, *processed, kIds, 2) <= 1e-10);
+  BOOST_TEST((processed->tok_emb.weight.to_vector() == model.tok_emb.weight.to_vector()));
+  BOOST_TEST((processed->lm_head.weight.to_vector() != model.lm_head.weight.to_vector()));
 }
 
 BOOST_AUTO_TEST_CASE(same_log_probs_on_a_trained_checkpoint) {

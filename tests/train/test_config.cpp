@@ -250,6 +250,28 @@ BOOST_AUTO_TEST_CASE(set_overrides_apply) {
   BOOST_TEST(load_config(write_config("empty.json", "{}"), {"output.probes=0"}).output.probes == 0);
 }
 
+// model.norm's older spelling, layer_norm, still reads (from a file and with --set), is never written, and
+// may not contradict model.norm.
+BOOST_AUTO_TEST_CASE(layer_norm_is_the_older_spelling_of_norm) {
+  const std::string none = write_config("layer_norm.json", R"({"model": {"layer_norm": false}})");
+  BOOST_TEST((load_config(none).model.norm == nn::NormKind::none));
+  BOOST_TEST((load_config(write_config("ln_true.json", R"({"model": {"layer_norm": true}})")).model.norm ==
+              nn::NormKind::layer));
+  BOOST_TEST((load_config(write_config("empty.json", "{}"), {"model.layer_norm=false"}).model.norm ==
+              nn::NormKind::none));
+  BOOST_TEST((load_config(write_config("norm.json", R"({"model": {"norm": "none", "layer_norm": false}})"))
+                  .model.norm == nn::NormKind::none));
+  const nlohmann::json written = train::to_json(load_config(none));
+  BOOST_TEST(written["model"]["norm"] == "none");
+  BOOST_TEST(!written["model"].contains("layer_norm"));
+  BOOST_TEST(error_of_text(R"({"model": {"norm": "none", "layer_norm": true}})") ==
+             "<file>: /model/layer_norm: true contradicts model.norm (give one of the two)");
+  BOOST_TEST(error_of_text(R"({"model": {"layer_norm": "yes"}})") ==
+             "<file>: /model/layer_norm: expected true or false, got string \"yes\"");
+  BOOST_TEST(error_of_text(R"({"model": {"norm": "batch"}})") ==
+             "<file>: /model/norm: expected \"layer\" or \"none\", got \"batch\"");
+}
+
 BOOST_AUTO_TEST_CASE(set_errors_name_the_override) {
   const std::string path = kSource + "/configs/reverse.json";
   BOOST_TEST(error_of(path, {"train.stepz=5"}) == "--set train.stepz=5: /train/stepz: unknown key");

@@ -75,7 +75,7 @@ void write_checkpoint(const std::string& run, const Config& config, int64_t step
   auto model = train::make_model<float>(config);
   std::vector<train::OptimParam> params;
   for (auto& p : model->named_parameters())
-    params.push_back({p.name, p.tensor, train::uses_weight_decay(p.name)});
+    params.push_back({p.name, p.tensor, train::uses_weight_decay(p.kind)});
   train::AdamW optimizer(params, config.train.weight_decay);
   optimizer.set_steps_taken(step);
   train::save_checkpoint(run, config, *model, optimizer, ag::Rng(7), step);
@@ -92,7 +92,7 @@ std::string optimizer_error(const std::string& run, const Config& config, int64_
   auto model = train::make_model<float>(config);
   std::vector<train::OptimParam> params;
   for (auto& p : model->named_parameters())
-    params.push_back({p.name, p.tensor, train::uses_weight_decay(p.name)});
+    params.push_back({p.name, p.tensor, train::uses_weight_decay(p.kind)});
   train::AdamW optimizer(params, config.train.weight_decay);
   ag::Rng rng(1);
   return error_of([&] {
