@@ -38,6 +38,7 @@ endforeach()
 file(GLOB PYTHON_SOURCES CONFIGURE_DEPENDS python/*.cpp)
 add_library(attograd_python MODULE ${PYTHON_SOURCES})
 target_link_libraries(attograd_python PRIVATE attograd_study pybind11::module)
+attograd_fast_build(attograd_python UNITY 4 <Eigen/Core> <nlohmann/json.hpp> <pybind11/pybind11.h>)
 pybind11_extension(attograd_python)  # the interpreter's suffix: attograd.cpython-311-x86_64-linux-gnu.so
 set_target_properties(attograd_python PROPERTIES OUTPUT_NAME attograd CXX_VISIBILITY_PRESET hidden
                                                  LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/python)

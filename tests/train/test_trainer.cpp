@@ -1,4 +1,5 @@
-// The trainer end to end, in process: a run learns, the same config gives the same bits (for any thread
+// The trainer end to end, in process (what a run folder holds with the study beside it:
+// tests/study/test_run_state.cpp): the same config gives the same bits (for any thread
 // count), stopping at any step and resuming gives the same final loss and the same model bytes as an
 // uninterrupted run, a NaN loss stops the run and keeps the last good
 // checkpoint, and a truncated or corrupt checkpoint is refused with one line naming the file.
@@ -12,7 +13,6 @@
 #include "common/temp_dir.h"
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
-#include "study/run_study.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -52,27 +52,6 @@ std::vector<double> grad_norms(const std::string& metrics) {
 }
 
 }  // namespace
-
-BOOST_AUTO_TEST_CASE(a_run_writes_its_folder_and_learns) {
-  testing::TempDir dir;
-  const train::Config config = small_config(1);
-  study::RunStudy run_study(config, dir.file("run"));  // the dumps, scores and report of the run
-  const train::TrainResult r = train::train_model(config, {dir.file("run"), false, nullptr, {&run_study}});
-  BOOST_TEST(r.step == 40);
-  BOOST_TEST(run_study.score_table().find("prev_tok") != std::string::npos);
-  BOOST_TEST(!r.interrupted);
-  for (const char* f :
-       {"config.json", "metrics.jsonl", "checkpoint/model.safetensors",
-        "checkpoint/optimizer-000040.safetensors", "attention/step-000000.json", "attention/step-000040.json",
-        "attention/step-000040.svg", "scores.json", "report.html"})
-    BOOST_TEST(fs::exists(dir.file("run/" + std::string(f))), f);
-  const std::vector<double> l = losses(dir.file("run/metrics.jsonl"));
-  BOOST_REQUIRE(l.size() >= 2);
-  BOOST_TEST(l.back() < l.front());  // it learns something in 40 steps
-  // The resolved config round-trips: what the run folder says is what ran.
-  std::ifstream in(dir.file("run/config.json"));
-  BOOST_TEST((train::from_json(nlohmann::json::parse(in)) == config));
-}
 
 BOOST_AUTO_TEST_CASE(same_config_seed_and_threads_give_bit_identical_losses) {
   for (int threads : {1, 2}) {
