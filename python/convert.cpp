@@ -108,6 +108,17 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
   return ids;
 }
 
+int64_t int_of(py::handle value, const std::string& argument) {
+  if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value))
+    throw py::type_error(argument + ": expected an int, got " +
+                         py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0)
+    throw std::invalid_argument(argument + ": " + py::str(value).cast<std::string>() + " is out of range");
+  return static_cast<int64_t>(v);
+}
+
 py::object json_to_python(const nlohmann::json& j) {
   switch (j.type()) {
     case nlohmann::json::value_t::null:
