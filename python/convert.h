@@ -44,7 +44,7 @@ int64_t int_of(py::handle value, const std::string& argument);
 
 py::object json_to_python(const nlohmann::json& j);
 // A dict (or list, number, string...) as JSON, through Python's json module: ValueError or TypeError for
-// what JSON cannot hold.
-nlohmann::json python_to_json(py::handle value);
+// what JSON cannot hold, its text after "ARGUMENT: " when `argument` is given.
+nlohmann::json python_to_json(py::handle value, const std::string& argument = "");
 
 }  // namespace pyag
