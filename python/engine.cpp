@@ -120,7 +120,7 @@ std::vector<int32_t> class_ids(py::handle targets, int64_t classes, int32_t igno
   return ids;
 }
 
-// Tensors to concatenate: a list or tuple of tensors of one dtype, ValueError naming the position otherwise.
+// Tensors to concatenate: a list or tuple of tensors of one dtype, TypeError naming the position otherwise.
 template <typename T>
 std::vector<ag::Tensor<T>> tensor_list(py::handle value, const std::string& argument) {
   if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value))
