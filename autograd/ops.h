@@ -63,6 +63,11 @@ Tensor<T> log(const Tensor<T>& a);
 template <typename T>
 Tensor<T> rsqrt(const Tensor<T>& a);
 template <typename T>
+Tensor<T> sqrt(const Tensor<T>& a);
+// a^p elementwise for a scalar exponent p (NaN where a < 0 and p is not an integer, as std::pow).
+template <typename T>
+Tensor<T> pow(const Tensor<T>& a, T p);
+template <typename T>
 Tensor<T> tanh(const Tensor<T>& a);
 template <typename T>
 Tensor<T> relu(const Tensor<T>& a);
@@ -112,6 +117,10 @@ Tensor<T> concat(const std::vector<Tensor<T>>& parts, int64_t dim);
 // (ops_shape.cpp). Backward: each picked row's gradient back to its row, zero for the others.
 template <typename T>
 Tensor<T> select_rows(const Tensor<T>& a, const std::vector<int64_t>& rows);
+// out (shape `shape`) with out.flat[i] = a.flat[index[i]]: any NumPy indexing of a, as flat positions
+// (python/engine.cpp computes them with NumPy). Backward scatter-adds, so a repeated index sums.
+template <typename T>
+Tensor<T> take(const Tensor<T>& a, const std::vector<int64_t>& index, const Shape& shape);
 template <typename T>
 std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& sizes, int64_t dim);
 

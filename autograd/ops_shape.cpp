@@ -1,5 +1,6 @@
 // Shape ops: transpose of the last two dims, reshape, permute (to split and merge heads), concat, split
-// and select_rows. Every result is a fresh contiguous tensor, so every other op can assume row-major buffers.
+// select_rows and take. Every result is a fresh contiguous tensor, so every other op can assume row-major
+// buffers.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -235,12 +236,38 @@ std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& siz
   return outs;
 }
 
-#define ATTOGRAD_INSTANTIATE(T)                                                     \
-  template Tensor<T> permute<T>(const Tensor<T>&, const std::vector<int64_t>&);     \
-  template Tensor<T> transpose<T>(const Tensor<T>&);                                \
-  template Tensor<T> reshape<T>(const Tensor<T>&, Shape);                           \
-  template Tensor<T> concat<T>(const std::vector<Tensor<T>>&, int64_t);             \
-  template Tensor<T> select_rows<T>(const Tensor<T>&, const std::vector<int64_t>&); \
+template <typename T>
+Tensor<T> take(const Tensor<T>& a, const std::vector<int64_t>& index, const Shape& shape) {
+  if (numel_of(shape) != static_cast<int64_t>(index.size()))
+    throw std::invalid_argument("take: " + std::to_string(index.size()) + " indices for shape " +
+                                shape_str(shape));
+  const int64_t N = a.numel();
+  for (size_t i = 0; i < index.size(); ++i)
+    if (index[i] < 0 || index[i] >= N)
+      throw std::invalid_argument("take: index " + std::to_string(index[i]) + " at " + std::to_string(i) +
+                                  " is outside [0, " + std::to_string(N) + ") for shape " +
+                                  shape_str(a.shape()));
+  Tensor<T> out = Tensor<T>::empty(shape);
+  const T* x = a.data();
+  T* y = out.data();
+  for (size_t i = 0; i < index.size(); ++i) y[i] = x[index[i]];
+  if (needs_grad<T>({&a}))
+    attach(out, "take", {a.node_ptr()}, [index](Node<T>& n) {
+      const detail::Grad<T> da(*n.inputs[0], detail::GradWrites::kSum);  // an index may repeat
+      if (!da) return;
+      T* d = da.data();
+      for (size_t i = 0; i < index.size(); ++i) d[index[i]] += n.grad[i];
+    });
+  return out;
+}
+
+#define ATTOGRAD_INSTANTIATE(T)                                                            \
+  template Tensor<T> permute<T>(const Tensor<T>&, const std::vector<int64_t>&);            \
+  template Tensor<T> transpose<T>(const Tensor<T>&);                                       \
+  template Tensor<T> reshape<T>(const Tensor<T>&, Shape);                                  \
+  template Tensor<T> concat<T>(const std::vector<Tensor<T>>&, int64_t);                    \
+  template Tensor<T> select_rows<T>(const Tensor<T>&, const std::vector<int64_t>&);        \
+  template Tensor<T> take<T>(const Tensor<T>&, const std::vector<int64_t>&, const Shape&); \
   template std::vector<Tensor<T>> split<T>(const Tensor<T>&, const std::vector<int64_t>&, int64_t);
 ATTOGRAD_INSTANTIATE(float)
 ATTOGRAD_INSTANTIATE(double)

@@ -1,6 +1,6 @@
-// Unary elementwise functions: exp, log, rsqrt, tanh, relu and GELU (tanh form), each forward with its
-// backward.
-// All of them are one Eigen array expression over the whole contiguous buffer, which Eigen vectorises.
+// Unary elementwise functions: exp, log, rsqrt, sqrt, pow with a scalar exponent, tanh, relu and GELU (tanh
+// form), each forward with its backward. All of them are one Eigen array expression over the whole contiguous
+// buffer, which Eigen vectorises.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -79,6 +79,22 @@ Tensor<T> rsqrt(const Tensor<T>& a) {
 }
 
 template <typename T>
+Tensor<T> sqrt(const Tensor<T>& a) {
+  // dy/dx = 1 / (2 y) from the saved output.
+  return unary(
+      a, "sqrt", [](In<T> x, Out<T> y) { y = x.sqrt(); },
+      [](In<T>, In<T> y, In<T> dy, auto&& put) { put(T(0.5) * dy / y); });
+}
+
+template <typename T>
+Tensor<T> pow(const Tensor<T>& a, T p) {
+  // dy/dx = p x^(p-1), recomputed from x (y / x would be 0 / 0 at x = 0).
+  return unary(
+      a, "pow", [p](In<T> x, Out<T> y) { y = x.pow(p); },
+      [p](In<T> x, In<T>, In<T> dy, auto&& put) { put(p * dy * x.pow(p - T(1))); });
+}
+
+template <typename T>
 Tensor<T> tanh(const Tensor<T>& a) {
   // The derivative 1 - y^2 uses the saved output: no second tanh in backward.
   return unary(
@@ -111,6 +127,10 @@ template Tensor<float> log<float>(const Tensor<float>&);
 template Tensor<double> log<double>(const Tensor<double>&);
 template Tensor<float> rsqrt<float>(const Tensor<float>&);
 template Tensor<double> rsqrt<double>(const Tensor<double>&);
+template Tensor<float> sqrt<float>(const Tensor<float>&);
+template Tensor<double> sqrt<double>(const Tensor<double>&);
+template Tensor<float> pow<float>(const Tensor<float>&, float);
+template Tensor<double> pow<double>(const Tensor<double>&, double);
 template Tensor<float> tanh<float>(const Tensor<float>&);
 template Tensor<double> tanh<double>(const Tensor<double>&);
 template Tensor<float> relu<float>(const Tensor<float>&);

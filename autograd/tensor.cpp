@@ -319,14 +319,15 @@ void Tensor<T>::backward(const T* seed, size_t n) {
   // In reverse post-order every consumer of a node has run before the node. Once the node's own backward has
   // run, its gradient, its closure (with the tensors it saved) and its edges are done with: release them at
   // once, so that activations and their gradients are freed as the pass goes rather than all at its end
-  // (this lowers the peak memory of a training step). Interior nodes end without a grad; leaves keep theirs.
+  // (this lowers the peak memory of a training step). Interior nodes end without a grad unless they
+  // retain it; leaves keep theirs.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node<T>* n = it->get();
     if (n->backward) {
       if (!n->grad.empty()) n->backward(*n);
       n->backward = nullptr;
       n->inputs.clear();
-      if (n != node_.get()) n->grad = {};
+      if (n != node_.get() && !n->retain_grad) n->grad = {};
     }
     it->reset();
   }

@@ -90,6 +90,7 @@ struct Node {
   Buffer<T> value;
   Buffer<T> grad;  // empty until something flows into it
   bool requires_grad = false;
+  bool retain_grad = false;  // an interior node that keeps its gradient after backward (Tensor::retain_grad)
   const char* op = "leaf";
   std::vector<std::shared_ptr<Node>> inputs;
   std::function<void(Node&)> backward;
@@ -211,6 +212,9 @@ class Tensor {
   T* grad() && = delete;
   Tensor grad_tensor() const;  // a copy of the gradient as a tensor without a graph
   void zero_grad();            // frees the gradient buffer; the next backward starts from zero
+  // Keeps this tensor's gradient after backward() although it is computed by an op (an interior node's
+  // gradient is otherwise freed as the pass goes), as PyTorch's retain_grad.
+  void retain_grad() { node_->retain_grad = true; }
 
   // A new tensor sharing nothing with the graph: same values (copied), no history, no grad.
   Tensor detach() const;

@@ -75,12 +75,13 @@ if(ATTOGRAD_SANITIZE STREQUAL "address")
   list(APPEND attograd_python_env "LD_PRELOAD=${asan_lib} ${ubsan_lib}"
        ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
 endif()
-# Under the sanitizers: the files that need only the module (hostile input and the engine), not the
-# program's side of the comparisons.
+# Under the sanitizers: the files that need only the module (hostile input, the engine, hooks and tokens),
+# not the program's side of the comparisons.
 set(attograd_pytest_files ${PROJECT_SOURCE_DIR}/tests/python)
 if(sanitize_flags)
   set(attograd_pytest_files ${PROJECT_SOURCE_DIR}/tests/python/test_hostile.py
-                            ${PROJECT_SOURCE_DIR}/tests/python/test_engine.py)
+                            ${PROJECT_SOURCE_DIR}/tests/python/test_engine.py
+                            ${PROJECT_SOURCE_DIR}/tests/python/test_hooks.py)
 endif()
 add_test(NAME python/pytest COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${attograd_pytest_files}
          WORKING_DIRECTORY ${PROJECT_BINARY_DIR})

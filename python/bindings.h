@@ -27,5 +27,8 @@ void bind_run(py::module_& m);
 void bind_train(py::module_& m);
 // attograd.Tensor, Tensor64, the ops, gradcheck.
 void bind_engine(py::module_& m);
+// Last, after every binding: each function and method gets a final overload so that a call whose
+// arguments match no signature raises a one-line TypeError (python/arguments.cpp).
+void one_line_argument_errors(py::module_& m);
 
 }  // namespace pyag

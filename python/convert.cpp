@@ -108,6 +108,17 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
   return ids;
 }
 
+int64_t int_of(py::handle value, const std::string& argument) {
+  if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value))
+    throw py::type_error(argument + ": expected an int, got " +
+                         py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0)
+    throw std::invalid_argument(argument + ": " + py::str(value).cast<std::string>() + " is out of range");
+  return static_cast<int64_t>(v);
+}
+
 py::object json_to_python(const nlohmann::json& j) {
   switch (j.type()) {
     case nlohmann::json::value_t::null:
@@ -137,18 +148,26 @@ py::object json_to_python(const nlohmann::json& j) {
   }
 }
 
-nlohmann::json python_to_json(py::handle value) {
+nlohmann::json python_to_json(py::handle value, const std::string& argument) {
   // numpy arrays and scalars as the lists and numbers they hold; anything else json cannot hold stays a
-  // TypeError.
+  // TypeError, and a float JSON cannot hold (nan, inf) a ValueError, each naming the argument.
   const py::cpp_function plain([](py::handle v) -> py::object {
     if (py::hasattr(v, "tolist")) return v.attr("tolist")();
     throw py::type_error("Object of type " + py::str(py::type::of(v).attr("__name__")).cast<std::string>() +
                          " is not JSON serializable");
   });
-  const std::string text = py::module_::import("json")
-                               .attr("dumps")(value, py::arg("allow_nan") = false, py::arg("default") = plain)
-                               .cast<std::string>();
-  return io::parse_json_text(text, "argument");  // bounded: no recursion meets a deep value
+  std::string text;
+  try {
+    text = py::module_::import("json")
+               .attr("dumps")(value, py::arg("allow_nan") = false, py::arg("default") = plain)
+               .cast<std::string>();
+  } catch (py::error_already_set& e) {
+    if (argument.empty() || !(e.matches(PyExc_TypeError) || e.matches(PyExc_ValueError))) throw;
+    const std::string message = argument + ": " + py::str(e.value()).cast<std::string>();
+    if (e.matches(PyExc_TypeError)) throw py::type_error(message);
+    throw py::value_error(message);
+  }
+  return io::parse_json_text(text, argument.empty() ? "argument" : argument);  // bounded: no recursion
 }
 
 template py::array tensor_view(const ag::Tensor<float>&, bool);

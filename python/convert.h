@@ -38,9 +38,13 @@ ag::Tensor<T> tensor_from_array(py::handle value, const std::string& argument,
 std::vector<int32_t> token_ids(py::handle value, const std::string& argument, int vocab, int max_len,
                                int64_t* batch, int64_t* length);
 
+// A Python int (not a bool) as int64: TypeError naming `argument` for another type, ValueError for one out
+// of int64's range (never wrapped).
+int64_t int_of(py::handle value, const std::string& argument);
+
 py::object json_to_python(const nlohmann::json& j);
 // A dict (or list, number, string...) as JSON, through Python's json module: ValueError or TypeError for
-// what JSON cannot hold.
-nlohmann::json python_to_json(py::handle value);
+// what JSON cannot hold, its text after "ARGUMENT: " when `argument` is given.
+nlohmann::json python_to_json(py::handle value, const std::string& argument = "");
 
 }  // namespace pyag

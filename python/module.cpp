@@ -12,4 +12,5 @@ PYBIND11_MODULE(attograd, m) {
   pyag::bind_engine(m);
   pyag::bind_run(m);
   pyag::bind_train(m);
+  pyag::one_line_argument_errors(m);
 }

@@ -5,11 +5,15 @@
 // dicts are shaped like the command line's JSON.
 #include "python/run.h"
 
+#include <pybind11/eval.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <tuple>
 
+#include "autograd/ops.h"
 #include "autograd/threads.h"
 #include "nn/hooks.h"
 #include "python/bindings.h"
@@ -23,67 +27,235 @@ namespace {
 
 using Model = nn::CausalLM<float>;
 
-py::array forward(const Run& self, py::handle ids_value, py::object hooks_value) {
-  const auto run = self.get();
-  int64_t B = 0, T = 0;
-  const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
-  ag::Tensor<float> logits;
-  if (hooks_value.is_none()) {
-    {
-      py::gil_scoped_release release;
-      ag::NoGradScope no_grad;
-      logits = run->model->forward(ids, B, T);  // the training forward: fused, no hook points
-    }
-    return tensor_view(logits, true);
-  }
-  if (!py::isinstance<py::dict>(hooks_value))
-    throw std::invalid_argument("hooks: expected a dict {point: fn}, got " +
-                                py::str(py::type::of(hooks_value).attr("__name__")).cast<std::string>());
-  nn::Hooks<float> hooks;
-  for (const auto& [key, fn] : py::reinterpret_borrow<py::dict>(hooks_value)) {
-    if (!py::isinstance<py::str>(key)) throw std::invalid_argument("hooks: expected point names as keys");
-    if (!PyCallable_Check(fn.ptr()))
-      throw std::invalid_argument("hooks[" + key.cast<std::string>() +
-                                  "]: expected a function fn(value, point)");
-    const std::string point = key.cast<std::string>();
-    py::object f = py::reinterpret_borrow<py::object>(fn);
-    hooks.add(point, [f, point](const ag::Tensor<float>& value) -> ag::Tensor<float> {
-      py::gil_scoped_acquire gil;
-      const py::object out = f(tensor_view(value, false), point);
-      if (out.is_none()) return value;
-      return tensor_from_array<float>(out, "hooks[" + point + "] returned", &value.shape());
-    });
-  }
-  {
-    py::gil_scoped_release release;
-    ag::NoGradScope no_grad;
-    logits = run->model->forward(ids, B, T, {}, &hooks);  // the reference forward, with the hook points
-  }
-  return tensor_view(logits, true);
+std::string type_name(py::handle value) {
+  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
 }
 
-py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names_value) {
+// The model's hook points picked by a names filter: None (every one), a point name, a list of names, or a
+// function of a name returning whether to pick it (TransformerLens's names_filter). Names are checked by
+// the forward (ValueError naming an unknown one).
+std::vector<std::string> filter_points(const Model& model, py::handle filter, const std::string& argument) {
+  if (filter.is_none()) return model.hook_points();
+  if (py::isinstance<py::str>(filter)) return {filter.cast<std::string>()};
+  std::vector<std::string> out;
+  if (py::isinstance<py::list>(filter) || py::isinstance<py::tuple>(filter)) {
+    for (py::handle name : filter) {
+      if (!py::isinstance<py::str>(name))
+        throw py::type_error(argument + "[" + std::to_string(out.size()) +
+                             "]: expected a point name (str), got " + type_name(name));
+      out.push_back(name.cast<std::string>());
+    }
+    return out;
+  }
+  if (!PyCallable_Check(filter.ptr()))
+    throw py::type_error(argument +
+                         ": expected None, a point name, a list of names or a function "
+                         "fn(name) -> bool, got " +
+                         type_name(filter));
+  for (const std::string& name : model.hook_points())
+    if (py::bool_(filter(name))) out.push_back(name);
+  return out;
+}
+
+// hooks as a dict {point: fn} or a list of (point name or names filter, fn) pairs (TransformerLens's
+// fwd_hooks), added to `hooks` in order. Each fn(value, hook) gets the value read-only and the point as an
+// attograd.HookPoint (a str with .name); it returns None (read only) or an array of the value's shape.
+void add_hooks(nn::Hooks<float>& hooks, const Model& model, py::handle hooks_value) {
+  std::vector<std::pair<py::object, py::object>> pairs;
+  if (py::isinstance<py::dict>(hooks_value)) {
+    for (const auto& [key, fn] : py::reinterpret_borrow<py::dict>(hooks_value)) {
+      if (!py::isinstance<py::str>(key))
+        throw std::invalid_argument("hooks: expected point names as keys, got " + type_name(key));
+      pairs.emplace_back(py::reinterpret_borrow<py::object>(key), py::reinterpret_borrow<py::object>(fn));
+    }
+  } else if (py::isinstance<py::list>(hooks_value) || py::isinstance<py::tuple>(hooks_value)) {
+    for (py::handle pair : hooks_value) {
+      const std::string where = "hooks[" + std::to_string(pairs.size()) + "]";
+      if (!(py::isinstance<py::tuple>(pair) || py::isinstance<py::list>(pair)) || py::len(pair) != 2)
+        throw std::invalid_argument(where + ": expected a pair (point name or filter, fn), got " +
+                                    type_name(pair));
+      pairs.emplace_back(py::reinterpret_borrow<py::object>(pair[py::int_(0)]),
+                         py::reinterpret_borrow<py::object>(pair[py::int_(1)]));
+    }
+  } else {
+    throw std::invalid_argument("hooks: expected a dict {point: fn} or a list of (point, fn) pairs, got " +
+                                type_name(hooks_value));
+  }
+  const py::object hook_point = py::module_::import("attograd").attr("HookPoint");
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& [key, f] = pairs[i];
+    const std::string where = py::isinstance<py::str>(key) ? "hooks[" + key.cast<std::string>() + "]"
+                                                           : "hooks[" + std::to_string(i) + "]";
+    if (!PyCallable_Check(f.ptr()))
+      throw std::invalid_argument(where + ": expected a function fn(value, hook)");
+    for (const std::string& point : filter_points(model, key, where)) {
+      const py::object name = hook_point(point);
+      hooks.add(point, [f, name, point](const ag::Tensor<float>& value) -> ag::Tensor<float> {
+        py::gil_scoped_acquire gil;
+        const py::object out = f(tensor_view(value, false), name);
+        if (out.is_none()) return value;
+        return tensor_from_array<float>(out, "hooks[" + point + "] returned", &value.shape());
+      });
+    }
+  }
+}
+
+// Logits of ids through the fused training forward (no hooks) or the reference forward with `hooks`.
+ag::Tensor<float> run_forward(const Model& model, const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                              nn::Hooks<float>* hooks) {
+  py::gil_scoped_release release;
+  ag::NoGradScope no_grad;
+  return hooks ? model.forward(ids, B, T, {}, hooks) : model.forward(ids, B, T);
+}
+
+// TransformerLens's return_type: the logits, the next-token loss (the mean over every position but the
+// last, or (B, T - 1) per token), both as (logits, loss), or None.
+py::object shaped_result(const ag::Tensor<float>& logits, const std::vector<int32_t>& ids, int64_t B,
+                         int64_t T, py::handle return_type, bool loss_per_token) {
+  std::string kind = "none";
+  if (!return_type.is_none()) {
+    if (!py::isinstance<py::str>(return_type))
+      throw py::type_error("return_type: expected \"logits\", \"loss\", \"both\" or None, got " +
+                           type_name(return_type));
+    kind = return_type.cast<std::string>();
+    if (kind != "logits" && kind != "loss" && kind != "both")
+      throw std::invalid_argument("return_type: expected \"logits\", \"loss\", \"both\" or None, got '" +
+                                  kind + "'");
+  }
+  if (kind == "none") return py::none();
+  if (kind == "logits") return tensor_view(logits, true);
+  if (T < 2)
+    throw std::invalid_argument("return_type " + kind +
+                                ": the next-token loss needs at least 2 tokens, got " + std::to_string(T));
+  ag::Tensor<float> logp;
+  {
+    ag::NoGradScope no_grad;
+    logp = ag::log_softmax(logits);
+  }
+  const int64_t V = logits.size(-1);
+  ag::Tensor<float> per = ag::Tensor<float>::empty({B, T - 1});
+  double total = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t + 1 < T; ++t) {
+      const float l = -logp.data()[(b * T + t) * V + ids[b * T + t + 1]];
+      per.data()[b * (T - 1) + t] = l;
+      total += l;
+    }
+  const py::object loss = loss_per_token ? py::object(tensor_view(per, true))
+                                         : py::object(py::float_(total / static_cast<double>(B * (T - 1))));
+  if (kind == "loss") return loss;
+  return py::make_tuple(tensor_view(logits, true), loss);
+}
+
+py::object forward(const Run& self, py::handle ids_value, py::object hooks_value, py::object return_type,
+                   bool loss_per_token) {
   const auto run = self.get();
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
-  const std::vector<std::string> names =
-      names_value.is_none() ? run->model->hook_points() : names_value.cast<std::vector<std::string>>();
   nn::Hooks<float> hooks;
-  for (const std::string& n : names) hooks.capture(n);
-  ag::Tensor<float> logits;
-  {
-    py::gil_scoped_release release;
-    ag::NoGradScope no_grad;
-    logits = run->model->forward(ids, B, T, {}, &hooks);
-  }
+  if (!hooks_value.is_none()) add_hooks(hooks, *run->model, hooks_value);
+  const ag::Tensor<float> logits = run_forward(*run->model, ids, B, T, hooks.empty() ? nullptr : &hooks);
+  return shaped_result(logits, ids, B, T, return_type, loss_per_token);
+}
+
+py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names_value,
+                         py::object hooks_value, py::object return_type, bool loss_per_token) {
+  const auto run = self.get();
+  int64_t B = 0, T = 0;
+  const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
+  const std::vector<std::string> names = filter_points(*run->model, names_value, "names");
+  nn::Hooks<float> hooks;
+  if (!hooks_value.is_none()) add_hooks(hooks, *run->model, hooks_value);
+  for (const std::string& n : names) hooks.capture(n);  // after the hooks: the cache holds what flows on
+  const ag::Tensor<float> logits = run_forward(*run->model, ids, B, T, &hooks);
   py::dict cache;
   for (const std::string& n : names) cache[py::str(n)] = tensor_view(hooks.captured(n), true);
-  return py::make_tuple(tensor_view(logits, true), cache);
+  return py::make_tuple(shaped_result(logits, ids, B, T, return_type, loss_per_token), cache);
+}
+
+// Ids to names: an int, shape (T,) or (B, T) (nested lists), any id of the vocabulary whatever max_len.
+py::object token_names(const Run& r, py::handle ids_value) {
+  const auto run = r.get();
+  const int vocab = run->task->vocab_size();
+  if (py::isinstance<py::int_>(ids_value) && !py::isinstance<py::bool_>(ids_value)) {
+    int64_t B = 0, T = 0;
+    const std::vector<int32_t> id =
+        token_ids(py::make_tuple(ids_value), "ids", vocab, std::numeric_limits<int>::max(), &B, &T);
+    return py::str(run->task->token_name(id[0]));
+  }
+  int64_t B = 0, T = 0;
+  const std::vector<int32_t> ids =
+      token_ids(ids_value, "ids", vocab, std::numeric_limits<int>::max(), &B, &T);
+  const bool batched = py::len(py::module_::import("numpy").attr("shape")(ids_value)) == 2;
+  py::list out;
+  for (int64_t b = 0; b < B; ++b) {
+    py::list row;
+    for (int64_t t = 0; t < T; ++t) row.append(py::str(run->task->token_name(ids[b * T + t])));
+    if (!batched) return std::move(row);
+    out.append(row);
+  }
+  return std::move(out);
+}
+
+// The BOS rule of every front end: token names get BOS put in front when missing (train::input_from_names),
+// ids are taken as given. A list of texts is a batch; each must come to the same length.
+py::array to_tokens(const Run& r, py::handle text, bool prepend_bos) {
+  const auto run = r.get();
+  std::vector<std::string> texts;
+  if (py::isinstance<py::str>(text)) {
+    texts.push_back(text.cast<std::string>());
+  } else if (py::isinstance<py::list>(text) || py::isinstance<py::tuple>(text)) {
+    for (py::handle t : text) {
+      if (!py::isinstance<py::str>(t))
+        throw py::type_error("text[" + std::to_string(texts.size()) + "]: expected token names (str), got " +
+                             type_name(t));
+      texts.push_back(t.cast<std::string>());
+    }
+    if (texts.empty()) throw std::invalid_argument("text: expected at least one text, got an empty list");
+  } else {
+    throw py::type_error("text: expected token names (a str or a list of str), got " + type_name(text));
+  }
+  std::vector<int32_t> all;
+  size_t length = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string argument = texts.size() == 1 ? "text" : "text[" + std::to_string(i) + "]";
+    std::vector<int32_t> ids;
+    if (prepend_bos) {
+      ids = train::input_from_names(*run, texts[i], argument, nullptr);
+    } else {
+      ids = train::parse_token_names(*run->task, texts[i], argument);
+      train::check_input_length(*run, ids.size(), argument);
+    }
+    if (i == 0) length = ids.size();
+    if (ids.size() != length)
+      throw std::invalid_argument(argument + ": " + std::to_string(ids.size()) + " tokens, but text[0] has " +
+                                  std::to_string(length) + " (a batch needs one length)");
+    all.insert(all.end(), ids.begin(), ids.end());
+  }
+  py::array_t<int32_t> out({static_cast<py::ssize_t>(texts.size()), static_cast<py::ssize_t>(length)});
+  std::copy(all.begin(), all.end(), out.mutable_data());
+  return std::move(out);
 }
 
 }  // namespace
 
 void bind_run(py::module_& m) {
+  // The point a hook function gets: a str (so `point == "blocks.0.attn.z"` holds) with .name, as
+  // TransformerLens's HookPoint has.
+  py::dict scope;
+  scope["__builtins__"] = py::module_::import("builtins");
+  scope["__name__"] = "attograd";
+  py::exec(R"py(
+class HookPoint(str):
+    """A hook point's name, passed to hook functions: a str, with .name as TransformerLens's HookPoint."""
+    __slots__ = ()
+
+    @property
+    def name(self):
+        return str(self)
+)py",
+           scope);
+  m.attr("HookPoint") = scope["HookPoint"];
   py::class_<Run> run_class(m, "Run", "A trained run folder: attograd.load_run(path).");
   run_class.def_property_readonly("path", &Run::path, "The run folder.")
       .def_property_readonly(
@@ -97,24 +269,48 @@ void bind_run(py::module_& m) {
             const std::vector<int32_t> ids = train::parse_token_names(*r.get()->task, text, "text");
             return py::array_t<int32_t>(static_cast<py::ssize_t>(ids.size()), ids.data());
           },
-          py::arg("text"), "Token names, split on white space, to ids (an int array of shape (T,)).")
+          py::arg("text"), "Token names, split on white space, to ids exactly as given (shape (T,)).")
+      .def("to_tokens", &to_tokens, py::arg("text"), py::arg("prepend_bos") = true,
+           "Token names (a str, or a list of str of one length) to ids of shape (B, T), BOS put in front of "
+           "each when missing unless prepend_bos is False.")
       .def(
-          "token_names",
-          [](const Run& r, py::handle ids) {
+          "to_str_tokens",
+          [](const Run& r, py::handle input, bool prepend_bos) -> py::object {
+            const bool texts = py::isinstance<py::list>(input) && py::len(input) > 0 &&
+                               py::isinstance<py::str>(input[py::int_(0)]);
+            if (py::isinstance<py::str>(input) || texts) {
+              const py::object names = token_names(r, to_tokens(r, input, prepend_bos));
+              return py::isinstance<py::str>(input) ? py::object(names[py::int_(0)]) : names;
+            }
+            return token_names(r, input);
+          },
+          py::arg("input"), py::arg("prepend_bos") = true,
+          "The token names of text (as to_tokens splits it, BOS rule included; a list of texts gives one "
+          "list each) or of ids (as given).")
+      .def("token_names", &token_names, py::arg("ids"),
+           "The names of token ids of the vocabulary: a str for an int, a list for shape (T,), a list of "
+           "lists "
+           "for (B, T).")
+      .def_property_readonly(
+          "vocab",
+          [](const Run& r) {
             const auto run = r.get();
-            int64_t B = 0, T = 0;
             std::vector<std::string> names;
-            for (int32_t id :
-                 token_ids(ids, "ids", run->task->vocab_size(), run->config.model.max_len, &B, &T))
-              names.push_back(run->task->token_name(id));
+            for (int id = 0; id < run->task->vocab_size(); ++id) names.push_back(run->task->token_name(id));
             return names;
           },
-          py::arg("ids"), "The names of token ids, in order (row-major for shape (B, T)).")
-      .def("forward", &forward, py::arg("ids"), py::arg("hooks") = py::none(),
-           "Logits (B, T, V) of ids (T,) or (B, T); hooks {point: fn(value, point)} read (return None) or "
-           "replace (return an array of the value's shape) activations.")
+          "Every token's name, by id.")
+      .def(
+          "forward", &forward, py::arg("ids"), py::arg("hooks") = py::none(),
+          py::arg("return_type") = "logits", py::arg("loss_per_token") = false,
+          "Logits (B, T, V) of ids (T,) or (B, T); hooks {point: fn(value, hook)} or [(point or filter, fn)] "
+          "read (return None) or replace (return an array of the value's shape) activations; return_type "
+          "\"logits\", \"loss\" (next-token), \"both\" or None.")
       .def("run_with_cache", &run_with_cache, py::arg("ids"), py::arg("names") = py::none(),
-           "(logits, {point: array}) with every hook point, or the named ones.")
+           py::arg("hooks") = py::none(), py::arg("return_type") = "logits",
+           py::arg("loss_per_token") = false,
+           "(logits, {point: array}) with every hook point, or those names picks (a name, a list, or a "
+           "function of the name); hooks as forward's, run before the cache reads each point.")
       .def(
           "hook_points", [](const Run& r) { return r.get()->model->hook_points(); },
           "Every hook point of the model, in forward order.")

@@ -63,7 +63,7 @@ class Run {
     }
     if (!py::isinstance<py::int_>(value))
       throw std::invalid_argument(argument + ": expected a token name or id");
-    const int64_t id = value.cast<int64_t>();
+    const int64_t id = int_of(value, argument);
     if (id < 0 || id >= run.task->vocab_size())
       throw std::invalid_argument(argument + ": token id " + std::to_string(id) +
                                   " is outside the vocabulary 0.." +

@@ -79,7 +79,7 @@ train::Config read_config(py::handle config, const std::vector<std::string>& set
   if (!py::isinstance<py::dict>(config))
     throw std::invalid_argument("config: expected a dict or a path, got " +
                                 py::str(py::type::of(config).attr("__name__")).cast<std::string>());
-  return train::from_json(python_to_json(config), "config", sets);
+  return train::from_json(python_to_json(config, "config"), "config", sets);
 }
 
 // A run folder given as a path (str or os.PathLike); `field` names the argument.

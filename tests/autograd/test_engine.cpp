@@ -99,6 +99,19 @@ BOOST_AUTO_TEST_CASE(backward_releases_the_graph) {
   BOOST_TEST(x.node_ptr().use_count() == 1);  // only our handle keeps the leaf alive now
 }
 
+BOOST_AUTO_TEST_CASE(retain_grad_keeps_an_interior_gradient) {
+  T x = T::from({3}, {1.0, 2.0, 3.0}, true);
+  T h = ag::mul(x, x), other = ag::scale(x, 2.0);
+  h.retain_grad();
+  ag::sum(ag::add(ag::mul(h, x), other)).backward();  // d/dh = x; d/dx = 2x^2 + x^2 + 2
+  BOOST_TEST(h.has_grad());
+  BOOST_TEST(!other.has_grad());  // interior, not retained: freed as the pass goes
+  BOOST_TEST(h.grad_tensor().values() == std::vector<double>({1.0, 2.0, 3.0}),
+             boost::test_tools::per_element());
+  BOOST_TEST(x.grad_tensor().values() == std::vector<double>({5.0, 14.0, 29.0}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(detach_copies_values_and_drops_history) {
   T x = T::from({2}, {1.0, 2.0}, true);
   T y = ag::scale(x, 2.0);

@@ -1,5 +1,5 @@
-// Shape ops (transpose, reshape, permute, concat, split) and reductions (sum, mean): values, errors,
-// float64 gradient checks.
+// Shape ops (transpose, reshape, permute, concat, split, select_rows, take) and reductions (sum, mean):
+// values, errors, float64 gradient checks.
 #define BOOST_TEST_MODULE shape_reduce
 #include <boost/test/unit_test.hpp>
 
@@ -103,6 +103,28 @@ BOOST_AUTO_TEST_CASE(gradcheck_select_rows) {
         return ag::add(ag::mul(picked, picked), ag::sum(x[0]));
       },
       {random_tensor({5, 3}, 30)});
+}
+
+BOOST_AUTO_TEST_CASE(take_gathers_flat_positions_and_refuses_bad_ones) {
+  const T a = T::from({2, 3}, {1, 2, 3, 4, 5, 6});
+  const T t = ag::take<double>(a, {5, 0, 0, 3}, {2, 2});
+  BOOST_TEST(t.shape() == ag::Shape({2, 2}), tt::per_element());
+  BOOST_TEST(t.values() == std::vector<double>({6, 1, 1, 4}), tt::per_element());
+  BOOST_CHECK_THROW(ag::take<double>(a, {6}, {1}), std::invalid_argument);     // past the last element
+  BOOST_CHECK_THROW(ag::take<double>(a, {-1}, {1}), std::invalid_argument);    // negative
+  BOOST_CHECK_THROW(ag::take<double>(a, {0, 1}, {3}), std::invalid_argument);  // shape of 3, 2 indices
+  const T s = ag::take<double>(a, {4}, {});                                    // a scalar
+  BOOST_TEST(s.item() == 5);
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_take) {
+  // A repeated index (its gradient sums), positions left out (zero gradient), the input also used whole.
+  check_gradients(
+      [](const Inputs& x) {
+        const auto picked = ag::take<double>(x[0], {7, 1, 1, 11, 0, 7}, {3, 2});
+        return ag::add(ag::mul(picked, picked), ag::sum(x[0]));
+      },
+      {random_tensor({3, 4}, 31)});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_sum_and_mean) {

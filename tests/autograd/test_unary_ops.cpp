@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE unary_ops
 #include <boost/test/unit_test.hpp>
 
-// exp, log, rsqrt, tanh, relu and gelu: forward values against PyTorch, float64 gradient checks, and the
-// float32 path against float64.
+// exp, log, rsqrt, sqrt, pow, tanh, relu and gelu: forward values against PyTorch, float64 gradient checks,
+// and the float32 path against float64.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -96,6 +96,24 @@ BOOST_AUTO_TEST_CASE(rsqrt_values_and_gradcheck) {
   auto xs = random_tensor({3, 4}, 8, 0.5, 2.0);
   for (double v : xs.values()) BOOST_REQUIRE(v > 0.1);
   check_gradients("rsqrt", [](const auto& in) { return ag::rsqrt(in[0]); }, {xs});
+}
+
+BOOST_AUTO_TEST_CASE(sqrt_and_pow_values_and_gradcheck) {
+  const auto x = tensor_of<double>(kLogX);
+  const std::vector<double> root = ag::sqrt(x).to_vector(), cube = ag::pow(x, 3.0).to_vector(),
+                            half = ag::pow(x, -0.5).to_vector();
+  for (size_t i = 0; i < kLogX.size(); ++i) {
+    BOOST_TEST(root[i] == std::sqrt(kLogX[i]), boost::test_tools::tolerance(1e-15));
+    BOOST_TEST(cube[i] == kLogX[i] * kLogX[i] * kLogX[i], boost::test_tools::tolerance(1e-14));
+    BOOST_TEST(half[i] == 1.0 / std::sqrt(kLogX[i]), boost::test_tools::tolerance(1e-14));
+  }
+  auto xs = random_tensor({3, 4}, 9, 0.5, 2.0);
+  for (double v : xs.values()) BOOST_REQUIRE(v > 0.1);
+  check_gradients("sqrt", [](const auto& in) { return ag::sqrt(in[0]); }, {xs});
+  for (double p : {2.0, 3.0, 0.5, -1.5})
+    check_gradients("pow", [p](const auto& in) { return ag::pow(in[0], p); }, {xs});
+  // An integer exponent on negative inputs, where x^(p-1) must keep its sign.
+  check_gradients("pow", [](const auto& in) { return ag::pow(in[0], 3.0); }, {random_tensor({2, 5}, 10)});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_tanh) {

@@ -1,0 +1,114 @@
+// One-line argument errors for every binding. pybind11 answers a call whose arguments match no overload with
+// a multi-line TypeError ("incompatible function arguments. The following argument types are supported:
+// ..."). At import, every function and method of the module gets one more overload, tried last, that takes
+// any arguments and raises one TypeError line naming the function, the signatures it takes and the types it
+// was given; a call that matches pays nothing for it. Constructors, whose overloads pybind11 builds apart,
+// are wrapped by a Python function that turns the multi-line text into the same line. Operators are left
+// alone (they return NotImplemented, and Python names the operand types), so are properties.
+#include <pybind11/eval.h>
+
+#include <string>
+
+#include "python/bindings.h"
+
+namespace pyag {
+
+namespace {
+
+std::string given_types(const py::args& args, const py::kwargs& kwargs, bool method) {
+  std::string text = "(";
+  bool first = true;
+  for (size_t i = method ? 1 : 0; i < args.size(); ++i) {
+    text += (first ? "" : ", ") + py::str(py::type::of(args[i]).attr("__name__")).cast<std::string>();
+    first = false;
+  }
+  for (const auto& [key, value] : kwargs) {
+    text += (first ? "" : ", ") + py::str(key).cast<std::string>() + "=" +
+            py::str(py::type::of(value).attr("__name__")).cast<std::string>();
+    first = false;
+  }
+  return text + ")";
+}
+
+}  // namespace
+
+void one_line_argument_errors(py::module_& m) {
+  py::dict scope;
+  scope["__builtins__"] = py::module_::import("builtins");
+  py::exec(R"py(
+import functools
+import re
+
+
+def signatures(f, method):
+    """The signatures in a pybind11 function's docstring, as '(a: T) or (b: U)', without self and results."""
+    name = f.__name__
+    lines = (f.__doc__ or "").split("\n")
+    found = [l for l in lines if re.match(r"^\d+\. " + re.escape(name) + r"\(", l)]
+    if not found:
+        found = lines[:1]
+    sigs = []
+    for line in found:
+        sig = re.sub(r"^(\d+\. )?" + re.escape(name), "", line)
+        sig = re.sub(r" -> .*$", "", sig)
+        if method:
+            sig = re.sub(r"^\(self: [^,)]*(, )?", "(", sig)
+        sigs.append(sig)
+    return " or ".join(sigs)
+
+
+def wrap_constructor(cls):
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as e:
+            if "incompatible constructor arguments" not in str(e):
+                raise
+            sigs = [re.sub(r"^[\w.]+\(", "(", s) for s in re.findall(r"^\s+\d+\. (.*)$", str(e), re.M)]
+            given = [type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()]
+            raise TypeError(f"{cls.__name__}(): expected arguments {' or '.join(sigs)}, "
+                            f"got ({', '.join(given)})") from None
+
+    cls.__init__ = __init__
+)py",
+           scope);
+  const py::object signatures = scope["signatures"];
+  const py::handle builtin =
+      py::module_::import("builtins").attr("type")(py::module_::import("builtins").attr("len"));
+  auto fallback = [&](py::handle owner, const std::string& name, py::object f, bool method) {
+    const std::string message = name + "(): expected arguments " + signatures(f, method).cast<std::string>();
+    auto raise = [message, method](py::args args, py::kwargs kwargs) -> py::object {
+      throw py::type_error(message + ", got " + given_types(args, kwargs, method));
+    };
+    if (method)
+      py::setattr(owner, name.c_str(),
+                  py::cpp_function(raise, py::name(name.c_str()), py::is_method(owner), py::sibling(f)));
+    else
+      py::setattr(owner, name.c_str(),
+                  py::cpp_function(raise, py::name(name.c_str()), py::scope(owner), py::sibling(f)));
+  };
+  const py::dict members = m.attr("__dict__");
+  for (const auto& [key, value] : py::dict(members)) {
+    const std::string name = py::str(key);
+    if (py::isinstance(value, builtin)) {
+      fallback(m, name, py::reinterpret_borrow<py::object>(value), false);
+    } else if (py::isinstance<py::type>(value) && py::hasattr(value, "__init__") &&
+               py::str(value.attr("__module__")).cast<std::string>() == "attograd") {
+      const py::dict attrs = py::dict(value.attr("__dict__"));
+      for (const auto& [attr, member] : attrs) {
+        const std::string a = py::str(attr);
+        if (a == "__init__" && py::hasattr(member, "__func__") &&
+            py::isinstance(member.attr("__func__"), builtin))
+          scope["wrap_constructor"](value);
+        if (a.rfind("__", 0) == 0 && a != "__getitem__" && a != "__enter__" && a != "__exit__") continue;
+        if (!py::hasattr(member, "__func__") || !py::isinstance(member.attr("__func__"), builtin)) continue;
+        fallback(value, a, member.attr("__func__"), true);
+      }
+    }
+  }
+}
+
+}  // namespace pyag
