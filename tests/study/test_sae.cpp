@@ -20,6 +20,7 @@
 #include "study/sae.h"
 #include "study/sae_eval.h"
 #include "study/sae_source.h"
+#include "study/tms.h"
 #include "train/run_folder.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
@@ -288,6 +289,21 @@ BOOST_AUTO_TEST_CASE(activation_scale_is_folded_into_the_saved_sae) {
   old.load_checkpoint(path);
   BOOST_TEST(old.activation_scale() == 1.f);
   BOOST_TEST(same_bits(old.params().W_enc, t.params().W_enc));
+}
+
+// TMS's two regimes for n 5, m 2 with the default request (importance 0.9^i): dense inputs store the two
+// most important features (norm ~1) and no other above 0.5, as in the paper; sparse ones (0.97) store all
+// five in superposition.
+BOOST_AUTO_TEST_CASE(tms_dense_regime_stores_two_of_five_features) {
+  study::TmsRequest request;
+  const std::vector<double> dense = study::tms(request).result.panels.at(0).norms;
+  BOOST_TEST_REQUIRE(dense.size() == 5u);
+  BOOST_TEST(std::count_if(dense.begin(), dense.end(), [](double v) { return v > 0.5; }) == 2);
+  BOOST_TEST(dense[0] > 0.9);
+  BOOST_TEST(dense[1] > 0.9);
+  request.sparsity = 0.97;
+  const std::vector<double> sparse = study::tms(request).result.panels.at(0).norms;
+  BOOST_TEST(std::count_if(sparse.begin(), sparse.end(), [](double v) { return v > 0.5; }) == 5);
 }
 
 BOOST_AUTO_TEST_CASE(hungarian_matching_is_optimal) {
