@@ -1,6 +1,7 @@
 // Sparse autoencoders (dictionary learning) on activations, with SAELens's conventions: the encoder
 // f = act((x - b_dec) W_enc + b_enc), the decoder x_hat = f W_dec + b_dec, W_enc (d_in, d_sae),
-// W_dec (d_sae, d_in) with unit-norm rows (each feature's direction), act ReLU with an L1 penalty or TopK.
+// W_dec (d_sae, d_in) with unit-norm rows (each feature's direction), act ReLU with an L1 penalty or TopK,
+// trained on activations scaled so their mean norm is sqrt(d_in) (the scale folded back on save).
 // This file holds the SAE's config, its parameters, its loss (autograd ops: the sparse products are
 // autograd/ops.h's topk_relu, relu_decode and sparse_grad_linear), one
 // training step (AdamW, decoder renormalisation, dead-feature resampling) and its file format. Where the

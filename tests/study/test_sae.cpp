@@ -4,8 +4,11 @@
 // float64 gradcheck (the sparse ops it uses have their own in tests/autograd/test_sparse_ops.cpp); the
 // evaluation on the trained induction_small model (MSE, explained variance, L0, dead, CE clean / with SAE /
 // zero-ablated, CE recovered, KL) matches it to 1e-4; training is the same bits for the same seed and a
-// resumed training is bit-exact; the Hungarian matching is optimal (against brute force); an SAE recovers a
-// small synthetic dictionary; bad configs and files are one-line errors.
+// resumed training is bit-exact (with an activation scale); the scale brings the mean norm to sqrt(d_in)
+// and folds into the saved parameters exactly (ReLU and TopK), an old checkpoint without it resumes with
+// scale 1; the default config explains the MLP of every committed config with one (EV >= 0.8 on short
+// runs); TMS's dense regime stores 2 of 5 features; the Hungarian matching is optimal (against brute
+// force); an SAE recovers a small synthetic dictionary; bad configs and files are one-line errors.
 #define BOOST_TEST_MODULE sae
 #include <boost/test/unit_test.hpp>
 #include <cstring>
