@@ -26,7 +26,7 @@ Command add_tms(CLI::App& app) {
   sub->add_option("--m", r.m, "hidden dimensions (default 2)")->check(CLI::Range(1, 1000));
   sub->add_option("--sparsity", r.sparsity, "probability that a feature is 0, with --json (default 0)")
       ->check(CLI::Range(0.0, 0.9999));
-  sub->add_option("--importance", r.importance, "feature i's importance is R^i (default 1)")
+  sub->add_option("--importance", r.importance, "feature i's importance is R^i (default 0.9)")
       ->check(CLI::Range(0.01, 1.0));
   sub->add_option("--steps", r.steps, "training steps (default 5000)")->check(CLI::Range(1, 1000000));
   sub->add_option("--seed", r.seed, "seed (default 1)");

@@ -23,7 +23,7 @@ struct TmsPanel {
 // `attograd tms`'s result: n features in m dimensions with importance^i, one model per sparsity.
 struct TmsReport {
   int n = 0, m = 0;
-  double importance = 1;
+  double importance = 0.9;
   std::vector<TmsPanel> panels;
 };
 

@@ -26,6 +26,12 @@ const io::Table<SaeConfig>& sae_config_fields() {
       {"activation",
        io::named(&SaeConfig::activation, {{SaeActivation::relu, "relu"}, {SaeActivation::topk, "topk"}}),
        "the encoder's nonlinearity: relu with the L1 penalty, or topk (k active features)"},
+      {"normalize_activations",
+       io::named(&SaeConfig::normalize_activations,
+                 {{SaeNormalize::none, "none"},
+                  {SaeNormalize::expected_average_only_in, "expected_average_only_in"}}),
+       "scale activations by one factor fixed from the first buffer so their mean norm is sqrt(d_in) "
+       "(folded into sae.safetensors, which reads raw activations), or not"},
       {"l1_coefficient", &SaeConfig::l1_coefficient, "the L1 penalty's weight (ReLU)",
        io::at_least(0).up_to(1e6)},
       {"k", &SaeConfig::k, "active features per token (TopK)", io::at_least(1).up_to(1 << 16)},
@@ -118,20 +124,49 @@ void normalize_decoder(SaeParams<float>& p) {
   }
 }
 
-SaeTrainer::SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<float>& data_mean)
+float activation_scale(const std::vector<float>& rows, int64_t d) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / d;
+  double sum = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    double sq = 0;
+    for (int64_t k = 0; k < d; ++k) sq += double(rows[r * d + k]) * rows[r * d + k];
+    sum += std::sqrt(sq);
+  }
+  const double mean = n > 0 ? sum / n : 0;
+  return mean > 0 ? static_cast<float>(std::sqrt(static_cast<double>(d)) / mean) : 1.f;
+}
+
+SaeParams<float> fold_activation_scale(const SaeParams<float>& p, float scale) {
+  SaeParams<float> q{p.W_enc.detach(), p.b_enc.detach(), p.W_dec.detach(), p.b_dec.detach()};
+  if (scale == 1.f) return q;
+  for (ag::Tensor<float>* t : {&q.b_enc, &q.b_dec})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] /= scale;
+  return q;
+}
+
+SaeTrainer::SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<float>& data_mean,
+                       float activation_scale)
     : config_(config),
       p_([&] {
         ag::Rng rng(config.seed);
-        return init_sae(d_in, config.features(d_in), rng, data_mean);
+        std::vector<float> mean = data_mean;
+        for (float& v : mean) v *= activation_scale;
+        return init_sae(d_in, config.features(d_in), rng, mean);
       }()),
       optimizer_({{"W_enc", &p_.W_enc, true},
                   {"b_enc", &p_.b_enc, false},
                   {"W_dec", &p_.W_dec, true},
                   {"b_dec", &p_.b_dec, false}},
                  config.weight_decay),
-      fired_(static_cast<size_t>(p_.d_sae()), 0) {}
+      fired_(static_cast<size_t>(p_.d_sae()), 0),
+      scale_(activation_scale) {}
 
-SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& x) {
+SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw) {
+  ag::Tensor<float> x = raw;
+  if (scale_ != 1.f) {
+    x = raw.detach();
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] *= scale_;
+  }
   for (ag::Tensor<float>* t : {&p_.W_enc, &p_.b_enc, &p_.W_dec, &p_.b_dec}) t->zero_grad();
   SaeOutput<float> out =
       sae_forward(p_, x, config_.activation, static_cast<float>(config_.l1_coefficient), config_.k);
@@ -227,6 +262,7 @@ void SaeTrainer::save_checkpoint(const std::string& path,
   std::map<std::string, std::string> meta = metadata;
   meta["step"] = train::u64_to_metadata(static_cast<uint64_t>(step_));
   meta["adam_steps"] = train::u64_to_metadata(static_cast<uint64_t>(optimizer_.steps_taken()));
+  meta["activation_scale"] = train::f64_bits_to_metadata(scale_);
   train::write_safetensors(path, arrays, meta);
 }
 
@@ -255,6 +291,12 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   }
   const uint64_t step = train::metadata_u64(file, "step", path);
   const uint64_t adam_steps = train::metadata_u64(file, "adam_steps", path);
+  double scale = 1;
+  if (file.metadata.count("activation_scale")) {
+    scale = train::metadata_f64_bits(file, "activation_scale", path);
+    if (!(std::isfinite(scale) && scale > 0 && scale < 3.4e38))
+      throw std::runtime_error(path + ": metadata activation_scale: expected a positive finite number");
+  }
   if (step > static_cast<uint64_t>(config_.steps))
     throw std::runtime_error(path + ": metadata step: expected at most the config's steps (" +
                              std::to_string(config_.steps) + "), got " + std::to_string(step));
@@ -270,6 +312,7 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   const std::vector<float>& fired = file.find("fired")->data;
   for (int64_t j = 0; j < M; ++j) fired_[j] = static_cast<int64_t>(fired[j]);
   step_ = static_cast<int64_t>(step);
+  scale_ = static_cast<float>(scale);
   optimizer_.set_steps_taken(static_cast<int64_t>(adam_steps));
 }
 

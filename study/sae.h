@@ -1,6 +1,7 @@
 // Sparse autoencoders (dictionary learning) on activations, with SAELens's conventions: the encoder
 // f = act((x - b_dec) W_enc + b_enc), the decoder x_hat = f W_dec + b_dec, W_enc (d_in, d_sae),
-// W_dec (d_sae, d_in) with unit-norm rows (each feature's direction), act ReLU with an L1 penalty or TopK.
+// W_dec (d_sae, d_in) with unit-norm rows (each feature's direction), act ReLU with an L1 penalty or TopK,
+// trained on activations scaled so their mean norm is sqrt(d_in) (the scale folded back on save).
 // This file holds the SAE's config, its parameters, its loss (autograd ops: the sparse products are
 // autograd/ops.h's topk_relu, relu_decode and sparse_grad_linear), one
 // training step (AdamW, decoder renormalisation, dead-feature resampling) and its file format. Where the
@@ -22,6 +23,10 @@
 namespace study {
 
 enum class SaeActivation { relu, topk };
+// How activations are scaled before the SAE sees them (SAELens's `normalize_activations`): not at all, or
+// by one factor fixed from the data so the mean norm of a training row is sqrt(d_in)
+// (`expected_average_only_in`), so that one l1_coefficient and lr fit every model and point.
+enum class SaeNormalize { none, expected_average_only_in };
 
 // An SAE's training config (docs/sae.md lists the fields). Every field has a default; unknown keys are
 // errors.
@@ -29,7 +34,8 @@ struct SaeConfig {
   int64_t d_sae = 0;  // features; 0: expansion * d_in
   int expansion = 8;  // d_sae / d_in when d_sae is 0
   SaeActivation activation = SaeActivation::relu;
-  double l1_coefficient = 1.0;    // ReLU: the L1 penalty's weight (unit-norm decoder rows)
+  SaeNormalize normalize_activations = SaeNormalize::expected_average_only_in;
+  double l1_coefficient = 0.3;    // ReLU: the L1 penalty's weight (unit-norm decoder rows)
   int k = 16;                     // TopK: active features per token
   int64_t steps = 3000;           // training steps
   int batch_size = 1024;          // tokens per step
@@ -90,13 +96,26 @@ SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActiv
 // Each decoder row scaled to unit norm (a zero row is left as it is).
 void normalize_decoder(SaeParams<float>& p);
 
+// The factor that brings the mean norm of `rows` (n rows of d) to sqrt(d) (SAELens's
+// expected_average_only_in); 1 when the rows are all zero.
+float activation_scale(const std::vector<float>& rows, int64_t d);
+
+// The SAE trained on activations multiplied by `scale`, rewritten to read the raw activations: b_enc and
+// b_dec divided by `scale`, W_enc and W_dec unchanged (decoder rows stay unit norm), so its features are
+// the trained ones divided by `scale` and its reconstruction is the trained one divided by `scale`.
+SaeParams<float> fold_activation_scale(const SaeParams<float>& p, float scale);
+
 // Training state: the parameters, AdamW, and the per-feature fire counts since the last resampling.
 class SaeTrainer {
  public:
-  SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<float>& data_mean);
+  // `data_mean` (raw, b_dec's start; empty: zero) and `activation_scale`, the factor every batch is
+  // multiplied by before the SAE sees it (1: none; activation_scale() when the config normalises).
+  SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<float>& data_mean,
+             float activation_scale = 1.f);
 
-  // One step on x (N, d_in): forward, backward, AdamW at the scheduled lr, decoder rows renormalised; every
-  // resample_every steps, dead features resampled from this batch (resample_dead). Returns the loss.
+  // One step on x (N, d_in) of raw activations: scaled by activation_scale, forward, backward, AdamW at the
+  // scheduled lr, decoder rows renormalised; every resample_every steps, dead features resampled from this
+  // batch (resample_dead). Returns the loss (on the scaled activations).
   struct StepResult {
     float loss, mse, l0;
     int resampled;
@@ -110,13 +129,18 @@ class SaeTrainer {
   // moments reset. Returns how many were resampled.
   int resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float>& x_hat);
 
+  // The parameters as trained, on scaled activations.
   SaeParams<float>& params() { return p_; }
   const SaeParams<float>& params() const { return p_; }
+  float activation_scale() const { return scale_; }
+  // The parameters folded to read raw activations (fold_activation_scale): what sae.safetensors holds.
+  SaeParams<float> raw_params() const { return fold_activation_scale(p_, scale_); }
   const SaeConfig& config() const { return config_; }
   int64_t steps_done() const { return step_; }
 
-  // The checkpoint (parameters, AdamW moments and step, fire counts) to `path`; load_checkpoint restores
-  // it bit-exactly, and refuses a corrupt one (a value not finite, a negative second moment or fire count,
+  // The checkpoint (parameters, AdamW moments and step, fire counts, the activation scale) to `path`;
+  // load_checkpoint restores it bit-exactly (a checkpoint without a scale, from before normalisation, has
+  // scale 1), and refuses a corrupt one (a value not finite, a negative second moment or fire count,
   // a fractional count, a step beyond the config's steps) with one line naming the file and the tensor or
   // metadata field.
   void save_checkpoint(const std::string& path, const std::map<std::string, std::string>& metadata) const;
@@ -128,10 +152,12 @@ class SaeTrainer {
   train::AdamW optimizer_;
   std::vector<int64_t> fired_;  // tokens each feature fired on since the last resampling
   int64_t step_ = 0;
+  float scale_ = 1.f;
 };
 
 // sae.safetensors: W_enc, b_enc, W_dec, b_dec (SAELens's names and shapes) and the metadata given (the
-// config as JSON under "config", the hook point under "hook_name", d_in and d_sae).
+// config as JSON under "config", the hook point under "hook_name", d_in and d_sae, the activation scale
+// folded into the weights under "activation_scale"). The weights read raw activations.
 void write_sae_file(const std::string& path, const SaeParams<float>& p,
                     const std::map<std::string, std::string>& metadata);
 // Reads an SAE file: the four tensors with consistent shapes (d_in, d_sae >= 1), finite values. Errors

@@ -99,6 +99,11 @@ std::vector<float> ModelActivations::mean() {
   return m;
 }
 
+float ModelActivations::norm_scale() {
+  fill(0);
+  return activation_scale(buffer_, d_);
+}
+
 SyntheticFeatures::SyntheticFeatures(int64_t n, int64_t d, double p, uint64_t seed)
     : n_(n), d_(d), p_(p), seed_(seed), dirs_(static_cast<size_t>(n * d)) {
   ag::Rng rng(seed);

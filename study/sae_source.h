@@ -43,6 +43,8 @@ class ModelActivations {
   ag::Tensor<float> batch(int64_t step);
   // The mean row of the first buffer (b_dec's start).
   std::vector<float> mean();
+  // The factor that brings the first buffer's mean row norm to sqrt(d_in) (activation_scale).
+  float norm_scale();
 
  private:
   void fill(int64_t index);

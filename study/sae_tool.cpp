@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -73,6 +74,13 @@ bool train_sae(SaeTrainer& trainer, Source&& source, const std::string& name, co
   return true;
 }
 
+// The activation scale as sae.safetensors's metadata shows it: 9 significant digits (a float's).
+std::string scale_to_metadata(float scale) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(scale));
+  return buf;
+}
+
 findings::SaeEvalSummary summary_of(const std::string& point, const SaeEval& e, int64_t d_in, int64_t d_sae) {
   findings::SaeEvalSummary s;
   s.point = point;
@@ -117,20 +125,26 @@ Output<SaeOutcome> sae(StudyRun& run, const SaeRequest& request) {
   const std::string checkpoint = io::layout::sae_checkpoint(out);
   if (request.resume) {
     const train::SafetensorsFile header = train::read_safetensors_header(checkpoint);
-    config = sae_config_from_json(
-        io::parse_json(train::metadata_string(header, "config", checkpoint), checkpoint + " (config)"),
-        checkpoint + " (config)");
+    const nlohmann::json saved =
+        io::parse_json(train::metadata_string(header, "config", checkpoint), checkpoint + " (config)");
+    config = sae_config_from_json(saved, checkpoint + " (config)");
+    // A checkpoint from before normalisation trained on raw activations.
+    if (saved.is_object() && !saved.contains("normalize_activations"))
+      config.normalize_activations = SaeNormalize::none;
   }
 
   ModelActivations source(*run.model, *run.task, request.point, config);
   std::filesystem::create_directories(out);  // once the point is known to be one an SAE can read
-  SaeTrainer trainer(config, source.d_in(), request.resume ? std::vector<float>{} : source.mean());
+  // On resume the scale is the checkpoint's.
+  const bool normalize = !request.resume && config.normalize_activations != SaeNormalize::none;
+  SaeTrainer trainer(config, source.d_in(), request.resume ? std::vector<float>{} : source.mean(),
+                     normalize ? source.norm_scale() : 1.f);
   if (request.resume) trainer.load_checkpoint(checkpoint);
-  const std::map<std::string, std::string> metadata = {{"config", sae_config_to_json(config).dump()},
-                                                       {"hook_name", request.point},
-                                                       {"d_in", std::to_string(source.d_in())},
-                                                       {"d_sae", std::to_string(trainer.params().d_sae())},
-                                                       {"run", run.dir}};
+  std::map<std::string, std::string> metadata = {{"config", sae_config_to_json(config).dump()},
+                                                 {"hook_name", request.point},
+                                                 {"d_in", std::to_string(source.d_in())},
+                                                 {"d_sae", std::to_string(trainer.params().d_sae())},
+                                                 {"run", run.dir}};
   Output<SaeOutcome> result;
   const bool finished = train_sae(
       trainer, [&](int64_t step) { return source.batch(step); }, "sae " + request.point, checkpoint, metadata,
@@ -141,15 +155,18 @@ Output<SaeOutcome> sae(StudyRun& run, const SaeRequest& request) {
     result.wrote = {checkpoint};
     return result;
   }
+  // Evaluated as saved: the scale folded in, on raw activations (the same as the trained SAE on scaled
+  // activations, up to rounding).
+  const SaeParams<float> raw = trainer.raw_params();
+  metadata["activation_scale"] = scale_to_metadata(trainer.activation_scale());
   const train::Batch held_out = run.task->eval_set(run.config.seed, config.eval_sequences);
   std::vector<findings::SaeFeature> features;
-  const SaeEval e =
-      evaluate_sae(*run.model, *run.task, trainer.params(), config, request.point, held_out, &features);
+  const SaeEval e = evaluate_sae(*run.model, *run.task, raw, config, request.point, held_out, &features);
   result.result.eval = summary_of(request.point, e, source.d_in(), trainer.params().d_sae());
   result.wrote =
       save_sae(in_run ? run.dir : std::string(), out,
-               run.config.name + ", step " + std::to_string(run.step) + ": SAE at " + request.point,
-               trainer.params(), metadata, result.result.eval, features, run.config.name);
+               run.config.name + ", step " + std::to_string(run.step) + ": SAE at " + request.point, raw,
+               metadata, result.result.eval, features, run.config.name);
   return result;
 }
 
@@ -191,7 +208,13 @@ Output<findings::SaeSyntheticResult> sae_synthetic(const SaeSyntheticRequest& re
   config.seed = request.seed;
   const auto t0 = std::chrono::steady_clock::now();
   const SyntheticFeatures source(request.features, request.dim, request.p, request.seed);
-  SaeTrainer trainer(config, request.dim, std::vector<float>(static_cast<size_t>(request.dim), 0.f));
+  // The scale from a stream of its own (step -1), as many rows as a buffer.
+  const float scale =
+      config.normalize_activations == SaeNormalize::none
+          ? 1.f
+          : activation_scale(source.batch(-1, std::min<int64_t>(config.buffer_tokens, 65536)).to_vector(),
+                             request.dim);
+  SaeTrainer trainer(config, request.dim, std::vector<float>(static_cast<size_t>(request.dim), 0.f), scale);
   train_sae(
       trainer, [&](int64_t step) { return source.batch(step, config.batch_size); }, "sae synthetic", "", {},
       request.progress, nullptr);
@@ -200,7 +223,7 @@ Output<findings::SaeSyntheticResult> sae_synthetic(const SaeSyntheticRequest& re
   std::vector<float> truth;
   const ag::Tensor<float> x = source.batch(-2, N, &truth);
   ag::NoGradScope no_grad;
-  const SaeOutput<float> o = sae_forward(trainer.params(), x, config.activation, 0.f, config.k);
+  const SaeOutput<float> o = sae_forward(trainer.raw_params(), x, config.activation, 0.f, config.k);
   const int64_t M = trainer.params().d_sae();
   double l0 = 0;
   std::vector<char> alive(static_cast<size_t>(M), 0);
