@@ -167,6 +167,10 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
 // backward.
 template <typename T>
 Tensor<T> layer_norm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, T eps = T(1e-5));
+// Over the last dim: x / sqrt(mean(x^2) + eps) * weight, as torch.nn.functional.rms_norm with weight (D).
+// Fused backward.
+template <typename T>
+Tensor<T> rms_norm(const Tensor<T>& x, const Tensor<T>& weight, T eps = T(1e-5));
 // Rows of weight (V, D) picked by ids -> shape ids_shape + [D]. Backward scatter-adds into weight.
 template <typename T>
 Tensor<T> embedding(const Tensor<T>& weight, const std::vector<int32_t>& ids, const Shape& ids_shape);

@@ -73,7 +73,8 @@ inline constexpr HookPoint kHookPoints[] = {
     {Point::resid_pre, "resid_pre", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream entering block L"},
     {Point::ln1_scale, "ln1.scale", true, Needs::norm, "(B, T, 1)", 1, -1,
-     "1 / sqrt(var + eps), the factor ln1 multiplies the centred residual by"},
+     "1 / sqrt(var + eps), the factor ln1 multiplies the centred residual by (RMSNorm: 1 / sqrt(mean(x^2) + "
+     "eps), the residual itself)"},
     {Point::ln1_out, "ln1.out", true, Needs::norm, "(B, T, D)", 1, -1, "ln1's output, attention's input"},
     {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's queries"},
     {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's keys"},
@@ -86,7 +87,8 @@ inline constexpr HookPoint kHookPoints[] = {
     {Point::attn_out, "attn.out", true, Needs::always, "(B, T, D)", 1, -1, "attention's output after Wo"},
     {Point::resid_mid, "resid_mid", true, Needs::always, "(B, T, D)", 1, -1, "resid_pre + attn.out"},
     {Point::ln2_scale, "ln2.scale", true, Needs::mlp_norm, "(B, T, 1)", 1, -1,
-     "1 / sqrt(var + eps), the factor ln2 multiplies the centred residual by"},
+     "1 / sqrt(var + eps), the factor ln2 multiplies the centred residual by (RMSNorm: 1 / sqrt(mean(x^2) + "
+     "eps), the residual itself)"},
     {Point::ln2_out, "ln2.out", true, Needs::mlp_norm, "(B, T, D)", 1, -1, "ln2's output, the MLP's input"},
     {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1, "fc1's output, before the activation"},
     {Point::mlp_post, "mlp.post", true, Needs::mlp, "(B, T, F)", 1, -1,
@@ -95,8 +97,10 @@ inline constexpr HookPoint kHookPoints[] = {
     {Point::resid_post, "resid_post", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream leaving block L: resid_mid + mlp.out (resid_mid without an MLP)"},
     {Point::ln_f_scale, "ln_f.scale", false, Needs::norm, "(B, T, 1)", 1, -1,
-     "1 / sqrt(var + eps), the factor ln_f multiplies the centred residual by"},
-    {Point::ln_f_out, "ln_f.out", false, Needs::norm, "(B, T, D)", 1, -1, "the final LayerNorm's output"},
+     "1 / sqrt(var + eps), the factor ln_f multiplies the centred residual by (RMSNorm: 1 / sqrt(mean(x^2) + "
+     "eps), the residual itself)"},
+    {Point::ln_f_out, "ln_f.out", false, Needs::norm, "(B, T, D)", 1, -1,
+     "ln_f's output, the unembedding's input"},
     {Point::logits, "logits", false, Needs::always, "(B, T, V)", 1, -1, "the model's output"},
 };
 
@@ -128,9 +132,9 @@ inline const char* needs_note(Needs needs) {
     case Needs::mlp:
       return " (not in attention-only models)";
     case Needs::norm:
-      return " (not in models without LayerNorm)";
+      return " (not in models without a norm)";
     case Needs::mlp_norm:
-      return " (not in attention-only models or models without LayerNorm)";
+      return " (not in attention-only models or models without a norm)";
     default:
       return "";
   }

@@ -35,12 +35,28 @@ ag::Tensor<T> LayerNorm<T>::forward(const ag::Tensor<T>& x, const HookSite<T>& a
 }
 
 template <typename T>
-std::unique_ptr<Norm<T>> make_norm(NormKind kind, int64_t dim) {
+RMSNorm<T>::RMSNorm(int64_t dim, T eps) : Norm<T>(NormKind::rms) {
+  this->weight = this->register_parameter("weight", ag::Tensor<T>::full({dim}, T(1)), ParamKind::kNorm);
+  this->eps = eps;
+}
+
+template <typename T>
+ag::Tensor<T> RMSNorm<T>::forward(const ag::Tensor<T>& x, const HookSite<T>& at, Point scale_point,
+                                  Point out_point) const {
+  const ag::Tensor<T> scale =
+      at(scale_point, ag::rsqrt(ag::add_scalar(ag::mean(x * x, -1, /*keepdim=*/true), this->eps)));
+  return at(out_point, x * scale * this->weight);
+}
+
+template <typename T>
+std::unique_ptr<Norm<T>> make_norm(NormKind kind, int64_t dim, double eps) {
   switch (kind) {
     case NormKind::none:
       return std::make_unique<IdentityNorm<T>>();
     case NormKind::layer:
-      return std::make_unique<LayerNorm<T>>(dim);
+      return std::make_unique<LayerNorm<T>>(dim, T(eps));
+    case NormKind::rms:
+      return std::make_unique<RMSNorm<T>>(dim, T(eps));
   }
   throw std::invalid_argument("make_norm: unknown norm kind " + std::to_string(static_cast<int>(kind)));
 }
@@ -69,8 +85,10 @@ template class Embedding<float>;
 template class Embedding<double>;
 template class LayerNorm<float>;
 template class LayerNorm<double>;
-template std::unique_ptr<Norm<float>> make_norm<float>(NormKind, int64_t);
-template std::unique_ptr<Norm<double>> make_norm<double>(NormKind, int64_t);
+template class RMSNorm<float>;
+template class RMSNorm<double>;
+template std::unique_ptr<Norm<float>> make_norm<float>(NormKind, int64_t, double);
+template std::unique_ptr<Norm<double>> make_norm<double>(NormKind, int64_t, double);
 template ag::Tensor<float> activate<float>(Activation, const ag::Tensor<float>&);
 template ag::Tensor<double> activate<double>(Activation, const ag::Tensor<double>&);
 template class MLP<float>;

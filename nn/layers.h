@@ -1,11 +1,11 @@
-// The basic layers: Linear, Embedding, the norms (nn::Norm: LayerNorm, IdentityNorm), and the MLP of a
-// transformer block. Their forwards are the model's reference: plain ops, with a hook at every point of
+// The basic layers: Linear, Embedding, the norms (nn::Norm: LayerNorm, RMSNorm, IdentityNorm), and the MLP of
+// a transformer block. Their forwards are the model's reference: plain ops, with a hook at every point of
 // nn/hook_points.h. The training forward (nn/training_forward.cpp) computes the same functions with fused
 // ops (a norm's forward_fused and forward_linear).
 // Initialisation (from the caller's seeded generator, in construction order):
 //   Linear weight: Xavier-like normal, std sqrt(2 / (in + out)); bias zeros.
 //   Embedding (vocab, dim): the same rule with fan_in = vocab, fan_out = dim.
-//   LayerNorm: weight ones, bias zeros.
+//   LayerNorm: weight ones, bias zeros. RMSNorm: weight ones.
 #pragma once
 
 #include <memory>
@@ -109,9 +109,28 @@ class LayerNorm : public Norm<T> {
   }
 };
 
-// The norm of a kind over rows of `dim`.
+// NormKind::rms: LayerNorm without the centring and the bias.
 template <typename T>
-std::unique_ptr<Norm<T>> make_norm(NormKind kind, int64_t dim);
+class RMSNorm : public Norm<T> {
+ public:
+  explicit RMSNorm(int64_t dim, T eps = T(1e-5));
+  using Norm<T>::forward;
+  // As its math reads: scale = 1 / sqrt(mean(x^2) + eps) (..., 1); out = x * scale * weight.
+  ag::Tensor<T> forward(const ag::Tensor<T>& x, const HookSite<T>& at, Point scale_point,
+                        Point out_point) const override;
+  ag::Tensor<T> forward_fused(const ag::Tensor<T>& x) const override {
+    return ag::rms_norm(x, this->weight, this->eps);
+  }
+  // The norm's output is kept (one (..., dim) tensor): there is no fused rms_norm_linear.
+  ag::Tensor<T> forward_linear(const ag::Tensor<T>& x, const ag::Tensor<T>& w,
+                               const ag::Tensor<T>& b) const override {
+    return ag::linear(ag::rms_norm(x, this->weight, this->eps), w, b);
+  }
+};
+
+// The norm of a kind over rows of `dim`, with `eps` under its square root (ModelShape::norm_eps).
+template <typename T>
+std::unique_ptr<Norm<T>> make_norm(NormKind kind, int64_t dim, double eps = 1e-5);
 
 // The activation function of a kind.
 template <typename T>

@@ -14,8 +14,9 @@ namespace nn {
 
 // The normalisation before attention, the MLP and the unembedding (ln1, ln2, ln_f), per row of d_model:
 //   none   the identity;
-//   layer  LayerNorm: (x - mean x) / sqrt(mean((x - mean x)^2) + eps) * weight + bias.
-enum class NormKind { none, layer };
+//   layer  LayerNorm: (x - mean x) / sqrt(mean((x - mean x)^2) + eps) * weight + bias;
+//   rms    RMSNorm: x / sqrt(mean(x^2) + eps) * weight (no centring, no bias; Llama's).
+enum class NormKind { none, layer, rms };
 // The MLP's nonlinearity: GELU (its tanh approximation) or ReLU.
 enum class Activation { gelu, relu };
 
@@ -25,6 +26,8 @@ constexpr bool has_norm(NormKind kind) {
     case NormKind::none:
       return false;
     case NormKind::layer:
+      return true;
+    case NormKind::rms:
       return true;
   }
   return false;
@@ -36,6 +39,8 @@ constexpr bool norm_centres(NormKind kind) {
       return false;
     case NormKind::layer:
       return true;
+    case NormKind::rms:
+      return false;
   }
   return false;
 }
@@ -46,6 +51,8 @@ constexpr bool norm_has_bias(NormKind kind) {
       return false;
     case NormKind::layer:
       return true;
+    case NormKind::rms:
+      return false;
   }
   return false;
 }
@@ -59,6 +66,7 @@ struct ModelShape {
   int64_t d_ff = 256;
   bool attention_only = false;               // blocks without LN2 and MLP
   NormKind norm = NormKind::layer;           // ln1, ln2 and ln_f; none: each is the identity
+  double norm_eps = 1e-5;                    // the eps of every norm (layer or rms) under its square root
   Activation activation = Activation::gelu;  // the MLP's
   bool bias = true;                          // false: no biases in the attention, MLP and unembedding linears
 };

@@ -9,11 +9,11 @@ namespace nn {
 
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const ModelShape& s, ag::Rng& rng)
-    : ln1(make_norm<T>(s.norm, s.d_model)), attn(s.d_model, s.n_heads, rng, s.bias) {
+    : ln1(make_norm<T>(s.norm, s.d_model, s.norm_eps)), attn(s.d_model, s.n_heads, rng, s.bias) {
   this->register_module("ln1", ln1.get());
   this->register_module("attn", &attn);
   if (!s.attention_only) {
-    ln2 = make_norm<T>(s.norm, s.d_model);
+    ln2 = make_norm<T>(s.norm, s.d_model, s.norm_eps);
     this->register_module("ln2", ln2.get());
     mlp = std::make_unique<MLP<T>>(s.d_model, s.d_ff, rng, s.activation, s.bias);
     this->register_module("mlp", mlp.get());
@@ -47,7 +47,7 @@ CausalLM<T>::CausalLM(const ModelShape& s, ag::Rng& rng)
       tok_emb(s.vocab, s.d_model, rng),
       pos_emb(s.max_len, s.d_model, rng),
       blocks(make_blocks<T>(s, rng)),
-      ln_f(make_norm<T>(s.norm, s.d_model)),
+      ln_f(make_norm<T>(s.norm, s.d_model, s.norm_eps)),
       lm_head(s.d_model, s.vocab, rng, s.bias) {
   this->register_module("tok_emb", &tok_emb);
   this->register_module("pos_emb", &pos_emb);

@@ -162,7 +162,8 @@ def check_model(state_dict, metadata, forward_json=None):
     # Without a config, the names say what they can; the activation and the head count cannot be seen.
     model = {"n_layers": max(layers) + 1 if layers else 0, "n_heads": 1,
              "attention_only": not any(k.endswith(".mlp.fc1.weight") for k in state_dict),
-             "norm": "layer" if "ln_f.weight" in state_dict else "none", "bias": "lm_head.bias" in state_dict}
+             "norm": ("layer" if "ln_f.bias" in state_dict else "rms") if "ln_f.weight" in state_dict else "none",
+             "bias": "lm_head.bias" in state_dict}
     if "config" in metadata:  # the resolved config says what the model should be
         try:
             model = json.loads(metadata["config"]).get("model", {})

@@ -62,8 +62,9 @@ struct DirectLogitAttribution {
 };
 
 // For each scored position (target != -1) of `batch`, each component's output c (a head's z^h W_O^h, the
-// embeddings, an MLP's output) centred over d_model (LayerNorm removes the mean) and divided by ln_f's
-// standard deviation at that position in the actual forward, dotted with W_U[:, target] - mean_v W_U[:, v];
+// embeddings, an MLP's output) centred over d_model when ln_f centres (LayerNorm removes the mean; RMSNorm
+// does not) and divided by ln_f's standard deviation (RMSNorm: root mean square) at that position in the
+// actual forward, dotted with W_U[:, target] - mean_v W_U[:, v];
 // averaged over the scored positions. Throws std::invalid_argument when no position is scored.
 DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model, const train::Batch& batch,
                                                 int chunk = 256);

@@ -65,9 +65,17 @@ const Table<ModelConfig>& model_fields() {
       {"n_layers", &ModelConfig::n_layers, "transformer blocks", at_least(1)},
       {"d_ff", &ModelConfig::d_ff, "hidden width of each MLP (unused when `attention_only`)", at_least(1)},
       {"attention_only", &ModelConfig::attention_only, "blocks without LN2 and MLP"},
-      {"norm", io::named(&ModelConfig::norm, {{nn::NormKind::layer, "layer"}, {nn::NormKind::none, "none"}}),
-       "the norm before attention, the MLP and the unembedding (ln1, ln2, ln_f): LayerNorm, or none (each is "
-       "the identity); `layer_norm` true or false, read as `layer` or `none`, is the older spelling"},
+      {"norm",
+       io::named(&ModelConfig::norm,
+                 {{nn::NormKind::layer, "layer"}, {nn::NormKind::rms, "rms"}, {nn::NormKind::none, "none"}}),
+       "the norm before attention, the MLP and the unembedding (ln1, ln2, ln_f): LayerNorm, RMSNorm (a "
+       "weight, "
+       "no centring, no bias: Llama's), or none (each is the identity); `layer_norm` true or false, read as "
+       "`layer` or `none`, is the older spelling"},
+      {"norm_eps", &ModelConfig::norm_eps,
+       "the eps each norm (layer or rms) adds to the mean square under its square root; 1e-5 is LayerNorm's "
+       "and Llama 2's RMSNorm's (Llama 1 used 1e-6)",
+       above(0)},
       {"activation",
        io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"}, {nn::Activation::relu, "relu"}}),
        "the MLP's nonlinearity (GELU is the tanh approximation)"},

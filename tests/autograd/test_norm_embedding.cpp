@@ -1,8 +1,9 @@
 #define BOOST_TEST_MODULE norm_embedding
 #include <boost/test/unit_test.hpp>
 
-// layer_norm and embedding: PyTorch reference values and gradients, float64 gradient checks, the float32
-// path, repeated ids accumulating, thread-count independence, and the error messages.
+// layer_norm, rms_norm and embedding: PyTorch reference values (rms_norm's: by hand) and gradients, float64
+// gradient checks, the float32 path, repeated ids accumulating, thread-count independence, and the error
+// messages.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -96,6 +97,56 @@ BOOST_AUTO_TEST_CASE(layer_norm_gradcheck) {
     for (int k = 0; k < 3; ++k) in[k].set_requires_grad(k == only);
     check_gradients("layer_norm input " + std::to_string(only) + " only", f, in);
   }
+}
+
+BOOST_AUTO_TEST_CASE(rms_norm_values_and_gradcheck) {
+  // One row [3, 4]: mean(x^2) = 12.5, so y = x / sqrt(12.5 + eps) * w; no centring, no bias.
+  const Tensor<double> x = Tensor<double>::from({1, 2}, {3, 4}), w = Tensor<double>::from({2}, {2, -1});
+  const double r = 1 / std::sqrt(12.5 + 1e-5);
+  check_close(ag::rms_norm(x, w).values(), {3 * r * 2, -4 * r}, 1e-15, "rms_norm values");
+  const double r6 = 1 / std::sqrt(12.5 + 1e-6);
+  check_close(ag::rms_norm(x, w, 1e-6).values(), {3 * r6 * 2, -4 * r6}, 1e-15, "rms_norm eps 1e-6");
+  auto f = [](const auto& in) { return ag::rms_norm(in[0], in[1]); };
+  check_gradients("rms_norm (x, weight)", f,
+                  {random_tensor({3, 2, 5}, 81, 2.0, 0.5), random_tensor({5}, 82)});
+  // Each input alone: the closure must skip the input that does not require grad.
+  for (int only = 0; only < 2; ++only) {
+    std::vector<Tensor<double>> in = {random_tensor({4, 6}, 83), random_tensor({6}, 84)};
+    for (int k = 0; k < 2; ++k) in[k].set_requires_grad(k == only);
+    check_gradients("rms_norm input " + std::to_string(only) + " only", f, in);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rms_norm_is_the_composed_ops_and_thread_independent) {
+  // The fused op against x * rsqrt(mean(x^2) + eps) * w, values and gradients, on 300 x 256 (past the
+  // pool's parallel threshold); each row belongs to one thread and dw sums rows in order.
+  auto x = random_tensor({300, 256}, 85, 2.0);
+  auto w = random_tensor({256}, 86);
+  const auto seed = random_tensor({300, 256}, 87).to_vector();
+  auto run = [&](int threads, bool composed) {
+    const int saved = ag::num_threads();
+    ag::set_num_threads(threads);
+    for (auto* t : {&x, &w}) t->zero_grad();
+    auto y =
+        composed ? x * ag::rsqrt(ag::add_scalar(ag::mean(x * x, -1, true), 1e-5)) * w : ag::rms_norm(x, w);
+    y.backward(seed);
+    ag::set_num_threads(saved);
+    return std::vector<std::vector<double>>{y.to_vector(), x.grad_tensor().to_vector(),
+                                            w.grad_tensor().to_vector()};
+  };
+  const auto one = run(1, false);
+  BOOST_CHECK(one == run(2, false));
+  BOOST_CHECK(one == run(3, false));
+  const auto composed = run(1, true);
+  for (size_t i = 0; i < one.size(); ++i) check_close(one[i], composed[i], 1e-12, "rms_norm vs composed");
+}
+
+BOOST_AUTO_TEST_CASE(rms_norm_rejects_bad_arguments) {
+  const auto x = random_tensor({2, 4}, 88);
+  std::string e = error_of([&] { ag::rms_norm(x, random_tensor({3}, 89)); });
+  BOOST_CHECK_MESSAGE(contains(e, "rms_norm") && contains(e, "[2, 4]") && contains(e, "[3]"), e);
+  e = error_of([&] { ag::rms_norm(x, random_tensor({4}, 90), 0.0); });
+  BOOST_CHECK_MESSAGE(contains(e, "rms_norm") && contains(e, "eps"), e);
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_constant_row_gives_bias) {

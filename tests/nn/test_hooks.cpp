@@ -36,14 +36,16 @@ nn::ModelShape shape(bool attention_only = false) {
   return s;
 }
 
-// The model's variants: the default, attention-only, and the grokking model's (no LayerNorm, ReLU, no
-// biases).
+// The model's variants: the default, attention-only, the grokking model's (no LayerNorm, ReLU, no
+// biases), and each of issue 41's options.
 std::vector<nn::ModelShape> variants() {
   nn::ModelShape bare = shape();
   bare.norm = nn::NormKind::none;
   bare.activation = nn::Activation::relu;
   bare.bias = false;
-  return {shape(), shape(/*attention_only=*/true), bare};
+  nn::ModelShape rms = shape();
+  rms.norm = nn::NormKind::rms;
+  return {shape(), shape(/*attention_only=*/true), bare, rms};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};
@@ -126,6 +128,32 @@ BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
       BOOST_TEST_REQUIRE(row != nullptr, p);
       BOOST_TEST((hooks.captured(p).shape() == shape_of(row->shape)), p);
     }
+  }
+}
+
+// RMSNorm's scale is 1 / sqrt(mean(x^2) + eps) of its input row, not centred; its output is x * scale *
+// weight.
+BOOST_AUTO_TEST_CASE(rms_norm_scale_is_the_root_mean_square) {
+  nn::ModelShape s = shape();
+  s.norm = nn::NormKind::rms, s.norm_eps = 1e-6;
+  ag::Rng rng(1);
+  const nn::CausalLM<double> model(s, rng);
+  for (double& w : model.blocks[1]->ln2->weight.values()) w += 0.1 * rng.normal();
+  nn::Hooks<double> hooks;
+  for (const std::string& p : model.hook_points()) hooks.capture(p);
+  logits_of(model, kA, &hooks);
+  auto at = [&](const std::string& p) -> const ag::Tensor<double>& { return hooks.captured(p); };
+  const int64_t D = 16;
+  const std::vector<double> w = model.blocks[1]->ln2->weight.to_vector();
+  for (int64_t r = 0; r < kBatch * kT; ++r) {
+    const double* x = at("blocks.1.resid_mid").data() + r * D;
+    double ms = 0;
+    for (int64_t i = 0; i < D; ++i) ms += x[i] * x[i] / D;
+    const double scale = 1 / std::sqrt(ms + 1e-6);
+    BOOST_TEST(at("blocks.1.ln2.scale").data()[r] == scale, boost::test_tools::tolerance(1e-12));
+    for (int64_t i = 0; i < D; ++i)
+      BOOST_TEST(at("blocks.1.ln2.out").data()[r * D + i] == x[i] * scale * w[i],
+                 boost::test_tools::tolerance(1e-12));
   }
 }
 

@@ -125,6 +125,13 @@ BOOST_AUTO_TEST_CASE(gradcheck_linear_embedding_layernorm_mlp) {
   check_module(lin, random_tensor({2, 5, 4}, 30), [&](const D& x) { return lin.forward(x); });
   nn::LayerNorm<double> ln(6);
   check_module(ln, random_tensor({3, 6}, 31), [&](const D& x) { return ln.forward(x); });
+  nn::RMSNorm<double> rms(6);
+  for (double& w : rms.weight.values()) w += 0.1 * rng.normal();
+  check_module(rms, random_tensor({3, 6}, 33), [&](const D& x) { return rms.forward(x); });
+  // Its one parameter is a norm's gain: not weight-decayed, no bias.
+  BOOST_TEST(rms.named_parameters().size() == 1u);
+  BOOST_TEST(rms.named_parameters()[0].name == "weight");
+  BOOST_TEST((rms.named_parameters()[0].kind == nn::ParamKind::kNorm));
   nn::MLP<double> mlp(4, 8, rng);
   check_module(mlp, random_tensor({2, 3, 4}, 32), [&](const D& x) { return mlp.forward(x); });
   nn::Embedding<double> emb(5, 3, rng);
@@ -147,7 +154,9 @@ BOOST_AUTO_TEST_CASE(gradcheck_transformer_blocks) {
   nn::ModelShape attention_only = s, bare = s;
   attention_only.attention_only = true;
   bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
-  for (const nn::ModelShape& shape : {s, attention_only, bare}) {
+  nn::ModelShape rms = s;
+  rms.norm = nn::NormKind::rms;
+  for (const nn::ModelShape& shape : {s, attention_only, bare, rms}) {
     nn::TransformerBlock<double> block(shape, rng);
     check_module(block, random_tensor({2, 5, 8}, 50),
                  [&](const D& x) { return block.forward(x, nn::causal_mask<double>(5)); });
@@ -158,7 +167,9 @@ BOOST_AUTO_TEST_CASE(gradcheck_whole_causal_lm_loss_with_causal_and_padding_mask
   nn::ModelShape s{7, 6, 8, 2, 2, 16, false};
   nn::ModelShape bare = s;  // the grokking model's options
   bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
-  for (const nn::ModelShape& shape : {s, bare}) {
+  nn::ModelShape rms = s;  // RMSNorm with Llama 1's eps
+  rms.norm = nn::NormKind::rms, rms.norm_eps = 1e-6;
+  for (const nn::ModelShape& shape : {s, bare, rms}) {
     ag::Rng rng(6);
     nn::CausalLM<double> model(shape, rng);
     std::vector<D> params = parameters_of(model);

@@ -1,6 +1,7 @@
 // PyTorch parity in float32 against committed float64 references (tests/fixtures/, made by
-// make_fixtures.py): the lesson's nn.MultiheadAttention, and 2-layer / attention-only CausalLMs with
-// logits, loss, attention weights and every parameter gradient. Each tensor's error is reported.
+// make_fixtures.py): the lesson's nn.MultiheadAttention, and 2-layer / attention-only CausalLMs, and the
+// 2-layer model with each model option (RMSNorm), with logits, loss, attention weights and every parameter
+// gradient. Each tensor's error is reported.
 #define BOOST_TEST_MODULE pytorch_parity
 #include <boost/test/unit_test.hpp>
 
@@ -78,6 +79,15 @@ void check_causal_lm(const std::string& file, bool reference) {
   shape.n_layers = m.at("n_layers");
   shape.d_ff = m.at("d_ff");
   shape.attention_only = m.at("attention_only");
+  // The model options a fixture names (make_fixtures.py's causal_lm_<option>.json); absent: the default.
+  if (m.contains("norm")) {
+    const std::string norm = m.at("norm");
+    BOOST_REQUIRE_MESSAGE(norm == "layer" || norm == "rms" || norm == "none", file << ": norm " << norm);
+    shape.norm = norm == "rms"    ? nn::NormKind::rms
+                 : norm == "none" ? nn::NormKind::none
+                                  : nn::NormKind::layer;
+  }
+  if (m.contains("norm_eps")) shape.norm_eps = m.at("norm_eps");
   ag::Rng rng(0);
   nn::CausalLM<float> model(shape, rng);
   load_parameters(model, fx);
@@ -108,6 +118,11 @@ void check_causal_lm(const std::string& file, bool reference) {
 BOOST_AUTO_TEST_CASE(two_layer_causal_lm_matches_torch_logits_loss_and_every_gradient) {
   check_causal_lm("causal_lm.json", /*reference=*/true);
   check_causal_lm("causal_lm.json", /*reference=*/false);
+}
+
+BOOST_AUTO_TEST_CASE(rms_norm_causal_lm_matches_torch) {
+  check_causal_lm("causal_lm_rms.json", /*reference=*/true);
+  check_causal_lm("causal_lm_rms.json", /*reference=*/false);
 }
 
 BOOST_AUTO_TEST_CASE(attention_only_causal_lm_matches_torch) {

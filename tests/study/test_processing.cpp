@@ -124,6 +124,28 @@ BOOST_AUTO_TEST_CASE(same_log_probs_without_a_norm) {
   BOOST_TEST((processed->lm_head.weight.to_vector() != model.lm_head.weight.to_vector()));
 }
 
+// RMSNorm: each weight is folded into its readers and left as ones, but nothing reads the stream centred,
+// so the stream's writers keep their means; the unembedding is still centred over the vocabulary.
+BOOST_AUTO_TEST_CASE(same_log_probs_with_rms_norm) {
+  nn::ModelShape s = shape(false);
+  s.norm = nn::NormKind::rms;
+  ag::Rng rng(4);
+  nn::CausalLM<double> model(s, rng);
+  perturb(model);
+  const auto processed = study::processed_weights(model);
+  BOOST_TEST(worst_difference(model, *processed, kIds, 2) <= 1e-10);
+  BOOST_TEST((processed->tok_emb.weight.to_vector() == model.tok_emb.weight.to_vector()));
+  BOOST_TEST(
+      (processed->blocks[0]->attn.wo.weight.to_vector() == model.blocks[0]->attn.wo.weight.to_vector()));
+  BOOST_TEST(
+      (processed->blocks[0]->attn.wq.weight.to_vector() != model.blocks[0]->attn.wq.weight.to_vector()));
+  for (const auto* norm :
+       {processed->blocks[1]->ln1.get(), processed->blocks[1]->ln2.get(), processed->ln_f.get()}) {
+    BOOST_TEST(!norm->bias.defined());
+    for (double w : norm->weight.to_vector()) BOOST_TEST(w == 1.0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(same_log_probs_on_a_trained_checkpoint) {
   const train::LoadedRun run =
       train::load_run(std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small");

@@ -15,8 +15,9 @@
 
 namespace {
 
-nn::ModelShape shape(bool attention_only) {
+nn::ModelShape shape(bool attention_only, nn::NormKind norm = nn::NormKind::layer) {
   nn::ModelShape s;
+  s.norm = norm;
   s.vocab = 13;
   s.max_len = 9;
   s.d_model = 16;
@@ -42,9 +43,9 @@ void perturb(nn::CausalLM<T>& model, uint64_t seed) {
 }
 
 template <typename T>
-void check_sums(bool attention_only, int wrong, double tolerance) {
+void check_sums(bool attention_only, int wrong, double tolerance, nn::NormKind norm = nn::NormKind::layer) {
   ag::Rng rng(3);
-  nn::CausalLM<T> model(shape(attention_only), rng);
+  nn::CausalLM<T> model(shape(attention_only, norm), rng);
   perturb(model, 11);
   const findings::LensResult r = study::logit_lens(model, kIds, 7, wrong);
   const size_t T_ = kIds.size();
@@ -66,7 +67,10 @@ void check_sums(bool attention_only, int wrong, double tolerance) {
   }
   BOOST_TEST(largest > 0.1);  // not a trivially zero metric
   // Accumulated: the last (resid_post of the last block) is the metric; the first (resid_pre 0) is the
-  // embeddings plus the two bias terms.
+  // embeddings plus the two bias terms (RMSNorm has no ln_f.bias).
+  const bool ln_bias = nn::norm_has_bias(norm);
+  BOOST_TEST(by_name.count("ln_f.bias") == (ln_bias ? 1u : 0u));
+  if (!ln_bias) by_name["ln_f.bias"].assign(T_, 0.0);
   const std::string first = nn::hook_name(nn::Point::resid_pre, 0),
                     last = nn::hook_name(nn::Point::resid_post, model.blocks.size() - 1);
   for (const auto& a : r.accumulated) {
@@ -91,11 +95,14 @@ void check_sums(bool attention_only, int wrong, double tolerance) {
 BOOST_AUTO_TEST_CASE(components_sum_to_the_metric_in_float64_within_1e_10) {
   for (bool attention_only : {false, true})
     for (int wrong : {-1, 3}) check_sums<double>(attention_only, wrong, 1e-10);
+  // RMSNorm: ln_f's direction is scaled by its root mean square and weight, not centred, and has no bias.
+  for (int wrong : {-1, 3}) check_sums<double>(false, wrong, 1e-10, nn::NormKind::rms);
 }
 
 BOOST_AUTO_TEST_CASE(components_sum_to_the_metric_in_float32_within_1e_5) {
   for (bool attention_only : {false, true})
     for (int wrong : {-1, 3}) check_sums<float>(attention_only, wrong, 1e-5);
+  for (int wrong : {-1, 3}) check_sums<float>(false, wrong, 1e-5, nn::NormKind::rms);
 }
 
 BOOST_AUTO_TEST_CASE(the_actual_metric_is_the_logit_difference_of_the_forward) {

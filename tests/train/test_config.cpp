@@ -269,7 +269,17 @@ BOOST_AUTO_TEST_CASE(layer_norm_is_the_older_spelling_of_norm) {
   BOOST_TEST(error_of_text(R"({"model": {"layer_norm": "yes"}})") ==
              "<file>: /model/layer_norm: expected true or false, got string \"yes\"");
   BOOST_TEST(error_of_text(R"({"model": {"norm": "batch"}})") ==
-             "<file>: /model/norm: expected \"layer\" or \"none\", got \"batch\"");
+             "<file>: /model/norm: expected \"layer\", \"rms\" or \"none\", got \"batch\"");
+  // RMSNorm and its eps (model.norm_eps, every norm's; LayerNorm's default 1e-5 stays).
+  const train::Config rms =
+      load_config(write_config("rms.json", "{}"), {"model.norm=rms", "model.norm_eps=1e-6"});
+  BOOST_TEST((rms.model.norm == nn::NormKind::rms));
+  BOOST_TEST(rms.model.norm_eps == 1e-6);
+  BOOST_TEST(train::to_json(rms)["model"]["norm"] == "rms");
+  BOOST_TEST(load_config(none).model.norm_eps == 1e-5);
+  BOOST_TEST(error_of_text(R"({"model": {"norm": "rms", "layer_norm": true}})") ==
+             "<file>: /model/layer_norm: true contradicts model.norm (give one of the two)");
+  BOOST_TEST(error_of_text(R"({"model": {"norm_eps": 0}})") == "<file>: /model/norm_eps: must be > 0, got 0");
 }
 
 BOOST_AUTO_TEST_CASE(set_errors_name_the_override) {
