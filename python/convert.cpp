@@ -1,8 +1,11 @@
 #include "python/convert.h"
 
+#include <cmath>
 #include <stdexcept>
 
+#include "io/field_table.h"
 #include "io/json_read.h"
+#include "io/printable.h"
 
 namespace pyag {
 
@@ -137,18 +140,78 @@ py::object json_to_python(const nlohmann::json& j) {
   }
 }
 
-nlohmann::json python_to_json(py::handle value) {
-  // numpy arrays and scalars as the lists and numbers they hold; anything else json cannot hold stays a
-  // TypeError.
-  const py::cpp_function plain([](py::handle v) -> py::object {
-    if (py::hasattr(v, "tolist")) return v.attr("tolist")();
-    throw py::type_error("Object of type " + py::str(py::type::of(v).attr("__name__")).cast<std::string>() +
-                         " is not JSON serializable");
-  });
-  const std::string text = py::module_::import("json")
-                               .attr("dumps")(value, py::arg("allow_nan") = false, py::arg("default") = plain)
-                               .cast<std::string>();
-  return io::parse_json_text(text, "argument");  // bounded: no recursion meets a deep value
+namespace {
+
+std::string type_name(py::handle v) {
+  return py::str(py::type::of(v).attr("__name__")).cast<std::string>();
+}
+
+// `value` at `pointer` (inside `argument`) as JSON; `depth` containers are open around it.
+nlohmann::json to_json(py::handle value, const std::string& argument, const std::string& pointer, int depth) {
+  const auto fail = [&](const std::string& what) {
+    throw io::JsonError(io::printable(argument + ": " + (pointer.empty() ? "" : pointer + ": ") + what));
+  };
+  if (value.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
+  if (py::isinstance<py::int_>(value)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (overflow == 0) return static_cast<int64_t>(v);
+    if (overflow > 0) {
+      const unsigned long long u = PyLong_AsUnsignedLongLong(value.ptr());
+      if (!PyErr_Occurred()) return static_cast<uint64_t>(u);
+      PyErr_Clear();
+    }
+    std::string text = py::str(value).cast<std::string>();
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    fail("integer out of range (64 bits), got " + text);
+  }
+  if (py::isinstance<py::float_>(value)) {
+    const double x = value.cast<double>();
+    if (!std::isfinite(x)) fail("expected a finite number, got " + py::repr(value).cast<std::string>());
+    return x;
+  }
+  if (py::isinstance<py::str>(value)) {
+    try {
+      return value.cast<std::string>();
+    } catch (const std::exception&) {  // lone surrogates: no UTF-8 for them
+      PyErr_Clear();
+      fail("expected text that is valid UTF-8");
+    }
+  }
+  if (py::isinstance<py::bytes>(value) || py::isinstance<py::bytearray>(value))
+    fail("expected text (str), got " + type_name(value));
+  const bool container =
+      py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value) || py::isinstance<py::dict>(value);
+  if (container && depth >= io::kMaxJsonDepth)
+    fail("nested deeper than " + std::to_string(io::kMaxJsonDepth) + " levels");
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    nlohmann::json out = nlohmann::json::array();
+    size_t i = 0;
+    for (py::handle x : value)
+      out.push_back(to_json(x, argument, pointer + "/" + std::to_string(i++), depth + 1));
+    return out;
+  }
+  if (py::isinstance<py::dict>(value)) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : py::reinterpret_borrow<py::dict>(value)) {
+      if (!py::isinstance<py::str>(k)) fail("expected text keys, got a key of type " + type_name(k));
+      const std::string key = to_json(k, argument, pointer, depth).get<std::string>();
+      out[key] = to_json(v, argument, io::child(pointer, key), depth + 1);
+    }
+    return out;
+  }
+  // numpy arrays and scalars: the lists and numbers they hold.
+  if (py::hasattr(value, "tolist") && py::hasattr(value, "dtype"))
+    return to_json(value.attr("tolist")(), argument, pointer, depth);
+  fail("expected None, a bool, number, str, list or dict, got " + type_name(value));
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json python_to_json(py::handle value, const std::string& argument) {
+  return to_json(value, argument, "", 0);
 }
 
 template py::array tensor_view(const ag::Tensor<float>&, bool);

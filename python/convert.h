@@ -39,8 +39,11 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
                                int64_t* batch, int64_t* length);
 
 py::object json_to_python(const nlohmann::json& j);
-// A dict (or list, number, string...) as JSON, through Python's json module: ValueError or TypeError for
-// what JSON cannot hold.
-nlohmann::json python_to_json(py::handle value);
+// A dict (or list, number, string...) as JSON, numpy arrays and scalars as the lists and numbers they hold.
+// What JSON cannot hold is an io::JsonError (ValueError) naming `argument` and where in it: "ARGUMENT: what"
+// at the top, "ARGUMENT: /POINTER: what" below, e.g. "config: /train/lr: expected a finite number, got
+// nan" (NaN, infinities, integers beyond 64 bits, bytes, keys that are not text, other objects, nesting
+// deeper than io::kMaxJsonDepth).
+nlohmann::json python_to_json(py::handle value, const std::string& argument);
 
 }  // namespace pyag

@@ -6,6 +6,8 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "python/bindings.h"
@@ -93,12 +95,31 @@ void bind_tensor(py::module_& m, const char* name, const char* dtype) {
   m.def(
       "cross_entropy",
       [](const Tensor& logits, py::handle targets, int32_t ignore_index) {
-        const auto t = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(targets);
-        if (!t || (py::isinstance<py::array>(targets) &&
-                   py::reinterpret_borrow<py::array>(targets).dtype().kind() != 'i'))
-          throw std::invalid_argument("targets: expected integer class ids");
+        // Integers only (a float 1.7 is not class 1), each a class of logits or ignore_index: nothing is
+        // truncated or wrapped into range.
+        const py::array a = py::module_::import("numpy").attr("asarray")(targets);
+        const char kind = a.dtype().kind();
+        if (kind != 'i' && kind != 'u' && !(kind == 'b' && a.size() == 0))
+          throw std::invalid_argument("cross_entropy: targets: expected integer class ids, got " +
+                                      py::str(a.dtype()).cast<std::string>());
+        // Unsigned ids read as unsigned: a cast to int64 would wrap 2^64 - 1 to -1 (ignore_index).
+        const bool is_unsigned = kind == 'u';
+        const auto t = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+        const auto u = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+        if (!t || !u) throw py::error_already_set();
+        const int64_t classes = logits.shape().empty() ? 0 : logits.shape().back();
         std::vector<int32_t> ids;
-        for (py::ssize_t i = 0; i < t.size(); ++i) ids.push_back(static_cast<int32_t>(t.data()[i]));
+        for (py::ssize_t i = 0; i < t.size(); ++i) {
+          const bool too_big = is_unsigned && u.data()[i] >= static_cast<uint64_t>(classes);
+          const int64_t id = t.data()[i];
+          if (too_big || ((id < 0 || id >= classes) && id != ignore_index))
+            throw std::invalid_argument("cross_entropy: targets: " +
+                                        (is_unsigned ? std::to_string(u.data()[i]) : std::to_string(id)) +
+                                        " at index " + std::to_string(i) + " is not a class in 0.." +
+                                        std::to_string(classes - 1) + " (nor ignore_index " +
+                                        std::to_string(ignore_index) + ")");
+          ids.push_back(static_cast<int32_t>(id));
+        }
         return ag::cross_entropy(logits, ids, ignore_index);
       },
       py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -1,
@@ -123,12 +144,35 @@ void bind_engine(py::module_& m) {
       "A Tensor64 from a float64 array, otherwise a Tensor (float32; a list is taken as float32).");
   m.def(
       "gradcheck",
-      [](const std::function<ag::Tensor<double>(const std::vector<ag::Tensor<double>>&)>& f,
-         std::vector<ag::Tensor<double>> inputs, double eps) {
+      [](const py::function& f, const py::handle& given, double eps) {
+        // Checked here rather than by pybind11's overload matching, whose refusal is a multi-line TypeError
+        // (and would fall through to the gradcheck tool): gradients are compared in float64 only.
+        if (!py::isinstance<py::list>(given) && !py::isinstance<py::tuple>(given))
+          throw py::type_error("inputs: expected a list of Tensor64 (float64), got " +
+                               py::str(py::type::of(given).attr("__name__")).cast<std::string>());
+        std::vector<ag::Tensor<double>> inputs;
+        size_t i = 0;
+        for (py::handle x : given) {
+          if (!py::isinstance<ag::Tensor<double>>(x))
+            throw py::type_error("inputs: element " + std::to_string(i) +
+                                 ": expected a Tensor64 (gradients are checked in float64), got " +
+                                 py::str(py::type::of(x).attr("__name__")).cast<std::string>());
+          inputs.push_back(x.cast<ag::Tensor<double>>());
+          ++i;
+        }
+        if (!std::isfinite(eps) || eps <= 0)
+          throw std::invalid_argument("eps: expected a positive finite number, got " + std::to_string(eps));
+        const auto call = [&f](const std::vector<ag::Tensor<double>>& xs) {
+          const py::object out = f(xs);
+          if (!py::isinstance<ag::Tensor<double>>(out))
+            throw py::type_error("f: expected it to return a Tensor64, got " +
+                                 py::str(py::type::of(out).attr("__name__")).cast<std::string>());
+          return out.cast<ag::Tensor<double>>();
+        };
         ag::GradcheckOptions options;
         options.eps = eps;
         for (auto& t : inputs) t.set_requires_grad(true);
-        const ag::GradcheckResult r = ag::gradcheck(f, inputs, options);
+        const ag::GradcheckResult r = ag::gradcheck(call, inputs, options);
         py::dict out;
         out["worst"] = r.worst();
         out["per_input"] = r.worst_rel_error;

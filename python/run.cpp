@@ -14,6 +14,7 @@
 #include "nn/hooks.h"
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "study/tool.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
 
@@ -104,9 +105,9 @@ void bind_run(py::module_& m) {
             const auto run = r.get();
             int64_t B = 0, T = 0;
             std::vector<std::string> names;
-            for (int32_t id :
-                 token_ids(ids, "ids", run->task->vocab_size(), run->config.model.max_len, &B, &T))
-              names.push_back(run->task->token_name(id));
+            for (int32_t id : token_ids(ids, "ids", static_cast<int>(run->model->shape.vocab),
+                                        run->config.model.max_len, &B, &T))
+              names.push_back(study::token_label(*run, id));  // "<id N>" past the task's vocabulary
             return names;
           },
           py::arg("ids"), "The names of token ids, in order (row-major for shape (B, T)).")

@@ -27,7 +27,7 @@ nlohmann::json request_from_args(const study::Tool& tool, const py::args& args, 
     if (PyCallable_Check(v.ptr()))
       throw py::type_error(tool.python_name + "() argument '" + field +
                            "': expected a request value, not a function");
-    return python_to_json(v);
+    return python_to_json(v, field);
   };
   for (size_t i = 0; i < args.size(); ++i) request[tool.fields[i]] = to_json(tool.fields[i], args[i]);
   for (const auto& [key, value] : kwargs) {

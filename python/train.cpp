@@ -79,7 +79,13 @@ train::Config read_config(py::handle config, const std::vector<std::string>& set
   if (!py::isinstance<py::dict>(config))
     throw std::invalid_argument("config: expected a dict or a path, got " +
                                 py::str(py::type::of(config).attr("__name__")).cast<std::string>());
-  return train::from_json(python_to_json(config), "config", sets);
+  nlohmann::json document;
+  try {
+    document = python_to_json(config, "config");
+  } catch (const io::JsonError& e) {
+    throw train::ConfigError(e.what());  // what the command line says of such a config file
+  }
+  return train::from_json(document, "config", sets);
 }
 
 // A run folder given as a path (str or os.PathLike); `field` names the argument.

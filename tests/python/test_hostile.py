@@ -129,10 +129,24 @@ def test_bad_train_arguments(tmp_path):
         attograd.train(3)
     with pytest.raises(attograd.ConfigError):
         attograd.train({"modle": {}}, out=str(tmp_path / "a"))
-    with pytest.raises(ValueError, match="Out of range float"):
+    # What JSON cannot hold is a ConfigError naming where in the dict, as a config file's error would.
+    with pytest.raises(attograd.ConfigError, match="^config: /train/lr: expected a finite number, got nan$"):
         attograd.train({"train": {"lr": float("nan")}}, out=str(tmp_path / "b"))
-    with pytest.raises(TypeError, match="Object of type object is not JSON serializable"):
+    with pytest.raises(attograd.ConfigError, match="^config: /train/lr: expected None, a bool, number, str, "
+                       "list or dict, got object$"):
         attograd.train({"train": {"lr": object()}}, out=str(tmp_path / "c"))
+    with pytest.raises(attograd.ConfigError, match="^config: /name: expected text \\(str\\), got bytes$"):
+        attograd.train({"name": b"x"}, out=str(tmp_path / "c"))
+    with pytest.raises(attograd.ConfigError, match="^config: /seed: integer out of range \\(64 bits\\)"):
+        attograd.train({"seed": 2**70}, out=str(tmp_path / "c"))
+    with pytest.raises(attograd.ConfigError, match="^config: /train: expected text keys, got a key of type int$"):
+        attograd.train({"train": {1: 2}}, out=str(tmp_path / "c"))
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(attograd.ConfigError, match="nested deeper than 64 levels"):
+        attograd.train({"train": {"betas": deep}}, out=str(tmp_path / "c"))
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
     with pytest.raises(ValueError, match="out: expected a folder, got an empty path"):
         attograd.train({}, out="")
     with pytest.raises(ValueError, match="progress: expected a function"):
@@ -165,3 +179,68 @@ def test_bad_tensors():
         attograd.sum(t).backward()
     strided = attograd.Tensor(np.arange(16, dtype=np.float32).reshape(4, 4)[:, ::2])
     np.testing.assert_array_equal(strided.numpy(), [[0, 2], [4, 6], [8, 10], [12, 14]])
+
+
+def test_numbers_and_arguments_are_checked_not_wrapped(run):
+    # NaN passes no range: the request's field is named (tms's sparsity, importance).
+    for field in ("sparsity", "importance"):
+        with pytest.raises(ValueError) as e:
+            attograd.tms(**{field: float("nan")}, steps=1)
+        assert one_line(e) == field + ": expected a finite number, got nan"
+    with pytest.raises(ValueError) as e:
+        run.ablate(mode="resample", k=2**40)
+    assert one_line(e).startswith("k: integer out of range")
+    with pytest.raises(ValueError) as e:
+        run.ablate(mode="resample", seed=-1)
+    assert one_line(e).startswith("seed: expected a non-negative integer")
+    with pytest.raises(ValueError) as e:
+        run.ablate(mode="resample", k=2**70)
+    assert one_line(e).startswith("k: integer out of range (64 bits)")
+
+
+def test_cross_entropy_targets_are_classes():
+    logits = attograd.Tensor(np.zeros((2, 3), np.float32))
+    assert attograd.cross_entropy(logits, [0, 2]).item() == pytest.approx(np.log(3))
+    for targets, message in (([2**40, 0], "cross_entropy: targets: 1099511627776 at index 0 is not a class in 0..2"),
+                             ([0, 2**32 + 1], "cross_entropy: targets: 4294967297 at index 1 is not a class in 0..2"),
+                             ([3, 0], "cross_entropy: targets: 3 at index 0 is not a class in 0..2"),
+                             ([1.7, 0], "cross_entropy: targets: expected integer class ids, got float64"),
+                             (np.array([1.0, 0.0]), "cross_entropy: targets: expected integer class ids, got float64"),
+                             ([2**70, 0], "cross_entropy: targets: expected integer class ids, got object"),
+                             (np.array([2**64 - 1, 0], np.uint64),
+                              "cross_entropy: targets: 18446744073709551615 at index 0 is not a class")):
+        with pytest.raises(ValueError) as e:
+            attograd.cross_entropy(logits, targets)
+        assert one_line(e).startswith(message), one_line(e)
+    assert attograd.cross_entropy(logits, [-1, 1]).item() == pytest.approx(np.log(3))  # ignore_index
+
+
+def test_gradcheck_takes_float64_only():
+    with pytest.raises(TypeError) as e:
+        attograd.gradcheck(lambda t: attograd.sum(t[0]), [attograd.Tensor(np.ones(3, np.float32))])
+    assert one_line(e) == ("inputs: element 0: expected a Tensor64 (gradients are checked in float64), "
+                           "got Tensor")
+    with pytest.raises(TypeError) as e:
+        attograd.gradcheck(lambda t: 3, [attograd.Tensor64(np.ones(3))])
+    assert one_line(e) == "f: expected it to return a Tensor64, got int"
+    r = attograd.gradcheck(lambda t: attograd.sum(attograd.mul(t[0], t[0])), [attograd.Tensor64(np.ones(3) + 1)])
+    assert r["worst"] < 1e-6
+
+
+def test_ids_beyond_the_task_inside_the_model_are_valid(tmp_path):
+    # reverse's task has 12 tokens; the model 40: ids 12..39 are the model's, shown as <id N>.
+    out = str(tmp_path / "big")
+    attograd.train({"task": {"kind": "reverse", "vocab": 10, "length": 8},
+                    "model": {"vocab": 40, "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32},
+                    "train": {"steps": 3, "batch_size": 8, "eval_size": 16, "threads": 1},
+                    "output": {"attention_every": 0}}, out=out)
+    run = attograd.load_run(out)
+    try:
+        assert run.token_names([0, 35]) == ["BOS", "<id 35>"]
+        r = run.patch("BOS 1 2 SEP", "BOS 3 4 SEP", answer=35, wrong=1)
+        assert r["answer"] == 35
+        with pytest.raises(ValueError) as e:
+            run.patch("BOS 1 2 SEP", "BOS 3 4 SEP", answer=40, wrong=1)
+        assert "0..39" in one_line(e)
+    finally:
+        run.close()
