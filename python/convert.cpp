@@ -183,8 +183,9 @@ nlohmann::json to_json(py::handle value, const std::string& argument, const std:
     fail("expected text (str), got " + type_name(value));
   const bool container =
       py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value) || py::isinstance<py::dict>(value);
-  if (container && depth >= io::kMaxJsonDepth)
-    fail("nested deeper than " + std::to_string(io::kMaxJsonDepth) + " levels");
+  if (container && depth >= io::kMaxJsonDepth)  // named without its pointer: 64 levels of it
+    throw io::JsonError(
+        io::printable(argument + ": nested deeper than " + std::to_string(io::kMaxJsonDepth) + " levels"));
   if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     nlohmann::json out = nlohmann::json::array();
     size_t i = 0;
