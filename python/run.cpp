@@ -18,6 +18,7 @@
 #include "nn/hooks.h"
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "study/tool.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
 
@@ -26,10 +27,6 @@ namespace pyag {
 namespace {
 
 using Model = nn::CausalLM<float>;
-
-std::string type_name(py::handle value) {
-  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
-}
 
 // The model's hook points picked by a names filter: None (every one), a point name, a list of names, or a
 // function of a name returning whether to pick it (TransformerLens's names_filter). Names are checked by
@@ -176,12 +173,12 @@ py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names
 // Ids to names: an int, shape (T,) or (B, T) (nested lists), any id of the vocabulary whatever max_len.
 py::object token_names(const Run& r, py::handle ids_value) {
   const auto run = r.get();
-  const int vocab = run->task->vocab_size();
+  const int vocab = static_cast<int>(run->model->shape.vocab);  // ids past the task's are "<id N>"
   if (py::isinstance<py::int_>(ids_value) && !py::isinstance<py::bool_>(ids_value)) {
     int64_t B = 0, T = 0;
     const std::vector<int32_t> id =
         token_ids(py::make_tuple(ids_value), "ids", vocab, std::numeric_limits<int>::max(), &B, &T);
-    return py::str(run->task->token_name(id[0]));
+    return py::str(study::token_label(*run, id[0]));
   }
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids =
@@ -190,7 +187,7 @@ py::object token_names(const Run& r, py::handle ids_value) {
   py::list out;
   for (int64_t b = 0; b < B; ++b) {
     py::list row;
-    for (int64_t t = 0; t < T; ++t) row.append(py::str(run->task->token_name(ids[b * T + t])));
+    for (int64_t t = 0; t < T; ++t) row.append(py::str(study::token_label(*run, ids[b * T + t])));
     if (!batched) return std::move(row);
     out.append(row);
   }
