@@ -439,7 +439,7 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
         const T ap = a.data[p * a.col_stride];
         const int64_t offset = p * b.row_stride;
         for (int v = 0; v < kVectors; ++v) {
-          Vec bv;
+          Vec bv = Vec{};  // every lane is written below; zeroed so GCC sees that
           if (contiguous_rows)
             std::memcpy(&bv, col[v * kLanes] + offset, sizeof(Vec));
           else
