@@ -49,7 +49,8 @@ std::vector<std::string> filter_points(const Model& model, py::handle filter, co
                          ": expected None, a point name, a list of names or a function "
                          "fn(name) -> bool, got " +
                          type_name(filter));
-  for (const std::string& name : model.hook_points())
+  // Every point, those computed on request (attn.result) too.
+  for (const std::string& name : nn::hook_point_names(model.shape, true))
     if (py::bool_(filter(name))) out.push_back(name);
   return out;
 }
@@ -155,8 +156,9 @@ py::object forward(const Run& self, py::handle ids_value, py::object hooks_value
   return shaped_result(logits, ids, B, T, return_type, loss_per_token);
 }
 
-py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names_value,
+py::tuple run_with_cache(py::object self_object, py::handle ids_value, py::object names_value,
                          py::object hooks_value, py::object return_type, bool loss_per_token) {
+  const Run& self = self_object.cast<const Run&>();
   const auto run = self.get();
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
@@ -165,8 +167,9 @@ py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names
   if (!hooks_value.is_none()) add_hooks(hooks, *run->model, hooks_value);
   for (const std::string& n : names) hooks.capture(n);  // after the hooks: the cache holds what flows on
   const ag::Tensor<float> logits = run_forward(*run->model, ids, B, T, &hooks);
-  py::dict cache;
-  for (const std::string& n : names) cache[py::str(n)] = tensor_view(hooks.captured(n), true);
+  py::dict values;
+  for (const std::string& n : names) values[py::str(n)] = tensor_view(hooks.captured(n), true);
+  const py::object cache = py::module_::import("attograd").attr("ActivationCache")(values, self_object);
   return py::make_tuple(shaped_result(logits, ids, B, T, return_type, loss_per_token), cache);
 }
 
