@@ -18,6 +18,7 @@
 #include "nn/hooks.h"
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "study/patching.h"
 #include "study/tool.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
@@ -173,6 +174,28 @@ py::tuple run_with_cache(py::object self_object, py::handle ids_value, py::objec
   return py::make_tuple(shaped_result(logits, ids, B, T, return_type, loss_per_token), cache);
 }
 
+// d(sum(grad_logits * logits)) / d(value) at each point picked by `points`, the parameters frozen
+// (study::point_gradients).
+py::dict backward(const Run& self, py::handle ids_value, py::handle grad_logits, py::object points_value) {
+  const auto run = self.get();
+  int64_t B = 0, T = 0;
+  const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
+  const std::vector<std::string> points = filter_points(*run->model, points_value, "points");
+  const std::vector<int64_t> shape = {B, T, run->model->shape.vocab};
+  py::object grad = py::reinterpret_borrow<py::object>(grad_logits);
+  if (py::isinstance<py::array>(grad) && py::reinterpret_borrow<py::array>(grad).dtype().kind() == 'f')
+    grad = grad.attr("astype")("float32");  // float64 from numpy's arithmetic is welcome
+  const ag::Tensor<float> seed = tensor_from_array<float>(grad, "grad_logits", &shape);
+  study::PointGradients<float> out;
+  {
+    py::gil_scoped_release release;
+    out = study::point_gradients(*run->model, ids, B, T, seed.to_vector(), points);
+  }
+  py::dict result;
+  for (const std::string& p : points) result[py::str(p)] = tensor_view(out.gradients.at(p), true);
+  return result;
+}
+
 // Ids to names: an int, shape (T,) or (B, T) (nested lists), any id of the vocabulary whatever max_len.
 py::object token_names(const Run& r, py::handle ids_value) {
   const auto run = r.get();
@@ -311,6 +334,11 @@ class HookPoint(str):
            py::arg("loss_per_token") = false,
            "(logits, {point: array}) with every hook point, or those names picks (a name, a list, or a "
            "function of the name); hooks as forward's, run before the cache reads each point.")
+      .def("backward", &backward, py::arg("ids"), py::arg("grad_logits"), py::arg("points") = py::none(),
+           "{point: gradient}: d(sum(grad_logits * logits)) / d(value at the point) for ids (T,) or (B, T) "
+           "and "
+           "grad_logits of the logits' shape (B, T, V), the parameters frozen; points as run_with_cache's "
+           "names (None: every point of hook_points()).")
       .def(
           "hook_points", [](const Run& r) { return r.get()->model->hook_points(); },
           "Every hook point of the model, in forward order.")
