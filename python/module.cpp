@@ -12,6 +12,7 @@ PYBIND11_MODULE(attograd, m) {
   pyag::bind_engine(m);
   pyag::bind_run(m);
   pyag::bind_cache(m);
+  pyag::bind_weights(m);
   pyag::bind_train(m);
   pyag::one_line_argument_errors(m);
 }
