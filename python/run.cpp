@@ -196,6 +196,54 @@ py::dict backward(const Run& self, py::handle ids_value, py::handle grad_logits,
   return result;
 }
 
+// The task's own sequences: `attograd eval`'s held-out set (task.eval_set with the config's seed unless
+// given) or a training batch drawn from `seed` (task.sample), as (B, T) arrays.
+py::dict sample(const Run& r, py::handle n_value, py::handle split_value, py::handle seed_value) {
+  const auto run = r.get();
+  const int64_t n = int_of(n_value, "n");
+  if (n < 1) throw std::invalid_argument("n: expected at least 1 sequence, got " + std::to_string(n));
+  if (n > std::numeric_limits<int>::max())
+    throw std::invalid_argument("n: expected at most " + std::to_string(std::numeric_limits<int>::max()) +
+                                " sequences, got " + std::to_string(n));
+  (void)train::held_out_count(*run, static_cast<int>(n), "n");  // eval_size's range and memory estimate
+  if (!py::isinstance<py::str>(split_value))
+    throw py::type_error("split: expected \"heldout\" or \"train\", got " + type_name(split_value));
+  const std::string split = split_value.cast<std::string>();
+  if (split != "heldout" && split != "train")
+    throw std::invalid_argument("split: expected \"heldout\" or \"train\", got '" + split + "'");
+  int64_t seed = run->config.seed;
+  if (!seed_value.is_none()) {
+    seed = int_of(seed_value, "seed");
+    if (seed < 0)
+      throw std::invalid_argument("seed: expected a non-negative int, got " + std::to_string(seed));
+  }
+  train::Batch batch;
+  {
+    py::gil_scoped_release release;
+    if (split == "heldout") {
+      batch = run->task->eval_set(static_cast<uint64_t>(seed), static_cast<int>(n));
+    } else {
+      ag::Rng rng(static_cast<uint64_t>(seed));
+      batch = run->task->sample(rng, static_cast<int>(n));
+    }
+  }
+  const std::vector<py::ssize_t> shape = {batch.B, batch.T};
+  py::array_t<int32_t> ids(shape), targets(shape);
+  py::array_t<bool> scored(shape), padding(shape);
+  for (size_t i = 0; i < batch.inputs.size(); ++i) {
+    ids.mutable_data()[i] = batch.inputs[i];
+    targets.mutable_data()[i] = batch.targets[i];
+    scored.mutable_data()[i] = batch.targets[i] >= 0;
+    padding.mutable_data()[i] = !batch.is_padding.empty() && batch.is_padding[i];
+  }
+  py::dict out;
+  out["ids"] = ids;
+  out["targets"] = targets;
+  out["scored"] = scored;
+  out["is_padding"] = padding;
+  return out;
+}
+
 // Ids to names: an int, shape (T,) or (B, T) (nested lists), any id of the vocabulary whatever max_len.
 py::object token_names(const Run& r, py::handle ids_value) {
   const auto run = r.get();
@@ -339,6 +387,10 @@ class HookPoint(str):
            "and "
            "grad_logits of the logits' shape (B, T, V), the parameters frozen; points as run_with_cache's "
            "names (None: every point of hook_points()).")
+      .def("sample", &sample, py::arg("n"), py::arg("split") = "heldout", py::arg("seed") = py::none(),
+           "The task's own sequences: {\"ids\": (B, T) inputs, \"targets\": (B, T) next tokens (-1 where not "
+           "scored), \"scored\", \"is_padding\": (B, T) bool}. split \"heldout\" is attograd eval's held-out "
+           "set (the config's seed unless seed is given); \"train\" a training batch drawn from seed.")
       .def(
           "hook_points", [](const Run& r) { return r.get()->model->hook_points(); },
           "Every hook point of the model, in forward order.")
