@@ -40,6 +40,13 @@ py::tuple stack_tuple(const study::ResidualStack& s) {
   return py::make_tuple(tensor_view(s.stack, true), py::cast(s.labels));
 }
 
+// A Python bool (TypeError naming the argument for anything else, as the module's other flags).
+bool flag(py::handle value, const std::string& argument) {
+  if (!py::isinstance<py::bool_>(value))
+    throw py::type_error(argument + ": expected True or False, got " + type_name(value));
+  return value.cast<bool>();
+}
+
 ag::Tensor<double> stack_of(py::handle value) {
   return tensor_from_array<double>(value, "residual_stack");
 }
@@ -48,30 +55,33 @@ ag::Tensor<double> stack_of(py::handle value) {
 
 void bind_cache(py::module_& m) {
   py::module_ impl = m.def_submodule("_cache", "The library calls behind ActivationCache's helpers.");
-  impl.def("accumulated_resid",
-           [](const Run& r, py::object lookup, py::object layer, bool incl_mid, bool mlp_input) {
-             const auto run = r.get();
-             return stack_tuple(study::accumulated_resid(*run->model, lookup_of(lookup),
-                                                         layer_of(*run->model, layer), incl_mid, mlp_input));
-           });
-  impl.def("decompose_resid", [](const Run& r, py::object lookup, py::object layer, bool mlp_input,
-                                 const std::string& mode, bool incl_embeds) {
+  impl.def("accumulated_resid", [](const Run& r, py::object lookup, py::object layer, py::handle incl_mid,
+                                   py::handle mlp_input) {
+    const auto run = r.get();
+    return stack_tuple(study::accumulated_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
+                                                flag(incl_mid, "incl_mid"), flag(mlp_input, "mlp_input")));
+  });
+  impl.def("decompose_resid", [](const Run& r, py::object lookup, py::object layer, py::handle mlp_input,
+                                 py::handle mode, py::handle incl_embeds) {
+    if (!py::isinstance<py::str>(mode))
+      throw py::type_error("mode: expected \"all\", \"attn\" or \"mlp\", got " + type_name(mode));
     const auto run = r.get();
     return stack_tuple(study::decompose_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
-                                              mlp_input, mode, incl_embeds));
+                                              flag(mlp_input, "mlp_input"), mode.cast<std::string>(),
+                                              flag(incl_embeds, "incl_embeds")));
   });
   impl.def("stack_head_results", [](const Run& r, py::object lookup, py::object layer) {
     const auto run = r.get();
     return stack_tuple(
         study::stack_head_results(*run->model, lookup_of(lookup), layer_of(*run->model, layer)));
   });
-  impl.def("apply_ln_to_stack",
-           [](const Run& r, py::object lookup, py::handle stack, py::object layer, bool mlp_input) {
-             const auto run = r.get();
-             return tensor_view(study::apply_ln_to_stack(*run->model, lookup_of(lookup), stack_of(stack),
-                                                         layer_of(*run->model, layer), mlp_input),
-                                true);
-           });
+  impl.def("apply_ln_to_stack", [](const Run& r, py::object lookup, py::handle stack, py::object layer,
+                                   py::handle mlp_input) {
+    const auto run = r.get();
+    return tensor_view(study::apply_ln_to_stack(*run->model, lookup_of(lookup), stack_of(stack),
+                                                layer_of(*run->model, layer), flag(mlp_input, "mlp_input")),
+                       true);
+  });
   impl.def("logit_attrs", [](const Run& r, py::handle stack, py::handle tokens, py::handle incorrect) {
     const auto run = r.get();
     const int token = r.token(*run, tokens, "tokens");
@@ -102,6 +112,24 @@ def _positions(pos_slice):
     return [int(p) for p in pos_slice], False
 
 
+def _floats(stack):
+    try:
+        return _np.asarray(stack, dtype=_np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("residual_stack: expected an array of floats, got " + type(stack).__name__) from None
+
+
+def _picked(f):
+    """Says which argument an out-of-range position came from."""
+    def call(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except IndexError as e:
+            raise IndexError("pos_slice: " + str(e)) from None
+    call.__name__, call.__doc__ = f.__name__, f.__doc__
+    return call
+
+
 class ActivationCache(dict):
     """The activations of one forward, {hook point: array} (Run.run_with_cache), with TransformerLens's
     helpers. Stacks are float64 arrays (n, B, T, D) (T dropped for an int pos_slice), computed by the same
@@ -126,6 +154,7 @@ class ActivationCache(dict):
             stack = stack[..., 0, :]
         return (stack, labels) if return_labels else stack
 
+    @_picked
     def accumulated_resid(self, layer=None, incl_mid=False, apply_ln=False, pos_slice=None, mlp_input=False,
                           return_labels=False):
         """resid_pre of blocks 0..layer ("L_pre"; with incl_mid resid_mid too, "L_mid"), and for layer None,
@@ -137,6 +166,7 @@ class ActivationCache(dict):
             stack = _impl.apply_ln_to_stack(self.model, self._lookup(index), stack, layer, mlp_input)
         return self._finish(stack, labels, drop, return_labels)
 
+    @_picked
     def decompose_resid(self, layer=None, mlp_input=False, mode="all", apply_ln=False, pos_slice=None,
                         incl_embeds=True, return_labels=False):
         """embed, pos_embed, then each block's attn.out ("L_attn_out") and mlp.out ("L_mlp_out") before
@@ -149,6 +179,7 @@ class ActivationCache(dict):
             stack = _impl.apply_ln_to_stack(self.model, self._lookup(index), stack, layer, mlp_input)
         return self._finish(stack, labels, drop, return_labels)
 
+    @_picked
     def stack_head_results(self, layer=-1, return_labels=False, incl_remainder=False, pos_slice=None,
                            apply_ln=False):
         """Each head's write into the stream ("LlHh") for the blocks before layer (-1 or None: all), from
@@ -164,12 +195,13 @@ class ActivationCache(dict):
             stack = _impl.apply_ln_to_stack(self.model, self._lookup(index), stack, layer, False)
         return self._finish(stack, labels, drop, return_labels)
 
+    @_picked
     def apply_ln_to_stack(self, residual_stack, layer=None, mlp_input=False, pos_slice=None):
         """A stack (..., B, T, D) through the norm that reads the residual at layer (ln_f for None, -1 or
         n_layers; ln1, or ln2 with mlp_input): centred, times the cached scale and the norm's weight, no
         bias. A stack sliced by pos_slice takes the same pos_slice here."""
         index, drop = _positions(pos_slice)
-        stack = _np.asarray(residual_stack, dtype=_np.float64)
+        stack = _floats(residual_stack)
         if drop:
             stack = stack[..., None, :]
         out = _impl.apply_ln_to_stack(self.model, self._lookup(index), stack, layer, mlp_input)
@@ -178,8 +210,7 @@ class ActivationCache(dict):
     def logit_attrs(self, residual_stack, tokens, incorrect_tokens=None):
         """Each piece's direct logit attribution: stack (..., D) times W_U[tokens] - W_U[incorrect_tokens]
         (a token name or id each; W_U[tokens] alone without incorrect_tokens). Shape (...)."""
-        return _impl.logit_attrs(self.model, _np.asarray(residual_stack, dtype=_np.float64), tokens,
-                                 incorrect_tokens)
+        return _impl.logit_attrs(self.model, _floats(residual_stack), tokens, incorrect_tokens)
 )py",
            scope);
   m.attr("ActivationCache") = scope["ActivationCache"];

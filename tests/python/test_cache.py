@@ -153,3 +153,20 @@ def test_cache_helper_errors_are_one_line(run):
         cache.apply_ln_to_stack(np.zeros((2, 1, 3, 32)))
     with pytest.raises(TypeError, match="^pos_slice: expected"):
         cache.accumulated_resid(pos_slice="last")
+
+
+def test_cache_helper_argument_types_are_one_line_errors(run):
+    _, cache = run.run_with_cache(run.to_tokens(INDUCTION_INPUT))
+    cases = [
+        (lambda: cache.accumulated_resid(incl_mid="x"), TypeError, "^incl_mid: expected True or False, got str$"),
+        (lambda: cache.decompose_resid(mode=3), TypeError, '^mode: expected "all", "attn" or "mlp", got int$'),
+        (lambda: cache.logit_attrs("abc", "9"), TypeError, "^residual_stack: expected an array of floats, got str$"),
+        (lambda: cache.apply_ln_to_stack(np.zeros((2, 1, 7, 32)), mlp_input=1), TypeError,
+         "^mlp_input: expected True or False, got int$"),
+        (lambda: cache.accumulated_resid(pos_slice=99), IndexError, "^pos_slice: index 99 is out of bounds"),
+        (lambda: cache.accumulated_resid(layer=2**70), ValueError, "^layer: 1180591620717411303424 is out of range"),
+        (lambda: cache.logit_attrs(np.zeros((2, 32)), 1.5), ValueError, "^tokens: expected a token name or id$"),
+    ]
+    for call, kind, pattern in cases:
+        with pytest.raises(kind, match=pattern):
+            call()
