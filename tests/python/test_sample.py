@@ -14,7 +14,10 @@ def test_heldout_sample_is_the_eval_set(run):
         -1, keepdims=True)
     b, t = np.nonzero(s["scored"])
     loss = -logp[b, t, s["targets"][b, t]].astype(np.float64).mean()
-    assert loss == pytest.approx(run.eval(split="heldout", n=64)["eval_loss"], abs=1e-5)
+    ev = run.eval(split="heldout", n=64)
+    assert loss == pytest.approx(ev["eval_loss"], abs=1e-5)
+    right = (logits.argmax(-1) == s["targets"]) | ~s["scored"]
+    assert right.all(axis=1).mean() == pytest.approx(ev["eval_acc"], abs=1e-12)
     np.testing.assert_array_equal(run.sample(64, seed=run.config["seed"])["ids"], s["ids"])
     assert not np.array_equal(run.sample(64, seed=7)["ids"], s["ids"])
 
