@@ -22,6 +22,7 @@
 #include "study/scores.h"
 #include "study/sweep.h"
 #include "study/tms.h"
+#include "study/transcoder.h"
 
 namespace study {
 
@@ -202,6 +203,17 @@ const io::Table<SaeRequest>& sae_fields() {
       {"config", &SaeRequest::config, "SAE config file (JSON, docs/sae.md); \"\" = every field's default"},
       {"out", &SaeRequest::out, "the SAE's folder; \"\" = RUN/sae/POINT"},
       {"resume", &SaeRequest::resume, "continue from the folder's checkpoint, bit-exactly"},
+  };
+  return fields;
+}
+
+const io::Table<TranscoderRequest>& transcoder_fields() {
+  static const io::Table<TranscoderRequest> fields = {
+      {"layers", &TranscoderRequest::layers, "layers to train, e.g. \"0,1\"; \"\" = every layer with an MLP"},
+      {"config", &TranscoderRequest::config,
+       "SAE config file (JSON, docs/sae.md); \"\" = every field's default"},
+      {"out", &TranscoderRequest::out, "the transcoders' folder; \"\" = RUN/transcoders"},
+      {"resume", &TranscoderRequest::resume, "continue each layer from its checkpoint, bit-exactly"},
   };
   return fields;
 }
@@ -434,6 +446,13 @@ const std::vector<Tool>& tools() {
           sae_fields(),
           [](StudyRun& run, const SaeRequest& r) {
             return findings::sae_eval_to_json(sae(run, r).result.eval);
+          }),
+      row("transcoder",
+          "per-layer transcoders (MLP input to MLP output) trained on a run's activations, and their "
+          "evaluation",
+          transcoder_fields(),
+          [](StudyRun& run, const TranscoderRequest& r) {
+            return findings::transcoder_eval_to_json(transcoder(run, r).result.eval);
           }),
       row("sae_synthetic",
           "an SAE on synthetic sparse features with known directions: how well it recovers them",
