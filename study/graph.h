@@ -1,0 +1,97 @@
+// `attograd graph` as a library call: the attribution graph of one prompt (Ameisen et al. 2025, "Circuit
+// tracing"; circuit-tracer's definitions), exact, in float64. The local replacement model freezes the
+// prompt's attention patterns and norm scales and replaces each MLP by its transcoder's active features
+// plus one error node per layer and position (the MLP's output minus the transcoder's), so it reproduces
+// the model on the prompt and is affine in its source nodes. A source node's contribution is a vector
+// written into the residual stream: a feature's activation times its decoder row, an error node's error,
+// a token's embedding, a position's embedding. The adjacency matrix A (targets x sources) holds each
+// source's direct effect on each target (a feature's pre-activation, or a demeaned target logit) along
+// paths through frozen attention, frozen norms, the residual stream and the transcoders' skips, not through
+// other nodes. Each target's value is sum over sources of A[target, source] plus its bias (its value with
+// every source at zero). Pruning, influence, and the replacement and completeness scores are
+// circuit-tracer's. docs/graphs.md gives every definition.
+#pragma once
+
+#include <Eigen/Dense>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "findings/graph_view.h"
+#include "nn/transformer.h"
+#include "study/sae.h"
+#include "study/tool.h"
+
+namespace study {
+
+struct GraphRequest {
+  Sequence input;           // the prompt
+  Token target;             // the one target logit; empty = the top logits (cumulative p 0.95, at most 10)
+  std::string transcoders;  // the transcoders' folder; "" = RUN/transcoders (a model with MLPs)
+  double node_threshold = 0.8;   // keep the nodes holding this fraction of the influence
+  double edge_threshold = 0.98;  // keep the edges holding this fraction of the influence
+  std::string save;              // "" = write nothing; NAME = RUN/graphs/NAME/graph.json and adjacency.npy
+};
+
+Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& request);
+
+// One layer's transcoder with how it activates (its config's activation and k); W_enc undefined for a
+// layer without an MLP.
+struct LayerTranscoder {
+  SaeParams<float> params;
+  SaeActivation activation = SaeActivation::relu;
+  int k = 0;
+};
+
+// The local replacement model of `model` on `ids`, in float64, with `transcoders` (one per layer) and the
+// target logits `targets` (token ids at the last position, with their weights).
+class LocalReplacement {
+ public:
+  LocalReplacement(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids,
+                   const std::vector<LayerTranscoder>& transcoders, const std::vector<int32_t>& targets,
+                   const std::vector<double>& target_weights);
+  ~LocalReplacement();
+
+  // Nodes in circuit-tracer's order: features, errors (layer-major), embeddings, positions, logits.
+  const std::vector<findings::GraphNode>& nodes() const;
+  int64_t n_features() const;
+  int64_t n_errors() const;
+  int64_t n_tokens() const;
+  int64_t n_logits() const;
+  int64_t size() const { return static_cast<int64_t>(nodes().size()); }
+
+  // The direct-effect matrix (size x size, targets x sources), computed backward (adjoint) from each
+  // target; rows of embeddings, positions and errors are zero.
+  Eigen::MatrixXd adjacency() const;
+  // The frozen affine model run forward with each source's contribution times multiplier[source] (1 for
+  // every node: the prompt as the model saw it) and the constant terms (biases, b_dec) when `biases`:
+  // each node's value (features: pre-activation; logits: the demeaned logit; sources: 0).
+  Eigen::VectorXd forward(const Eigen::VectorXd& multiplier, bool biases = true) const;
+  // Each node's value on the prompt from the float64 model itself (features' pre-activations from the
+  // MLP's input, the logits demeaned): what forward(ones) reproduces.
+  const Eigen::VectorXd& model_values() const;
+  // The target weights (logit probabilities), zero except on the logits.
+  Eigen::VectorXd logit_weights() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// circuit-tracer's scores on an adjacency matrix with the node layout above.
+struct GraphScores {
+  Eigen::VectorXd influence;   // each node's influence on the weighted logits (row-normalised |A|)
+  Eigen::VectorXd cumulative;  // each node's cumulative influence fraction, sorted descending
+  std::vector<char> node_kept;
+  Eigen::Matrix<char, Eigen::Dynamic, Eigen::Dynamic> edge_kept;
+  double replacement = 0, completeness = 0;
+};
+GraphScores score_graph(const Eigen::MatrixXd& A, const Eigen::VectorXd& logit_weights, int64_t n_features,
+                        int64_t n_errors, int64_t n_tokens, int64_t n_logits, double node_threshold,
+                        double edge_threshold);
+
+// A float64 matrix as a .npy file (version 1.0, '<f8', C order).
+std::string npy_bytes(const Eigen::MatrixXd& m);
+
+}  // namespace study
