@@ -608,7 +608,7 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
   const GraphScores s = score_graph(A, rm.logit_weights(), rm.n_features(), rm.n_errors(), rm.n_tokens(),
                                     rm.n_logits(), request.node_threshold, request.edge_threshold);
   g.run = run.config.name;
-  g.slug = request.save.empty() ? run.config.name : request.save;
+  g.slug = run.config.name;
   g.prompt_tokens = token_labels(run, ids);
   g.n_layers = static_cast<int>(model.blocks.size());
   g.nodes = rm.nodes();
