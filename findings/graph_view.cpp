@@ -88,8 +88,12 @@ json graph_to_json(const AttributionGraph& g) {
     ids[i] = n["node_id"];
     nodes.push_back(std::move(n));
   }
-  for (const GraphLink& l : g.links)
-    links.push_back({{"source", ids[l.source]}, {"target", ids[l.target]}, {"weight", l.weight}});
+  for (const GraphLink& l : g.links) {
+    json paths = json::array();
+    for (const auto& [path, weight] : l.paths) paths.push_back({{"path", path}, {"weight", weight}});
+    links.push_back(
+        {{"source", ids[l.source]}, {"target", ids[l.target]}, {"weight", l.weight}, {"paths", paths}});
+  }
   json meta = {{"slug", g.slug},
                {"scan", g.run},
                {"transcoder_list", g.transcoders},

@@ -28,6 +28,9 @@ struct GraphNode {
 struct GraphLink {
   int64_t source = 0, target = 0;  // node indices
   double weight = 0;               // the direct effect (activation-weighted)
+  // The weight split by the path it takes ("resid": the residual stream alone; "L0.H1>L1.H2": through
+  // head 1 of layer 0, then head 2 of layer 1; "L0.skip": a transcoder's skip); the parts sum to weight.
+  std::vector<std::pair<std::string, double>> paths;
 };
 
 struct AttributionGraph {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -97,8 +98,9 @@ struct LocalReplacement::Impl {
   std::vector<FrozenNorm> ln1, ln2;
   FrozenNorm ln_f;
   std::vector<std::vector<Mat>> pattern;
-  std::vector<Mat> Wv, Wo;
-  std::vector<Vec> bv, bo;
+  std::vector<Mat> Wq, Wk, Wv, Wo;
+  std::vector<Vec> bq, bk, bv, bo;
+  std::vector<Mat> scores;  // per layer, (H * T, T): the model's attention scores on the prompt
   // Per MLP layer: the transcoder, and the error (T, D).
   std::vector<Mat> W_enc, W_dec, W_skip, error;
   std::vector<Vec> b_enc, b_dec;
@@ -119,6 +121,11 @@ struct LocalReplacement::Impl {
     Mat out = z * Wo[l].transpose();
     if (bias && bo[l].size()) out.rowwise() += bo[l].transpose();
     return out;
+  }
+  // One head's part of attention_adjoint: its value and output columns only.
+  Mat head_adjoint(int l, int h, const Mat& g) const {
+    const Mat zbar = g * Wo[l].middleCols(h * dk, dk);
+    return (pattern[l][h].transpose() * zbar) * Wv[l].middleRows(h * dk, dk);
   }
   Mat attention_adjoint(int l, const Mat& g) const {
     const Mat zbar = g * Wo[l];
@@ -159,6 +166,7 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
   for (int l = 0; l < L; ++l) {
     const std::string b = "blocks." + std::to_string(l);
     hooks.capture(b + ".attn.pattern");
+    hooks.capture(b + ".attn.scores");
     if (norms) hooks.capture(b + ".ln1.scale");
     if (m.mlp) {
       if (norms) hooks.capture(b + ".ln2.scale");
@@ -180,6 +188,11 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
     m.pattern.emplace_back();
     for (int h = 0; h < m.H; ++h)
       m.pattern.back().push_back(Eigen::Map<const Mat>(p.data() + static_cast<int64_t>(h) * T * T, T, T));
+    m.Wq.push_back(to_mat(block.attn.wq.weight, D, D));
+    m.Wk.push_back(to_mat(block.attn.wk.weight, D, D));
+    m.bq.push_back(block.attn.wq.bias.defined() ? to_vec(block.attn.wq.bias) : Vec());
+    m.bk.push_back(block.attn.wk.bias.defined() ? to_vec(block.attn.wk.bias) : Vec());
+    m.scores.push_back(Eigen::Map<const Mat>(hooks.captured(b + ".attn.scores").data(), m.H * T, T));
     m.Wv.push_back(to_mat(block.attn.wv.weight, D, D));
     m.Wo.push_back(to_mat(block.attn.wo.weight, D, D));
     m.bv.push_back(block.attn.wv.bias.defined() ? to_vec(block.attn.wv.bias) : Vec());
@@ -350,6 +363,11 @@ Eigen::VectorXd LocalReplacement::logit_weights() const {
 }
 
 Eigen::VectorXd LocalReplacement::forward(const Eigen::VectorXd& multiplier, bool biases) const {
+  return run(multiplier, biases, impl_->L, nullptr);
+}
+
+Eigen::VectorXd LocalReplacement::run(const Eigen::VectorXd& multiplier, bool biases, int stop_layer,
+                                      Eigen::MatrixXd* resid) const {
   const Impl& m = *impl_;
   const int64_t N = size();
   Vec out = Vec::Zero(N);
@@ -361,6 +379,10 @@ Eigen::VectorXd LocalReplacement::forward(const Eigen::VectorXd& multiplier, boo
   Mat h = Mat::Zero(m.T, m.D);
   write(h, 0);
   for (int l = 0; l < m.L; ++l) {
+    if (l == stop_layer) {
+      *resid = h;
+      return out;
+    }
     h += m.attention(l, m.ln1[l].forward(h, biases), biases);
     if (!m.mlp) continue;
     const Mat x2 = m.ln2[l].forward(h, biases);
@@ -416,6 +438,102 @@ Eigen::MatrixXd LocalReplacement::adjacency() const {
     sweep(N - m.n_logits + k, m.ln_f.adjoint(gy), m.L);
   }
   return A;
+}
+
+std::vector<PathTerm> LocalReplacement::edge_paths(int64_t target, int64_t source) const {
+  const Impl& m = *impl_;
+  const int64_t N = size();
+  const GraphNode& t = m.nodes.at(target);
+  if (m.level.at(source) < 0)
+    throw std::invalid_argument("edge_paths: node " + std::to_string(source) + " is not a source");
+  using Path = std::vector<std::pair<int, int>>;
+  std::map<Path, Mat> paths;
+  int level = 0;
+  if (t.kind == GraphNodeKind::feature) {
+    Mat gy = Mat::Zero(m.T, m.D);
+    gy.row(t.position) = m.W_enc[t.layer].col(t.index).transpose();
+    const Mat G = m.ln2[t.layer].adjoint(gy);
+    paths[{}] = G;
+    for (int h = 0; h < m.H; ++h)
+      paths[{{t.layer, h}}] = m.ln1[t.layer].adjoint(m.head_adjoint(t.layer, h, G));
+    level = t.layer;
+  } else if (t.kind == GraphNodeKind::logit && target >= N - m.n_logits) {
+    Mat gy = Mat::Zero(m.T, m.D);
+    gy.row(m.T - 1) = m.unembed.row(target - (N - m.n_logits));
+    paths[{}] = m.ln_f.adjoint(gy);
+    level = m.L;
+  } else {
+    throw std::invalid_argument("edge_paths: node " + std::to_string(target) + " is not a target");
+  }
+  std::vector<PathTerm> terms;
+  const int source_level = m.level[source];
+  while (level > source_level) {
+    const int l = level - 1;
+    std::map<Path, Mat> next;
+    for (const auto& [path, G] : paths) {
+      Path through_mlp = path;
+      next[path] = G;
+      if (m.mlp && m.W_skip[l].size()) {
+        through_mlp.push_back({l, -1});
+        const Mat Gs = m.ln2[l].adjoint(G * m.W_skip[l].transpose());
+        next[through_mlp] = Gs;
+      }
+    }
+    paths.clear();
+    for (const auto& [path, G] : next) {
+      paths[path] = G;
+      for (int h = 0; h < m.H; ++h) {
+        Path p = path;
+        p.push_back({l, h});
+        paths[p] = m.ln1[l].adjoint(m.head_adjoint(l, h, G));
+      }
+    }
+    level = l;
+  }
+  if (level != source_level) return terms;  // the source is at or above the target: no edge
+  for (const auto& [path, G] : paths) {
+    PathTerm term;
+    term.steps.assign(path.rbegin(), path.rend());  // from the source up
+    term.weight = m.contribution.row(source).dot(G.row(m.nodes[source].position));
+    if (term.weight != 0) terms.push_back(std::move(term));
+  }
+  return terms;
+}
+
+QkAttribution LocalReplacement::qk_attribution(int layer, int head, int query, int key) const {
+  const Impl& m = *impl_;
+  if (layer < 0 || layer >= m.L || head < 0 || head >= m.H || query < 0 || query >= m.T || key < 0 ||
+      key > query)
+    throw std::invalid_argument("qk_attribution: expected a layer, head, query and a key at or before it");
+  QkAttribution a;
+  const int64_t N = size();
+  for (int64_t i = 0; i < N; ++i)
+    if (m.level[i] >= 0 && m.level[i] <= layer) a.sources.push_back(i);
+  const int64_t S = static_cast<int64_t>(a.sources.size());
+  const double inv = 1 / std::sqrt(static_cast<double>(m.dk));
+  const auto Wq = m.Wq[layer].middleRows(head * m.dk, m.dk), Wk = m.Wk[layer].middleRows(head * m.dk, m.dk);
+  // Each source's query and key vectors through the frozen ln1 (no bias), and the constant part's.
+  Mat q(S, m.dk), k(S, m.dk);
+  for (int64_t i = 0; i < S; ++i) {
+    Vec e = Vec::Zero(N);
+    e[a.sources[i]] = 1;
+    Eigen::MatrixXd r;
+    run(e, false, layer, &r);
+    const Mat x = m.ln1[layer].forward(r, false);
+    q.row(i) = x.row(query) * Wq.transpose();
+    k.row(i) = x.row(key) * Wk.transpose();
+  }
+  Eigen::MatrixXd r0;
+  run(Vec::Zero(N), true, layer, &r0);
+  const Mat x0 = m.ln1[layer].forward(r0, true);
+  Vec q0 = (x0.row(query) * Wq.transpose()).transpose(), k0 = (x0.row(key) * Wk.transpose()).transpose();
+  if (m.bq[layer].size()) q0 += m.bq[layer].segment(head * m.dk, m.dk);
+  if (m.bk[layer].size()) k0 += m.bk[layer].segment(head * m.dk, m.dk);
+  a.terms = q * k.transpose() * inv;  // (query-side source, key-side source)
+  const Vec q_sum = q.colwise().sum().transpose(), k_sum = k.colwise().sum().transpose();
+  a.rest = (q0.dot(k_sum) + q_sum.dot(k0) + q0.dot(k0)) * inv;
+  a.score = m.scores[layer](head * m.T + query, key);
+  return a;
 }
 
 namespace {
@@ -626,8 +744,17 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
   g.unpruned_edges = (A.array() != 0).count();
   for (int64_t t = 0; t < A.rows(); ++t)
     for (int64_t c = 0; c < A.cols(); ++c)
-      if (s.edge_kept(t, c) && s.node_kept[t] && s.node_kept[c] && A(t, c) != 0)
-        g.links.push_back({c, t, A(t, c)});
+      if (s.edge_kept(t, c) && s.node_kept[t] && s.node_kept[c] && A(t, c) != 0) {
+        findings::GraphLink link{c, t, A(t, c), {}};
+        for (const PathTerm& term : rm.edge_paths(t, c)) {
+          std::string name;
+          for (const auto& [layer, head] : term.steps)
+            name += (name.empty() ? "L" : ">L") + std::to_string(layer) +
+                    (head < 0 ? std::string(".skip") : ".H" + std::to_string(head));
+          link.paths.push_back({name.empty() ? "resid" : name, term.weight});
+        }
+        g.links.push_back(std::move(link));
+      }
   g.node_threshold = request.node_threshold;
   g.edge_threshold = request.edge_threshold;
   g.replacement_score = s.replacement;

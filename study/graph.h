@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "findings/graph_view.h"
@@ -42,6 +43,23 @@ struct LayerTranscoder {
   SaeParams<float> params;
   SaeActivation activation = SaeActivation::relu;
   int k = 0;
+};
+
+// One path's part of an edge: the attention heads (layer, head) and transcoder skips (layer, -1) it
+// passes through, from the source up, and its share of the edge's weight.
+struct PathTerm {
+  std::vector<std::pair<int, int>> steps;
+  double weight = 0;
+};
+
+// A head's attention score from `query` to `key` on the prompt, split by what makes it: the bilinear term
+// of every pair of source nodes (query side, key side) through W_Q W_K^T / sqrt(dk), and the rest (the terms
+// with the biases: norm biases, attention biases, b_dec). terms.sum() + rest is the score.
+struct QkAttribution {
+  std::vector<int64_t> sources;  // the source nodes that reach the head's input
+  Eigen::MatrixXd terms;         // (sources, sources): query-side source x key-side source
+  double rest = 0;
+  double score = 0;  // the model's score (blocks.L.attn.scores), float64
 };
 
 // The local replacement model of `model` on `ids`, in float64, with `transcoders` (one per layer) and the
@@ -73,8 +91,16 @@ class LocalReplacement {
   const Eigen::VectorXd& model_values() const;
   // The target weights (logit probabilities), zero except on the logits.
   Eigen::VectorXd logit_weights() const;
+  // The edge A(target, source) split by path: the residual stream alone (no step), through each head, each
+  // skip, and each sequence of them; the terms sum to the edge. Zero terms are left out.
+  std::vector<PathTerm> edge_paths(int64_t target, int64_t source) const;
+  // The QK attribution of head `head` of `layer` from `query` to `key`.
+  QkAttribution qk_attribution(int layer, int head, int query, int key) const;
 
  private:
+  // forward up to the residual entering `stop_layer` (written to *resid), or to the end (stop_layer L).
+  Eigen::VectorXd run(const Eigen::VectorXd& multiplier, bool biases, int stop_layer,
+                      Eigen::MatrixXd* resid) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

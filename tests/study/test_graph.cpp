@@ -5,9 +5,11 @@
 // multiplier 1 -> 2) in the frozen affine model changes every feature's pre-activation and every target
 // logit by exactly that node's column of the adjacency matrix (computed the other way, backward from each
 // target), float64 within 1e-9; each target's incoming direct effects plus its bias (its value with every
-// source at zero) sum to its value (1e-9). graph.json has Neuronpedia's required fields and its links name
-// its nodes; the transcoder tool trains, saves, reloads and evaluates per-layer transcoders, with a
-// resumed training equal to an uninterrupted one, and refuses bad layers in one line.
+// source at zero) sum to its value (1e-9); every edge's split by path (through heads and skips) sums to the
+// edge, and every head's QK attribution (source-pair terms plus the rest) to the model's score (1e-9).
+// graph.json has Neuronpedia's required fields and its links name its nodes; the transcoder tool trains,
+// saves, reloads and evaluates per-layer transcoders, with a resumed training equal to an uninterrupted one,
+// and refuses bad layers in one line.
 #define BOOST_TEST_MODULE graph
 #include <atomic>
 #include <boost/test/unit_test.hpp>
@@ -27,7 +29,7 @@ namespace {
 const std::string kInduction = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small";
 
 // Checks the three exactness properties on `rm`; returns the worst error seen.
-double check_exact(const study::LocalReplacement& rm) {
+double check_exact(const study::LocalReplacement& rm, int qk_layers, int qk_heads, bool all_queries) {
   const int64_t N = rm.size(), F = rm.n_features(), K = rm.n_logits();
   const Eigen::VectorXd ones = Eigen::VectorXd::Ones(N);
   const Eigen::VectorXd base = rm.forward(ones);
@@ -61,8 +63,34 @@ double check_exact(const study::LocalReplacement& rm) {
   for (int64_t t = 0; t < F; ++t)
     for (int64_t s = 0; s < F; ++s)
       if (rm.nodes()[s].layer >= rm.nodes()[t].layer) BOOST_TEST(A(t, s) == 0.0);
-  BOOST_TEST_MESSAGE(N << " nodes (" << F << " features): replacement " << worst << ", columns " << worst_column
-                        << ", sums " << worst_sum);
+  // Every edge split by path (heads, skips) sums to the edge; every head's QK score to the model's.
+  double worst_paths = 0;
+  int64_t multi_head = 0;
+  for (int64_t t : targets)
+    for (int64_t s = 0; s < N - K; ++s) {
+      if (rm.nodes()[s].layer >= 0 && t < F && rm.nodes()[s].layer >= rm.nodes()[t].layer) continue;
+      double sum = 0;
+      for (const study::PathTerm& term : rm.edge_paths(t, s)) {
+        sum += term.weight;
+        multi_head += term.steps.size() >= 2;
+      }
+      worst_paths = std::max(worst_paths, std::abs(sum - A(t, s)));
+    }
+  BOOST_TEST(worst_paths < 1e-9, "paths vs edge: " << worst_paths);
+  BOOST_TEST(multi_head > 0);  // paths through two heads exist and are counted
+  double worst_qk = 0;
+  const int T = static_cast<int>(rm.n_tokens());
+  for (int layer = 0; layer < qk_layers; ++layer)
+    for (int head = 0; head < qk_heads; ++head)
+      for (int q = T - 1; q >= (all_queries ? 0 : T - 1); --q)
+        for (int k = 0; k <= q; ++k) {
+          const study::QkAttribution a = rm.qk_attribution(layer, head, q, k);
+          worst_qk = std::max(worst_qk, std::abs(a.terms.sum() + a.rest - a.score));
+        }
+  BOOST_TEST(worst_qk < 1e-9, "QK terms vs score: " << worst_qk);
+  BOOST_TEST_MESSAGE("paths " << worst_paths << ", QK " << worst_qk);
+  BOOST_TEST_MESSAGE(N << " nodes (" << F << " features): replacement " << worst << ", columns "
+                       << worst_column << ", sums " << worst_sum);
   return std::max({worst, worst_column, worst_sum});
 }
 
@@ -143,7 +171,7 @@ BOOST_AUTO_TEST_CASE(induction_small_graph_is_exact) {
                                    {0.5, 0.3, 0.2});
   BOOST_TEST(rm.n_features() > 20);
   BOOST_TEST(rm.n_errors() == static_cast<int64_t>(run.model->blocks.size() * ids.size()));
-  check_exact(rm);
+  check_exact(rm, 2, 2, true);
 }
 
 BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
@@ -163,7 +191,7 @@ BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
                                    top_tokens(*run.model, ids, 3), {0.5, 0.3, 0.2});
   BOOST_TEST(rm.n_features() == 0);
   BOOST_TEST(rm.n_errors() == 0);
-  check_exact(rm);
+  check_exact(rm, 2, 4, false);
   // The tool on the same run, saved, and its graph.json; timed.
   study::StudyRun open = study::open_run(dir);
   study::GraphRequest r;
@@ -191,7 +219,7 @@ BOOST_AUTO_TEST_CASE(modadd_graph_is_exact_with_transcoders) {
   const study::LocalReplacement rm(*run.model, ids, tcs, targets, {0.4, 0.3, 0.2, 0.1});
   BOOST_TEST(rm.n_features() > 20);
   BOOST_TEST(rm.n_errors() == static_cast<int64_t>(tcs.size() * ids.size()));
-  check_exact(rm);
+  check_exact(rm, 2, 1, false);
 }
 
 BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
