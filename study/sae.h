@@ -108,8 +108,9 @@ struct SaeOutput {
 };
 
 // The SAE on x (N, d_in), with the graph recorded when gradients are on; its MSE is to `y` (N, d_out), a
-// transcoder's target, or to x when y is undefined. TopK keeps each row's k largest pre-activations (ties:
-// the lower index) and zeroes the rest before the ReLU; no gradient flows to the zeroed ones.
+// transcoder's target (needed when d_out differs from d_in), or to x when y is undefined. TopK keeps each
+// row's k largest pre-activations (ties: the lower index) and zeroes the rest before the ReLU; no gradient
+// flows to the zeroed ones.
 template <typename T>
 SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k,
                          const ag::Tensor<T>& y = {});

@@ -283,3 +283,39 @@ BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
     BOOST_TEST(std::string(e.what()) == "layers: '7' is not a layer of this model (0..1)");
   }
 }
+
+BOOST_AUTO_TEST_CASE(a_transcoders_scales_fold_into_its_saved_weights) {
+  // Trained on x * 2.5 and y * 0.4, saved to read raw x and write raw y: the same prediction, divided by
+  // the target's scale; ReLU and TopK, with and without the skip.
+  for (const bool skip : {false, true})
+    for (const study::SaeActivation act : {study::SaeActivation::relu, study::SaeActivation::topk}) {
+      study::SaeConfig c;
+      c.d_sae = 24;
+      c.activation = act;
+      c.k = 5;
+      c.skip = skip;
+      c.batch_size = 32;
+      const float in_scale = 2.5f, out_scale = 0.4f;
+      study::SaeTrainer t(c, {6, 4, true, skip}, {}, in_scale, out_scale);
+      ag::Rng rng(9);
+      ag::Tensor<float> x = ag::Tensor<float>::empty({32, 6}), y = ag::Tensor<float>::empty({32, 4});
+      for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(rng.normal());
+      for (int64_t i = 0; i < y.numel(); ++i) y.data()[i] = static_cast<float>(rng.normal());
+      for (int step = 0; step < 5; ++step) t.step(x, y);  // biases and skip move off zero
+      ag::NoGradScope no_grad;
+      ag::Tensor<float> xs = x.detach();
+      for (int64_t i = 0; i < xs.numel(); ++i) xs.data()[i] *= in_scale;
+      ag::Tensor<float> ys = y.detach();
+      for (int64_t i = 0; i < ys.numel(); ++i) ys.data()[i] *= out_scale;
+      const study::SaeOutput<float> trained = study::sae_forward(t.params(), xs, act, 0.f, c.k, ys);
+      const study::SaeParams<float> raw = t.raw_params();
+      BOOST_TEST(raw.transcoder);
+      BOOST_TEST(raw.W_skip.defined() == skip);
+      const study::SaeOutput<float> folded = study::sae_forward(raw, x, act, 0.f, c.k, y);
+      double worst = 0;
+      for (int64_t i = 0; i < folded.x_hat.numel(); ++i)
+        worst =
+            std::max(worst, std::abs(double(folded.x_hat.data()[i]) - trained.x_hat.data()[i] / out_scale));
+      BOOST_TEST(worst < 1e-4, "skip " << skip << ": " << worst);
+    }
+}
