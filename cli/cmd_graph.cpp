@@ -1,5 +1,5 @@
 // attograd graph RUN_DIR (--tokens "..." | --ids "...") [--target TOK] [--transcoders DIR]
-// [--node-threshold X] [--edge-threshold X] [--save NAME] [--json]: parses the flags into a
+// [--node-threshold X] [--edge-threshold X] [--qk L.H.K] [--save NAME] [--json]: parses the flags into a
 // study::GraphRequest, calls study::graph (study/graph.h) and prints its summary or graph.json's object.
 #include "cli/commands.h"
 #include "cli/print.h"
@@ -36,6 +36,8 @@ Command add_graph(CLI::App& app) {
                   "keep the nodes holding this fraction of the influence (default 0.8)");
   sub->add_option("--edge-threshold", a->request.edge_threshold,
                   "keep the edges holding this fraction of the influence (default 0.98)");
+  sub->add_option("--qk", a->request.qk,
+                  "L.H.K: also the QK attribution of head H of layer L from the last position to key K");
   sub->add_flag("--json", a->json, "print graph.json's object on one line instead of the summary");
   add_save_option(sub, a->request.save,
                   io::layout::graph_json(io::layout::graph_dir("RUN", "NAME")) +

@@ -115,7 +115,18 @@ json graph_to_json(const AttributionGraph& g) {
             {"linkType", "both"},
             {"clickedId", ""},
             {"sg_pos", ""}};
-  return {{"metadata", meta}, {"qParams", q}, {"nodes", nodes}, {"links", links}};
+  json out = {{"metadata", meta}, {"qParams", q}, {"nodes", nodes}, {"links", links}};
+  for (const GraphQk& a : g.qk) {
+    json terms = json::array();
+    for (const auto& [qn, kn, v] : a.top)
+      terms.push_back({{"query_node", node_json(g, g.nodes[qn])["node_id"]},
+                       {"key_node", node_json(g, g.nodes[kn])["node_id"]},
+                       {"value", v}});
+    out["qk"] = {{"layer", a.layer}, {"head", a.head},   {"query", a.query},
+                 {"key", a.key},     {"score", a.score}, {"terms_total", a.terms_total},
+                 {"rest", a.rest},   {"top", terms}};
+  }
+  return out;
 }
 
 std::string graph_table(const AttributionGraph& g) {
@@ -152,6 +163,13 @@ std::string graph_table(const AttributionGraph& g) {
     }
     return "logit '" + n.token + "'";
   };
+  for (const GraphQk& a : g.qk) {
+    io::append_format(out,
+                      "QK of L%d.H%d from position %d to %d: score %.6g = source pairs %.6g + rest %.6g\n",
+                      a.layer, a.head, a.query, a.key, a.score, a.terms_total, a.rest);
+    for (const auto& [qn, kn, v] : a.top)
+      io::append_format(out, "  query %-24s key %-24s %+.4f\n", name(qn).c_str(), name(kn).c_str(), v);
+  }
   const size_t shown = std::min<size_t>(links.size(), 12);
   if (shown > 0) out += "strongest edges:\n";
   for (size_t i = 0; i < shown; ++i)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace findings {
@@ -33,6 +34,14 @@ struct GraphLink {
   std::vector<std::pair<std::string, double>> paths;
 };
 
+// A head's QK attribution (study/graph.h's qk_attribution): its score from `query` to `key`, the largest
+// source-pair terms (query-side node, key-side node, value) and the rest; every term sums to the score.
+struct GraphQk {
+  int layer = 0, head = 0, query = 0, key = 0;
+  double score = 0, rest = 0, terms_total = 0;  // terms_total: the sum of every pair's term
+  std::vector<std::tuple<int64_t, int64_t, double>> top;
+};
+
 struct AttributionGraph {
   std::string run, slug;
   std::vector<std::string> prompt_tokens;
@@ -43,6 +52,7 @@ struct AttributionGraph {
   double node_threshold = 0.8, edge_threshold = 0.98;
   double replacement_score = 0, completeness_score = 0;
   std::vector<std::string> transcoders;  // the files read, one per MLP layer
+  std::vector<GraphQk> qk;               // the QK attributions asked for (at most one)
 };
 
 // graph.json: Neuronpedia's schema (metadata {slug, scan, transcoder_list, prompt_tokens, prompt,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -28,6 +29,8 @@ using findings::GraphNodeKind;
 // Most target logits, and the probability they cover (circuit-tracer's salient logits).
 constexpr int kMaxLogits = 10;
 constexpr double kLogitProbability = 0.95;
+// QK terms shown, largest first.
+constexpr size_t kQkTerms = 12;
 
 Mat to_mat(const ag::Tensor<double>& t, int64_t rows, int64_t cols) {
   return Eigen::Map<const Mat>(t.data(), rows, cols);
@@ -669,6 +672,18 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
   }
   Output<findings::AttributionGraph> out;
   const std::vector<int32_t> ids = input_ids(run, request.input, "input", Bos::kAdd, &out.notes);
+  int qk_layer = -1, qk_head = 0, qk_key = 0;
+  if (!request.qk.empty()) {
+    int n = 0;
+    if (std::sscanf(request.qk.c_str(), "%d.%d.%d%n", &qk_layer, &qk_head, &qk_key, &n) != 3 ||
+        n != static_cast<int>(request.qk.size()) || qk_layer < 0 ||
+        qk_layer >= static_cast<int>(run.model->blocks.size()) || qk_head < 0 ||
+        qk_head >= run.model->shape.n_heads || qk_key < 0 || qk_key >= static_cast<int>(ids.size()))
+      throw RequestError("qk: expected LAYER.HEAD.KEY of this model and input (layers 0.." +
+                         std::to_string(run.model->blocks.size() - 1) + ", heads 0.." +
+                         std::to_string(run.model->shape.n_heads - 1) + ", key positions 0.." +
+                         std::to_string(ids.size() - 1) + "), got '" + request.qk + "'");
+  }
   const nn::CausalLM<float>& model = *run.model;
   findings::AttributionGraph& g = out.result;
   std::vector<LayerTranscoder> transcoders(model.blocks.size());
@@ -755,6 +770,21 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
         }
         g.links.push_back(std::move(link));
       }
+  if (qk_layer >= 0) {
+    const QkAttribution a = rm.qk_attribution(qk_layer, qk_head, static_cast<int>(ids.size()) - 1, qk_key);
+    findings::GraphQk v{qk_layer,      qk_head, static_cast<int>(ids.size()) - 1, qk_key, a.score, a.rest,
+                        a.terms.sum(), {}};
+    std::vector<std::tuple<int64_t, int64_t, double>> all;
+    for (int64_t i = 0; i < a.terms.rows(); ++i)
+      for (int64_t j = 0; j < a.terms.cols(); ++j)
+        all.emplace_back(a.sources[i], a.sources[j], a.terms(i, j));
+    std::stable_sort(all.begin(), all.end(), [](const auto& x, const auto& y) {
+      return std::abs(std::get<2>(x)) > std::abs(std::get<2>(y));
+    });
+    all.resize(std::min<size_t>(all.size(), kQkTerms));
+    v.top = all;
+    g.qk.push_back(v);
+  }
   g.node_threshold = request.node_threshold;
   g.edge_threshold = request.edge_threshold;
   g.replacement_score = s.replacement;

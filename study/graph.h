@@ -33,6 +33,7 @@ struct GraphRequest {
   double node_threshold = 0.8;   // keep the nodes holding this fraction of the influence
   double edge_threshold = 0.98;  // keep the edges holding this fraction of the influence
   std::string save;              // "" = write nothing; NAME = RUN/graphs/NAME/graph.json and adjacency.npy
+  std::string qk;  // "L.H.K": also head H of layer L's QK attribution from the last position to K
 };
 
 Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& request);

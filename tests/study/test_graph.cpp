@@ -197,6 +197,7 @@ BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
   study::GraphRequest r;
   r.input.ids.assign(ids.begin(), ids.end());
   r.save = "g";
+  r.qk = "1.0." + std::to_string(ids.size() / 2);
   const auto t0 = std::chrono::steady_clock::now();
   const auto out = study::graph(open, r);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -205,6 +206,17 @@ BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
   check_schema(nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "g")))));
   BOOST_TEST(out.result.replacement_score == 1.0);  // no error node
   BOOST_TEST(out.result.completeness_score == 1.0);
+  BOOST_TEST_REQUIRE(out.result.qk.size() == 1u);
+  const findings::GraphQk& qk = out.result.qk[0];
+  BOOST_TEST(std::abs(qk.terms_total + qk.rest - qk.score) < 1e-9);
+  BOOST_TEST(qk.top.size() == 12u);
+  r.qk = "1.0.99";
+  try {
+    study::graph(open, r);
+    BOOST_TEST(false);
+  } catch (const study::RequestError& e) {
+    BOOST_TEST(std::string(e.what()).rfind("qk: expected LAYER.HEAD.KEY", 0) == 0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(modadd_graph_is_exact_with_transcoders) {
