@@ -180,6 +180,45 @@ inline std::string sae_checkpoint(const std::string& sae_folder) {
   return sae_folder + "/checkpoint.safetensors";
 }
 
+// RUN/transcoders/: `attograd transcoder`'s default folder, one subfolder per layer (the `--out DIR` of
+// transcoder and `graph --transcoders DIR` name such a folder).
+inline std::string transcoders_root(const std::string& run) {
+  return run + "/transcoders";
+}
+// DIR/L/: layer L's transcoder (reads blocks.L's MLP input, writes blocks.L.mlp.out).
+inline std::string transcoder_dir(const std::string& folder, int layer) {
+  return folder + "/" + std::to_string(layer);
+}
+// DIR/L/transcoder.safetensors: the trained transcoder (W_enc, b_enc, W_dec, b_dec, W_skip with a skip;
+// SAELens's names; metadata architecture, hook_name, hook_name_out, config), reading raw activations.
+inline std::string transcoder_model(const std::string& layer_folder) {
+  return layer_folder + "/transcoder.safetensors";
+}
+// DIR/L/checkpoint.safetensors: its training state, for `transcoder --resume`.
+inline std::string transcoder_checkpoint(const std::string& layer_folder) {
+  return layer_folder + "/checkpoint.safetensors";
+}
+// DIR/eval.json: every layer's evaluation and the CE with every MLP replaced (docs/graphs.md).
+inline std::string transcoders_eval_json(const std::string& folder) {
+  return folder + "/eval.json";
+}
+
+// RUN/graphs/: the attribution graphs (`attograd graph`), one folder per graph.
+inline std::string graphs_root(const std::string& run) {
+  return run + "/graphs";
+}
+// RUN/graphs/NAME/: one graph's folder.
+inline std::string graph_dir(const std::string& run, const std::string& name) {
+  return graphs_root(run) + "/" + name;
+}
+// DIR/graph.json: the pruned graph in Neuronpedia's graph schema (docs/graphs.md).
+inline std::string graph_json(const std::string& graph_folder) {
+  return graph_folder + "/graph.json";
+}
+// DIR/adjacency.npy: the unpruned graph's full direct-effect matrix, float64 (targets x sources).
+inline std::string graph_matrix(const std::string& graph_folder) {
+  return graph_folder + "/adjacency.npy";
+}
 // RUN/report.html: one self-contained page of everything above.
 inline std::string report_html(const std::string& run) {
   return run + "/report.html";
@@ -209,8 +248,9 @@ inline std::string folder_lock(const std::string& dir) {
 // The folders inside RUN that a training run and the study tools write; the only places, with RUN
 // itself, where stale temporary files are looked for.
 inline std::vector<std::string> run_subfolders(const std::string& run) {
-  return {checkpoint_dir(run), attention_dir(run), score_history_dir(run), patching_dir(run),
-          circuits_dir(run),   lens_dir(run),      fourier_dir(run),       sae_root(run)};
+  return {checkpoint_dir(run),   attention_dir(run), score_history_dir(run), patching_dir(run),
+          circuits_dir(run),     lens_dir(run),      fourier_dir(run),       sae_root(run),
+          transcoders_root(run), graphs_root(run)};
 }
 
 // The entries at the top of RUN that a training run and the study tools write (`train --overwrite`

@@ -53,6 +53,7 @@ const io::Table<SaeConfig>& sae_config_fields() {
       {"checkpoint_every", &SaeConfig::checkpoint_every, "steps between checkpoints (and at the end)",
        io::at_least(1).up_to(1 << 30)},
       {"seed", &SaeConfig::seed, "the SAE's initialisation, the activation stream, resampling"},
+      {"skip", &SaeConfig::skip, "transcoders: also a linear skip W_skip from input to output (not SAEs)"},
   };
   return fields;
 }
@@ -61,6 +62,32 @@ const io::Table<SaeConfig>& sae_config_fields() {
 double sae_lr(const SaeConfig& c, int64_t step) {
   if (c.warmup > 0 && step < c.warmup) return c.lr * static_cast<double>(step + 1) / c.warmup;
   return c.lr;
+}
+
+// AdamW's parameters in checkpoint order: W_enc, b_enc, W_dec, b_dec, then W_skip when there is one.
+std::vector<train::OptimParam> optim_params(SaeParams<float>& p) {
+  std::vector<train::OptimParam> params = {{"W_enc", &p.W_enc, true},
+                                           {"b_enc", &p.b_enc, false},
+                                           {"W_dec", &p.W_dec, true},
+                                           {"b_dec", &p.b_dec, false}};
+  if (p.W_skip.defined()) params.push_back({"W_skip", &p.W_skip, true});
+  return params;
+}
+
+std::vector<ag::Tensor<float>*> param_list(SaeParams<float>& p) {
+  std::vector<ag::Tensor<float>*> ts = {&p.W_enc, &p.b_enc, &p.W_dec, &p.b_dec};
+  if (p.W_skip.defined()) ts.push_back(&p.W_skip);
+  return ts;
+}
+
+const char* const kParamNames[] = {"W_enc", "b_enc", "W_dec", "b_dec", "W_skip"};
+
+// x times s, as a new tensor (x itself when s is 1).
+ag::Tensor<float> scaled(const ag::Tensor<float>& x, float s) {
+  if (s == 1.f) return x;
+  ag::Tensor<float> y = x.detach();
+  for (int64_t i = 0; i < y.numel(); ++i) y.data()[i] *= s;
+  return y;
 }
 
 }  // namespace
@@ -100,16 +127,42 @@ SaeParams<float> init_sae(int64_t d_in, int64_t d_sae, ag::Rng& rng, const std::
   return p;
 }
 
+SaeParams<float> init_transcoder(const DictShape& shape, int64_t d_sae, ag::Rng& rng,
+                                 const std::vector<float>& out_mean) {
+  SaeParams<float> p;
+  p.transcoder = true;
+  p.W_dec = ag::Tensor<float>::empty({d_sae, shape.d_out});
+  for (int64_t i = 0; i < p.W_dec.numel(); ++i) p.W_dec.data()[i] = static_cast<float>(rng.normal());
+  normalize_decoder(p);
+  p.W_enc = ag::Tensor<float>::empty({shape.d_in, d_sae});
+  for (int64_t i = 0; i < p.W_enc.numel(); ++i) p.W_enc.data()[i] = static_cast<float>(rng.normal());
+  auto W = ag::MatMap<float>(p.W_enc.data(), shape.d_in, d_sae);
+  for (int64_t j = 0; j < d_sae; ++j) W.col(j) /= std::max(W.col(j).norm(), 1e-12f);
+  p.b_enc = ag::Tensor<float>::zeros({d_sae});
+  p.b_dec = out_mean.empty() ? ag::Tensor<float>::zeros({shape.d_out})
+                             : ag::Tensor<float>::from({shape.d_out}, out_mean);
+  if (shape.skip) p.W_skip = ag::Tensor<float>::zeros({shape.d_in, shape.d_out});
+  for (ag::Tensor<float>* t : param_list(p)) t->set_requires_grad(true);
+  return p;
+}
+
 template <typename T>
-SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k) {
+SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k,
+                         const ag::Tensor<T>& y) {
   if (x.dim() != 2 || x.size(1) != p.d_in())
     throw std::invalid_argument("sae_forward: x must be (N, " + std::to_string(p.d_in()) + ")");
   const int64_t N = x.size(0);
+  if (y.defined() && (y.dim() != 2 || y.size(0) != N || y.size(1) != p.d_out()))
+    throw std::invalid_argument("sae_forward: y must be (" + std::to_string(N) + ", " +
+                                std::to_string(p.d_out()) + ")");
   SaeOutput<T> out;
-  const ag::Tensor<T> pre = ag::sparse_grad_linear(x, p.b_dec, p.W_enc, p.b_enc);  // (N, d_sae)
+  // A transcoder's encoder reads x itself: the centre is a zero constant.
+  const ag::Tensor<T> pre = ag::sparse_grad_linear(
+      x, p.transcoder ? ag::Tensor<T>::zeros({p.d_in()}) : p.b_dec, p.W_enc, p.b_enc);  // (N, d_sae)
   out.f = act == SaeActivation::topk ? ag::topk_relu(pre, k) : ag::relu(pre);
-  out.x_hat = ag::relu_decode(out.f, p.W_dec) + p.b_dec;  // (N, d_in); relu(f) = f
-  const ag::Tensor<T> diff = out.x_hat - x;
+  out.x_hat = ag::relu_decode(out.f, p.W_dec) + p.b_dec;  // (N, d_out); relu(f) = f
+  if (p.W_skip.defined()) out.x_hat = out.x_hat + ag::matmul(x, p.W_skip);
+  const ag::Tensor<T> diff = out.x_hat - (y.defined() ? y : x);
   out.mse = ag::scale(ag::sum(diff * diff), T(1) / static_cast<T>(N));
   out.sparsity = ag::scale(ag::sum(out.f), T(1) / static_cast<T>(N));
   out.loss = act == SaeActivation::relu ? out.mse + ag::scale(out.sparsity, l1) : out.mse;
@@ -137,10 +190,25 @@ float activation_scale(const std::vector<float>& rows, int64_t d) {
 }
 
 SaeParams<float> fold_activation_scale(const SaeParams<float>& p, float scale) {
-  SaeParams<float> q{p.W_enc.detach(), p.b_enc.detach(), p.W_dec.detach(), p.b_dec.detach()};
-  if (scale == 1.f) return q;
+  return fold_activation_scales(p, scale, scale);
+}
+
+SaeParams<float> fold_activation_scales(const SaeParams<float>& p, float in_scale, float out_scale) {
+  SaeParams<float> q{p.W_enc.detach(),
+                     p.b_enc.detach(),
+                     p.W_dec.detach(),
+                     p.b_dec.detach(),
+                     p.W_skip.defined() ? p.W_skip.detach() : ag::Tensor<float>(),
+                     p.transcoder};
+  if (p.transcoder && in_scale != out_scale) {
+    const float r = in_scale / out_scale;
+    for (ag::Tensor<float>* t : {&q.W_enc, &q.W_skip})
+      if (t->defined())
+        for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] *= r;
+  }
+  if (out_scale == 1.f) return q;
   for (ag::Tensor<float>* t : {&q.b_enc, &q.b_dec})
-    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] /= scale;
+    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] /= out_scale;
   return q;
 }
 
@@ -153,23 +221,37 @@ SaeTrainer::SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<
         for (float& v : mean) v *= activation_scale;
         return init_sae(d_in, config.features(d_in), rng, mean);
       }()),
-      optimizer_({{"W_enc", &p_.W_enc, true},
-                  {"b_enc", &p_.b_enc, false},
-                  {"W_dec", &p_.W_dec, true},
-                  {"b_dec", &p_.b_dec, false}},
-                 config.weight_decay),
+      optimizer_(optim_params(p_), config.weight_decay),
       fired_(static_cast<size_t>(p_.d_sae()), 0),
-      scale_(activation_scale) {}
+      scale_(activation_scale),
+      out_scale_(activation_scale) {}
+
+SaeTrainer::SaeTrainer(const SaeConfig& config, const DictShape& shape, const std::vector<float>& out_mean,
+                       float in_scale, float out_scale)
+    : config_(config),
+      p_([&] {
+        ag::Rng rng(config.seed);
+        std::vector<float> mean = out_mean;
+        for (float& v : mean) v *= out_scale;
+        DictShape s = shape;
+        s.skip = config.skip;
+        return init_transcoder(s, config.features(shape.d_in), rng, mean);
+      }()),
+      optimizer_(optim_params(p_), config.weight_decay),
+      fired_(static_cast<size_t>(p_.d_sae()), 0),
+      scale_(in_scale),
+      out_scale_(out_scale) {}
 
 SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw) {
-  ag::Tensor<float> x = raw;
-  if (scale_ != 1.f) {
-    x = raw.detach();
-    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] *= scale_;
-  }
-  for (ag::Tensor<float>* t : {&p_.W_enc, &p_.b_enc, &p_.W_dec, &p_.b_dec}) t->zero_grad();
+  return step(raw, ag::Tensor<float>());
+}
+
+SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw, const ag::Tensor<float>& raw_y) {
+  const ag::Tensor<float> x = scaled(raw, scale_);
+  const ag::Tensor<float> y = raw_y.defined() ? scaled(raw_y, out_scale_) : ag::Tensor<float>();
+  for (ag::Tensor<float>* t : param_list(p_)) t->zero_grad();
   SaeOutput<float> out =
-      sae_forward(p_, x, config_.activation, static_cast<float>(config_.l1_coefficient), config_.k);
+      sae_forward(p_, x, config_.activation, static_cast<float>(config_.l1_coefficient), config_.k, y);
   out.loss.backward();
   optimizer_.step(sae_lr(config_, step_));
   normalize_decoder(p_);
@@ -186,14 +268,19 @@ SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw) {
   ++step_;
   int resampled = 0;
   if (config_.resample_every > 0 && step_ % config_.resample_every == 0 && step_ < config_.steps) {
-    resampled = resample_dead(x, out.x_hat);
+    resampled = y.defined() ? resample_dead(x, y, out.x_hat) : resample_dead(x, out.x_hat);
     std::fill(fired_.begin(), fired_.end(), 0);
   }
   return {out.loss.item(), out.mse.item(), static_cast<float>(active) / N, resampled};
 }
 
 int SaeTrainer::resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float>& x_hat) {
-  const int64_t N = x.size(0), D = p_.d_in(), M = p_.d_sae();
+  return resample_dead(x, x, x_hat);
+}
+
+int SaeTrainer::resample_dead(const ag::Tensor<float>& in, const ag::Tensor<float>& x,
+                              const ag::Tensor<float>& x_hat) {
+  const int64_t N = x.size(0), D = p_.d_out(), Din = p_.d_in(), M = p_.d_sae();
   std::vector<int64_t> dead;
   for (int64_t j = 0; j < M; ++j)
     if (fired_[j] == 0) dead.push_back(j);
@@ -213,7 +300,7 @@ int SaeTrainer::resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float
   if (!(total > 0)) return 0;
   double alive_norm = 0;
   int64_t alive = 0;
-  auto W_enc = ag::MatMap<float>(p_.W_enc.data(), D, M);
+  auto W_enc = ag::MatMap<float>(p_.W_enc.data(), Din, M);
   for (int64_t j = 0; j < M; ++j)
     if (fired_[j] > 0) {
       alive_norm += W_enc.col(j).norm();
@@ -235,9 +322,15 @@ int SaeTrainer::resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float
     for (int64_t d = 0; d < D; ++d) {
       const float dir = (x.data()[r * D + d] - x_hat.data()[r * D + d]) * inv;
       p_.W_dec.data()[j * D + d] = dir;
-      W_enc(d, j) = dir * enc_norm;
-      m[0][d * M + j] = v[0][d * M + j] = 0;
       m[2][j * D + d] = v[2][j * D + d] = 0;
+    }
+    // The encoder column: the same direction for an SAE; a transcoder's from its input row.
+    double in2 = 0;
+    for (int64_t d = 0; d < Din; ++d) in2 += double(in.data()[r * Din + d]) * in.data()[r * Din + d];
+    const float in_inv = in2 > 0 ? static_cast<float>(1 / std::sqrt(in2)) : 0.f;
+    for (int64_t d = 0; d < Din; ++d) {
+      W_enc(d, j) = (p_.transcoder ? in.data()[r * Din + d] * in_inv : p_.W_dec.data()[j * D + d]) * enc_norm;
+      m[0][d * M + j] = v[0][d * M + j] = 0;
     }
     p_.b_enc.data()[j] = 0;
     m[1][j] = v[1][j] = 0;
@@ -248,10 +341,10 @@ int SaeTrainer::resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float
 void SaeTrainer::save_checkpoint(const std::string& path,
                                  const std::map<std::string, std::string>& metadata) const {
   std::vector<train::NamedArray> arrays;
-  const char* names[] = {"W_enc", "b_enc", "W_dec", "b_dec"};
-  const ag::Tensor<float>* ts[] = {&p_.W_enc, &p_.b_enc, &p_.W_dec, &p_.b_dec};
+  const char* const* names = kParamNames;
   auto& self = const_cast<SaeTrainer&>(*this);
-  for (int i = 0; i < 4; ++i) {
+  const std::vector<ag::Tensor<float>*> ts = param_list(self.p_);
+  for (size_t i = 0; i < ts.size(); ++i) {
     arrays.push_back({names[i], ts[i]->shape(), ts[i]->to_vector()});
     arrays.push_back({std::string("adam_m.") + names[i], ts[i]->shape(), self.optimizer_.first_moments()[i]});
     arrays.push_back(
@@ -263,6 +356,7 @@ void SaeTrainer::save_checkpoint(const std::string& path,
   meta["step"] = train::u64_to_metadata(static_cast<uint64_t>(step_));
   meta["adam_steps"] = train::u64_to_metadata(static_cast<uint64_t>(optimizer_.steps_taken()));
   meta["activation_scale"] = train::f64_bits_to_metadata(scale_);
+  if (p_.transcoder) meta["activation_scale_out"] = train::f64_bits_to_metadata(out_scale_);
   train::write_safetensors(path, arrays, meta);
 }
 
@@ -270,9 +364,9 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   const train::SafetensorsFile file = train::read_safetensors(path);
   const int64_t D = p_.d_in(), M = p_.d_sae();
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  const char* names[] = {"W_enc", "b_enc", "W_dec", "b_dec"};
-  ag::Tensor<float>* ts[] = {&p_.W_enc, &p_.b_enc, &p_.W_dec, &p_.b_dec};
-  for (int i = 0; i < 4; ++i)
+  const char* const* names = kParamNames;
+  const std::vector<ag::Tensor<float>*> ts = param_list(p_);
+  for (size_t i = 0; i < ts.size(); ++i)
     for (const std::string prefix : {"", "adam_m.", "adam_v."})
       expected.push_back({prefix + names[i], ts[i]->shape()});
   expected.push_back({"fired", {M}});
@@ -291,19 +385,24 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   }
   const uint64_t step = train::metadata_u64(file, "step", path);
   const uint64_t adam_steps = train::metadata_u64(file, "adam_steps", path);
-  double scale = 1;
-  if (file.metadata.count("activation_scale")) {
-    scale = train::metadata_f64_bits(file, "activation_scale", path);
-    if (!(std::isfinite(scale) && scale > 0 && scale < 3.4e38))
-      throw std::runtime_error(path + ": metadata activation_scale: expected a positive finite number");
-  }
+  auto read_scale = [&](const char* key) {
+    double scale = 1;
+    if (file.metadata.count(key)) {
+      scale = train::metadata_f64_bits(file, key, path);
+      if (!(std::isfinite(scale) && scale > 0 && scale < 3.4e38))
+        throw std::runtime_error(path + ": metadata " + key + ": expected a positive finite number");
+    }
+    return scale;
+  };
+  const double scale = read_scale("activation_scale");
+  const double out_scale = p_.transcoder ? read_scale("activation_scale_out") : scale;
   if (step > static_cast<uint64_t>(config_.steps))
     throw std::runtime_error(path + ": metadata step: expected at most the config's steps (" +
                              std::to_string(config_.steps) + "), got " + std::to_string(step));
   if (adam_steps > step)
     throw std::runtime_error(path + ": metadata adam_steps: expected at most step (" + std::to_string(step) +
                              "), got " + std::to_string(adam_steps));
-  for (int i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < ts.size(); ++i) {
     const std::vector<float>& w = file.find(names[i])->data;
     std::copy(w.begin(), w.end(), ts[i]->data());
     optimizer_.first_moments()[i] = file.find(std::string("adam_m.") + names[i])->data;
@@ -313,17 +412,20 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   for (int64_t j = 0; j < M; ++j) fired_[j] = static_cast<int64_t>(fired[j]);
   step_ = static_cast<int64_t>(step);
   scale_ = static_cast<float>(scale);
+  out_scale_ = static_cast<float>(out_scale);
   optimizer_.set_steps_taken(static_cast<int64_t>(adam_steps));
 }
 
 void write_sae_file(const std::string& path, const SaeParams<float>& p,
                     const std::map<std::string, std::string>& metadata) {
-  train::write_safetensors(path,
-                           {{"W_enc", p.W_enc.shape(), p.W_enc.to_vector()},
-                            {"b_enc", p.b_enc.shape(), p.b_enc.to_vector()},
-                            {"W_dec", p.W_dec.shape(), p.W_dec.to_vector()},
-                            {"b_dec", p.b_dec.shape(), p.b_dec.to_vector()}},
-                           metadata);
+  std::vector<train::NamedArray> arrays = {{"W_enc", p.W_enc.shape(), p.W_enc.to_vector()},
+                                           {"b_enc", p.b_enc.shape(), p.b_enc.to_vector()},
+                                           {"W_dec", p.W_dec.shape(), p.W_dec.to_vector()},
+                                           {"b_dec", p.b_dec.shape(), p.b_dec.to_vector()}};
+  std::map<std::string, std::string> meta = metadata;
+  if (p.W_skip.defined()) arrays.push_back({"W_skip", p.W_skip.shape(), p.W_skip.to_vector()});
+  if (p.transcoder) meta["architecture"] = p.W_skip.defined() ? "skip_transcoder" : "transcoder";
+  train::write_safetensors(path, arrays, meta);
 }
 
 SaeParams<float> load_sae(const std::string& path) {
@@ -333,8 +435,26 @@ SaeParams<float> load_sae(const std::string& path) {
   if (W_enc->shape.size() != 2 || W_enc->shape[0] < 1 || W_enc->shape[1] < 1)
     throw std::runtime_error(path + ": W_enc: expected a 2-d shape (d_in, d_sae) with both at least 1");
   const int64_t D = W_enc->shape[0], M = W_enc->shape[1];
-  train::expect_tensors(file, {{"W_enc", {D, M}}, {"b_enc", {M}}, {"W_dec", {M, D}}, {"b_dec", {D}}}, path);
+  const auto arch = file.metadata.find("architecture");
+  const std::string architecture = arch == file.metadata.end() ? "sae" : arch->second;
+  if (architecture != "sae" && architecture != "transcoder" && architecture != "skip_transcoder")
+    throw std::runtime_error(path + ": metadata architecture: expected transcoder or skip_transcoder, got " +
+                             architecture);
+  const bool transcoder = architecture != "sae", skip = architecture == "skip_transcoder";
+  int64_t Dout = D;
+  if (transcoder) {
+    const train::NamedArray* W_dec = file.find("W_dec");
+    if (!W_dec) throw std::runtime_error(path + ": missing tensor W_dec");
+    if (W_dec->shape.size() != 2 || W_dec->shape[1] < 1)
+      throw std::runtime_error(path + ": W_dec: expected a 2-d shape (d_sae, d_out) with d_out at least 1");
+    Dout = W_dec->shape[1];
+  }
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
+      {"W_enc", {D, M}}, {"b_enc", {M}}, {"W_dec", {M, Dout}}, {"b_dec", {Dout}}};
+  if (skip) expected.push_back({"W_skip", {D, Dout}});
+  train::expect_tensors(file, expected, path);
   SaeParams<float> p;
+  p.transcoder = transcoder;
   auto take = [&](const char* name) {
     const train::NamedArray* a = file.find(name);
     for (float v : a->data)
@@ -345,12 +465,13 @@ SaeParams<float> load_sae(const std::string& path) {
   p.b_enc = take("b_enc");
   p.W_dec = take("W_dec");
   p.b_dec = take("b_dec");
+  if (skip) p.W_skip = take("W_skip");
   return p;
 }
 
 template SaeOutput<float> sae_forward(const SaeParams<float>&, const ag::Tensor<float>&, SaeActivation, float,
-                                      int);
+                                      int, const ag::Tensor<float>&);
 template SaeOutput<double> sae_forward(const SaeParams<double>&, const ag::Tensor<double>&, SaeActivation,
-                                       double, int);
+                                       double, int, const ag::Tensor<double>&);
 
 }  // namespace study

@@ -2,6 +2,10 @@
 // f = act((x - b_dec) W_enc + b_enc), the decoder x_hat = f W_dec + b_dec, W_enc (d_in, d_sae),
 // W_dec (d_sae, d_in) with unit-norm rows (each feature's direction), act ReLU with an L1 penalty or TopK,
 // trained on activations scaled so their mean norm is sqrt(d_in) (the scale folded back on save).
+// The same dictionary as a transcoder (SAELens's Transcoder and SkipTranscoder): it reads x (an MLP's
+// input, d_in) and writes y_hat (the MLP's output, d_out): f = act(x W_enc + b_enc),
+// y_hat = f W_dec + b_dec (+ x W_skip with a skip), trained on MSE to the target y; input and target are
+// each scaled by a factor of their own.
 // This file holds the SAE's config, its parameters, its loss (autograd ops: the sparse products are
 // autograd/ops.h's topk_relu, relu_decode and sparse_grad_linear), one
 // training step (AdamW, decoder renormalisation, dead-feature resampling) and its file format. Where the
@@ -49,6 +53,7 @@ struct SaeConfig {
   int top_examples = 5;           // features.json: top-activating examples per feature
   int checkpoint_every = 1000;    // steps between checkpoints (and at the end)
   uint64_t seed = 1;
+  bool skip = false;  // transcoders: also a linear skip W_skip (d_in, d_out) from input to output
 
   int64_t features(int64_t d_in) const { return d_sae > 0 ? d_sae : expansion * d_in; }
 };
@@ -62,36 +67,53 @@ nlohmann::json sae_config_to_json(const SaeConfig& c);
 // The table's rows (key, type, default, valid values, meaning), as a docs field table shows them.
 std::vector<io::FieldInfo> sae_config_field_infos();
 
-// The SAE's parameters, SAELens's names and shapes.
+// The SAE's (or transcoder's) parameters, SAELens's names and shapes.
 template <typename T>
 struct SaeParams {
-  ag::Tensor<T> W_enc;  // (d_in, d_sae)
-  ag::Tensor<T> b_enc;  // (d_sae)
-  ag::Tensor<T> W_dec;  // (d_sae, d_in), rows of unit norm
-  ag::Tensor<T> b_dec;  // (d_in)
+  ag::Tensor<T> W_enc;   // (d_in, d_sae)
+  ag::Tensor<T> b_enc;   // (d_sae)
+  ag::Tensor<T> W_dec;   // (d_sae, d_out), rows of unit norm
+  ag::Tensor<T> b_dec;   // (d_out)
+  ag::Tensor<T> W_skip;  // (d_in, d_out): a skip transcoder's linear path; undefined otherwise
+  // A transcoder's encoder reads x itself; an SAE's reads x - b_dec (input and output are one point).
+  bool transcoder = false;
 
   int64_t d_in() const { return W_enc.size(0); }
   int64_t d_sae() const { return W_enc.size(1); }
+  int64_t d_out() const { return W_dec.size(1); }
+};
+
+// What a dictionary reads and writes: an SAE (d_out = d_in, one point) or a transcoder (input and output
+// at two points), with or without the skip.
+struct DictShape {
+  int64_t d_in = 0, d_out = 0;
+  bool transcoder = false, skip = false;
 };
 
 // Random unit decoder rows (normal, normalised), W_enc = W_dec^T, zero biases; b_dec set to `mean` when
 // given (the data's mean, a better start than zero).
 SaeParams<float> init_sae(int64_t d_in, int64_t d_sae, ag::Rng& rng, const std::vector<float>& mean = {});
+// A transcoder's start: random unit decoder rows (d_sae, d_out), encoder columns random of norm 1, zero
+// b_enc, b_dec the target's mean (when given), W_skip zero (with the skip).
+SaeParams<float> init_transcoder(const DictShape& shape, int64_t d_sae, ag::Rng& rng,
+                                 const std::vector<float>& out_mean = {});
 
 template <typename T>
 struct SaeOutput {
   ag::Tensor<T> f;      // (N, d_sae) feature activations
-  ag::Tensor<T> x_hat;  // (N, d_in) reconstruction
-  ag::Tensor<T> mse;    // [] mean over tokens of ||x_hat - x||^2 (SAELens's training MSE, summed over d_in)
+  ag::Tensor<T> x_hat;  // (N, d_out) reconstruction (a transcoder's: its prediction of the target)
+  ag::Tensor<T> mse;    // [] mean over tokens of ||x_hat - y||^2 (SAELens's training MSE, summed over d_out)
   ag::Tensor<T> sparsity;  // [] mean over tokens of sum_j f_j (the L1 norm: f >= 0, decoder rows unit)
   ag::Tensor<T> loss;      // [] mse + l1 * sparsity (ReLU), mse (TopK)
 };
 
-// The SAE on x (N, d_in), with the graph recorded when gradients are on. TopK keeps each row's k largest
-// pre-activations (ties: the lower index) and zeroes the rest before the ReLU; no gradient flows to the
-// zeroed ones.
+// The SAE on x (N, d_in), with the graph recorded when gradients are on; its MSE is to `y` (N, d_out), a
+// transcoder's target (needed when d_out differs from d_in), or to x when y is undefined. TopK keeps each
+// row's k largest pre-activations (ties: the lower index) and zeroes the rest before the ReLU; no gradient
+// flows to the zeroed ones.
 template <typename T>
-SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k);
+SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k,
+                         const ag::Tensor<T>& y = {});
 
 // Each decoder row scaled to unit norm (a zero row is left as it is).
 void normalize_decoder(SaeParams<float>& p);
@@ -104,6 +126,10 @@ float activation_scale(const std::vector<float>& rows, int64_t d);
 // b_dec divided by `scale`, W_enc and W_dec unchanged (decoder rows stay unit norm), so its features are
 // the trained ones divided by `scale` and its reconstruction is the trained one divided by `scale`.
 SaeParams<float> fold_activation_scale(const SaeParams<float>& p, float scale);
+// A transcoder trained on x * in_scale and y * out_scale, rewritten to read raw x and write raw y: W_enc
+// and W_skip times in_scale / out_scale, b_enc and b_dec divided by out_scale (features divided by
+// out_scale, decoder rows unit). An SAE (p.transcoder false, in_scale = out_scale) folds as above.
+SaeParams<float> fold_activation_scales(const SaeParams<float>& p, float in_scale, float out_scale);
 
 // Training state: the parameters, AdamW, and the per-feature fire counts since the last resampling.
 class SaeTrainer {
@@ -112,6 +138,10 @@ class SaeTrainer {
   // multiplied by before the SAE sees it (1: none; activation_scale() when the config normalises).
   SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<float>& data_mean,
              float activation_scale = 1.f);
+  // A transcoder: reads d_in, writes d_out; `out_mean` (raw, b_dec's start), the input's and the
+  // target's scales. config.skip adds W_skip.
+  SaeTrainer(const SaeConfig& config, const DictShape& shape, const std::vector<float>& out_mean,
+             float in_scale, float out_scale);
 
   // One step on x (N, d_in) of raw activations: scaled by activation_scale, forward, backward, AdamW at the
   // scheduled lr, decoder rows renormalised; every resample_every steps, dead features resampled from this
@@ -121,6 +151,8 @@ class SaeTrainer {
     int resampled;
   };
   StepResult step(const ag::Tensor<float>& x);
+  // A transcoder's step: x (N, d_in) and its target y (N, d_out), raw, each scaled by its own factor.
+  StepResult step(const ag::Tensor<float>& x, const ag::Tensor<float>& y);
 
   // Features that fired on no token since the last resampling get a new direction: the residual
   // x - x_hat of one of this batch's tokens, drawn with probability proportional to its squared error
@@ -128,13 +160,17 @@ class SaeTrainer {
   // scaled to 0.2 times the mean norm of the alive features' encoder columns; b_enc 0; their AdamW
   // moments reset. Returns how many were resampled.
   int resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float>& x_hat);
+  // A transcoder's: the decoder row from the target's residual y - y_hat, the encoder column from the
+  // input row x of the same token (normalised, scaled as above).
+  int resample_dead(const ag::Tensor<float>& x, const ag::Tensor<float>& y, const ag::Tensor<float>& y_hat);
 
   // The parameters as trained, on scaled activations.
   SaeParams<float>& params() { return p_; }
   const SaeParams<float>& params() const { return p_; }
   float activation_scale() const { return scale_; }
-  // The parameters folded to read raw activations (fold_activation_scale): what sae.safetensors holds.
-  SaeParams<float> raw_params() const { return fold_activation_scale(p_, scale_); }
+  float out_scale() const { return out_scale_; }
+  // The parameters folded to read raw activations (fold_activation_scales): what sae.safetensors holds.
+  SaeParams<float> raw_params() const { return fold_activation_scales(p_, scale_, out_scale_); }
   const SaeConfig& config() const { return config_; }
   int64_t steps_done() const { return step_; }
 
@@ -152,16 +188,18 @@ class SaeTrainer {
   train::AdamW optimizer_;
   std::vector<int64_t> fired_;  // tokens each feature fired on since the last resampling
   int64_t step_ = 0;
-  float scale_ = 1.f;
+  float scale_ = 1.f, out_scale_ = 1.f;
 };
 
-// sae.safetensors: W_enc, b_enc, W_dec, b_dec (SAELens's names and shapes) and the metadata given (the
-// config as JSON under "config", the hook point under "hook_name", d_in and d_sae, the activation scale
-// folded into the weights under "activation_scale"). The weights read raw activations.
+// sae.safetensors: W_enc, b_enc, W_dec, b_dec (SAELens's names and shapes; a skip transcoder's W_skip too)
+// and the metadata given (the config as JSON under "config", the hook point under "hook_name", d_in and
+// d_sae, the activation scale folded into the weights under "activation_scale"; a transcoder's
+// "architecture" is "transcoder" or "skip_transcoder"). The weights read raw activations.
 void write_sae_file(const std::string& path, const SaeParams<float>& p,
                     const std::map<std::string, std::string>& metadata);
-// Reads an SAE file: the four tensors with consistent shapes (d_in, d_sae >= 1), finite values. Errors
-// are one line naming the file and the tensor.
+// Reads an SAE or transcoder file: the four tensors (and W_skip when its metadata architecture is
+// skip_transcoder) with consistent shapes (d_in, d_sae, d_out >= 1; an SAE's d_out = d_in), finite values.
+// Errors are one line naming the file and the tensor.
 SaeParams<float> load_sae(const std::string& path);
 
 }  // namespace study

@@ -16,7 +16,8 @@ namespace {
 // Sequences per forward in the evaluation.
 constexpr int kChunk = 32;
 
-// Rows [b0, b1) of a batch, as a batch of their own.
+}  // namespace
+
 train::Batch slice(const train::Batch& batch, int b0, int b1) {
   train::Batch out;
   out.B = b1 - b0;
@@ -29,6 +30,8 @@ train::Batch slice(const train::Batch& batch, int b0, int b1) {
   return out;
 }
 
+namespace {
+
 // The SAE's features (N, d_sae) and reconstruction (N, d_in) of rows, without a graph.
 SaeOutput<float> run_sae(const SaeParams<float>& sae, const SaeConfig& config, const std::vector<float>& rows,
                          int64_t n) {
@@ -37,7 +40,8 @@ SaeOutput<float> run_sae(const SaeParams<float>& sae, const SaeConfig& config, c
   return sae_forward(sae, x, config.activation, 0.f, config.k);
 }
 
-// Log-softmax of each row of logits (rows, V), in double.
+}  // namespace
+
 std::vector<double> log_probs(const float* logits, int64_t V) {
   std::vector<double> out(static_cast<size_t>(V));
   double mx = -std::numeric_limits<double>::infinity();
@@ -48,8 +52,6 @@ std::vector<double> log_probs(const float* logits, int64_t V) {
   for (int64_t v = 0; v < V; ++v) out[v] = logits[v] - lse;
   return out;
 }
-
-}  // namespace
 
 SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, const SaeParams<float>& sae,
                      const SaeConfig& config, const std::string& point, const train::Batch& held_out,

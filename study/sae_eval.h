@@ -35,6 +35,11 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
                      const SaeConfig& config, const std::string& point, const train::Batch& held_out,
                      std::vector<findings::SaeFeature>* features, int top_tokens = 5);
 
+// Rows [b0, b1) of a batch, as a batch of their own.
+train::Batch slice(const train::Batch& batch, int b0, int b1);
+// Log-softmax of one row of logits (V values), in double.
+std::vector<double> log_probs(const float* logits, int64_t V);
+
 // The logit effect of each decoder direction at `point`: W_U diag(ln_f.weight) (the direction written into
 // the residual stream: itself, or fc2's weight times it for blocks.L.mlp.post), (d_sae, V).
 std::vector<float> decoder_logit_effects(const nn::CausalLM<float>& model, const SaeParams<float>& sae,

@@ -45,15 +45,53 @@ ActivationRows capture_rows(const nn::CausalLM<float>& model, const train::Batch
   return rows;
 }
 
+ActivationRows capture_row_pairs(const nn::CausalLM<float>& model, const train::Batch& batch,
+                                 const std::string& point, const std::string& second, bool skip_bos,
+                                 int64_t* d_first) {
+  ag::NoGradScope no_grad;
+  nn::Hooks<float> hooks;
+  hooks.capture(point);
+  hooks.capture(second);
+  model.forward(batch.inputs, batch.B, batch.T, batch.is_padding, &hooks);
+  const ag::Tensor<float>* parts[] = {&hooks.captured(point), &hooks.captured(second)};
+  for (int i = 0; i < 2; ++i)
+    if (parts[i]->dim() != 3 || parts[i]->size(0) != batch.B || parts[i]->size(1) != batch.T)
+      throw std::invalid_argument("point " + std::string(i ? second : point) +
+                                  ": expected a point of shape (B, T, D)");
+  const int64_t d0 = parts[0]->size(2), d1 = parts[1]->size(2);
+  *d_first = d0;
+  ActivationRows rows;
+  rows.d = d0 + d1;
+  for (int b = 0; b < batch.B; ++b)
+    for (int t = skip_bos ? 1 : 0; t < batch.T; ++t) {
+      if (!batch.is_padding.empty() && batch.is_padding[static_cast<size_t>(b) * batch.T + t]) continue;
+      rows.seq.push_back(b);
+      rows.pos.push_back(t);
+    }
+  rows.data.resize(static_cast<size_t>(rows.rows() * rows.d));
+  for (int64_t r = 0; r < rows.rows(); ++r) {
+    const int64_t at = static_cast<int64_t>(rows.seq[r]) * batch.T + rows.pos[r];
+    std::copy(parts[0]->data() + at * d0, parts[0]->data() + (at + 1) * d0, rows.data.data() + r * rows.d);
+    std::copy(parts[1]->data() + at * d1, parts[1]->data() + (at + 1) * d1,
+              rows.data.data() + r * rows.d + d0);
+  }
+  return rows;
+}
+
 int64_t point_width(const nn::CausalLM<float>& model, const train::Task& task, const std::string& point) {
   ag::Rng rng(1);
   return capture_rows(model, task.sample(rng, 1), point, false).d;
 }
 
 ModelActivations::ModelActivations(const nn::CausalLM<float>& model, const train::Task& task,
-                                   std::string point, const SaeConfig& config)
-    : model_(model), task_(task), point_(std::move(point)), config_(config) {
-  d_ = point_width(model_, task_, point_);
+                                   std::string point, const SaeConfig& config, std::string out_point)
+    : model_(model),
+      task_(task),
+      point_(std::move(point)),
+      out_point_(std::move(out_point)),
+      config_(config) {
+  d_in_ = point_width(model_, task_, point_);
+  d_ = out_point_.empty() ? d_in_ : d_in_ + point_width(model_, task_, out_point_);
   steps_per_buffer_ = std::max<int64_t>(1, config_.buffer_tokens / config_.batch_size);
 }
 
@@ -64,8 +102,11 @@ void ModelActivations::fill(int64_t index) {
   buffer_.clear();
   buffer_.reserve(static_cast<size_t>(rows * d_));
   while (static_cast<int64_t>(buffer_.size()) < rows * d_) {
-    const ActivationRows a =
-        capture_rows(model_, task_.sample(rng, kSequencesPerForward), point_, config_.skip_bos);
+    const train::Batch sequences = task_.sample(rng, kSequencesPerForward);
+    int64_t d_first = 0;
+    const ActivationRows a = out_point_.empty() ? capture_rows(model_, sequences, point_, config_.skip_bos)
+                                                : capture_row_pairs(model_, sequences, point_, out_point_,
+                                                                    config_.skip_bos, &d_first);
     if (a.rows() == 0)
       throw std::invalid_argument("point " + point_ + ": the task's sequences have no token to train on");
     const size_t want = std::min(a.data.size(), static_cast<size_t>(rows * d_) - buffer_.size());
@@ -80,28 +121,46 @@ void ModelActivations::fill(int64_t index) {
   buffer_index_ = index;
 }
 
-ag::Tensor<float> ModelActivations::batch(int64_t step) {
+ag::Tensor<float> ModelActivations::columns(int64_t step, int64_t c0, int64_t c1) {
   fill(step / steps_per_buffer_);
-  const int64_t off = (step % steps_per_buffer_) * config_.batch_size * d_;
-  ag::Tensor<float> x = ag::Tensor<float>::empty({config_.batch_size, d_});
-  std::copy(buffer_.begin() + off, buffer_.begin() + off + config_.batch_size * d_, x.data());
+  const int64_t row0 = (step % steps_per_buffer_) * config_.batch_size, w = c1 - c0;
+  ag::Tensor<float> x = ag::Tensor<float>::empty({config_.batch_size, w});
+  for (int64_t r = 0; r < config_.batch_size; ++r) {
+    const auto src = buffer_.begin() + (row0 + r) * d_ + c0;
+    std::copy(src, src + w, x.data() + r * w);
+  }
   return x;
+}
+
+ag::Tensor<float> ModelActivations::batch(int64_t step) {
+  return columns(step, 0, d_in_);
+}
+
+ag::Tensor<float> ModelActivations::target(int64_t step) {
+  return columns(step, d_in_, d_);
 }
 
 std::vector<float> ModelActivations::mean() {
   fill(0);
-  std::vector<double> sum(static_cast<size_t>(d_), 0.0);
+  const int64_t c0 = out_point_.empty() ? 0 : d_in_, w = d_ - c0;
+  std::vector<double> sum(static_cast<size_t>(w), 0.0);
   const int64_t rows = static_cast<int64_t>(buffer_.size()) / d_;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < d_; ++k) sum[k] += buffer_[r * d_ + k];
+    for (int64_t k = 0; k < w; ++k) sum[k] += buffer_[r * d_ + c0 + k];
   std::vector<float> m(sum.size());
   for (size_t k = 0; k < m.size(); ++k) m[k] = static_cast<float>(sum[k] / rows);
   return m;
 }
 
-float ModelActivations::norm_scale() {
+float ModelActivations::norm_scale(bool out) {
   fill(0);
-  return activation_scale(buffer_, d_);
+  if (d_ == d_in_) return activation_scale(buffer_, d_);
+  const int64_t c0 = out ? d_in_ : 0, w = out ? d_ - d_in_ : d_in_;
+  const int64_t rows = static_cast<int64_t>(buffer_.size()) / d_;
+  std::vector<float> part(static_cast<size_t>(rows * w));
+  for (int64_t r = 0; r < rows; ++r)
+    std::copy(buffer_.begin() + r * d_ + c0, buffer_.begin() + r * d_ + c0 + w, part.begin() + r * w);
+  return activation_scale(part, w);
 }
 
 SyntheticFeatures::SyntheticFeatures(int64_t n, int64_t d, double p, uint64_t seed)

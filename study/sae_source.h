@@ -29,31 +29,44 @@ struct ActivationRows {
 ActivationRows capture_rows(const nn::CausalLM<float>& model, const train::Batch& batch,
                             const std::string& point, bool skip_bos);
 
+// The rows at two points of one forward, side by side: each row is the activation at `point` (d_first
+// values) followed by the one at `second` (d - d_first), for a transcoder's input and target.
+ActivationRows capture_row_pairs(const nn::CausalLM<float>& model, const train::Batch& batch,
+                                 const std::string& point, const std::string& second, bool skip_bos,
+                                 int64_t* d_first);
+
 // The width D of `point` in `model` (one forward of one sequence); errors as capture_rows.
 int64_t point_width(const nn::CausalLM<float>& model, const train::Task& task, const std::string& point);
 
 // A model's activations at a point, streamed from its task's training distribution.
 class ModelActivations {
  public:
+  // With `out_point`, a transcoder's source: each row holds the activation at `point` and the one at
+  // `out_point` of the same token (shuffled together); batch() gives the first, target() the second.
   ModelActivations(const nn::CausalLM<float>& model, const train::Task& task, std::string point,
-                   const SaeConfig& config);
-  int64_t d_in() const { return d_; }
+                   const SaeConfig& config, std::string out_point = "");
+  int64_t d_in() const { return d_in_; }
+  int64_t d_out() const { return d_ - d_in_; }
   // The batch_size rows of step `step`: buffer step / (buffer_tokens / batch_size), filled from its own
   // seeded stream of sequences and shuffled, then the step's slice of it.
   ag::Tensor<float> batch(int64_t step);
-  // The mean row of the first buffer (b_dec's start).
+  // A transcoder's targets of step `step` (batch_size, d_out), the rows of batch(step).
+  ag::Tensor<float> target(int64_t step);
+  // The mean row of the first buffer (b_dec's start); a transcoder's: of the targets.
   std::vector<float> mean();
-  // The factor that brings the first buffer's mean row norm to sqrt(d_in) (activation_scale).
-  float norm_scale();
+  // The factor that brings the first buffer's mean row norm to sqrt(d_in) (activation_scale); of the
+  // targets' rows to sqrt(d_out) with `out`.
+  float norm_scale(bool out = false);
 
  private:
   void fill(int64_t index);
   const nn::CausalLM<float>& model_;
   const train::Task& task_;
-  std::string point_;
+  std::string point_, out_point_;
   SaeConfig config_;
-  int64_t d_ = 0, steps_per_buffer_ = 1, buffer_index_ = -1;
+  int64_t d_in_ = 0, d_ = 0, steps_per_buffer_ = 1, buffer_index_ = -1;
   std::vector<float> buffer_;  // (buffer rows, d), shuffled
+  ag::Tensor<float> columns(int64_t step, int64_t c0, int64_t c1);
 };
 
 // n features in d dimensions: feature i has a random unit direction; on each sample it is active with

@@ -27,14 +27,12 @@ SaeConfig read_config(const std::string& path) {
   return load_sae_config(path);
 }
 
-// Trains `trainer` to its config's steps on source(step), reporting to `progress` (when given) as a
-// training of kind "sae" called `name`; checkpoints to `checkpoint` (when not empty) every
-// checkpoint_every steps and at the end. When `stop` is set, it checkpoints at the current step and
-// returns false; true when the config's steps are done.
-template <typename Source>
-bool train_sae(SaeTrainer& trainer, Source&& source, const std::string& name, const std::string& checkpoint,
-               const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
-               const std::atomic<bool>* stop) {
+}  // namespace
+
+bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t step)>& source,
+                      const std::string& name, const std::string& checkpoint,
+                      const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
+                      const std::atomic<bool>* stop) {
   const SaeConfig& c = trainer.config();
   if (progress) {
     train::Config shown;
@@ -54,7 +52,9 @@ bool train_sae(SaeTrainer& trainer, Source&& source, const std::string& name, co
       return false;
     }
     const int64_t step = trainer.steps_done();
-    const SaeTrainer::StepResult r = trainer.step(source(step));
+    const DictBatch batch = source(step);
+    const SaeTrainer::StepResult r =
+        batch.y.defined() ? trainer.step(batch.x, batch.y) : trainer.step(batch.x);
     if (!std::isfinite(r.loss))
       throw train::TrainingDiverged("sae: the loss became " + std::to_string(r.loss) + " at step " +
                                     std::to_string(step));
@@ -73,6 +73,8 @@ bool train_sae(SaeTrainer& trainer, Source&& source, const std::string& name, co
   }
   return true;
 }
+
+namespace {
 
 // The activation scale as sae.safetensors's metadata shows it: 9 significant digits (a float's).
 std::string scale_to_metadata(float scale) {
@@ -132,6 +134,7 @@ Output<SaeOutcome> sae(StudyRun& run, const SaeRequest& request) {
     if (saved.is_object() && !saved.contains("normalize_activations"))
       config.normalize_activations = SaeNormalize::none;
   }
+  if (config.skip) throw RequestError("config: skip is a transcoder's (attograd transcoder), not an SAE's");
 
   // Every output checked before the training, so that a bad one fails first, in one line: each file of
   // the folder must be absent or a regular file, and the run's report must still read every file it shows.
@@ -153,9 +156,12 @@ Output<SaeOutcome> sae(StudyRun& run, const SaeRequest& request) {
                                                  {"d_sae", std::to_string(trainer.params().d_sae())},
                                                  {"run", run.dir}};
   Output<SaeOutcome> result;
-  const bool finished = train_sae(
-      trainer, [&](int64_t step) { return source.batch(step); }, "sae " + request.point, checkpoint, metadata,
-      request.progress, request.stop);
+  const bool finished = train_dictionary(
+      trainer,
+      [&](int64_t step) {
+        return DictBatch{source.batch(step), {}};
+      },
+      "sae " + request.point, checkpoint, metadata, request.progress, request.stop);
   result.result.steps = trainer.steps_done();
   if (!finished) {
     result.result.stopped = true;
@@ -222,9 +228,12 @@ Output<findings::SaeSyntheticResult> sae_synthetic(const SaeSyntheticRequest& re
           : activation_scale(source.batch(-1, std::min<int64_t>(config.buffer_tokens, 65536)).to_vector(),
                              request.dim);
   SaeTrainer trainer(config, request.dim, std::vector<float>(static_cast<size_t>(request.dim), 0.f), scale);
-  train_sae(
-      trainer, [&](int64_t step) { return source.batch(step, config.batch_size); }, "sae synthetic", "", {},
-      request.progress, nullptr);
+  train_dictionary(
+      trainer,
+      [&](int64_t step) {
+        return DictBatch{source.batch(step, config.batch_size), {}};
+      },
+      "sae synthetic", "", {}, request.progress, nullptr);
   // Evaluation on samples of a stream the training never saw.
   const int64_t N = 16384;
   std::vector<float> truth;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -48,6 +49,20 @@ std::vector<std::string> save_sae(const std::string& run, const std::string& fol
                                   const findings::SaeEvalSummary& eval,
                                   const std::vector<findings::SaeFeature>& features,
                                   const std::string& run_name);
+
+// The dictionary trainer's loop, shared by SAEs and transcoders: trains `trainer` to its config's steps on
+// source(step) (a transcoder's source also fills the target), reporting to `progress` (when given) as a
+// training of kind "sae" called `name`; checkpoints to `checkpoint` (when not empty) every
+// checkpoint_every steps and at the end. When `stop` is set, it checkpoints at the current step and
+// returns false; true when the config's steps are done. A loss that is not finite throws
+// train::TrainingDiverged.
+struct DictBatch {
+  ag::Tensor<float> x, y;  // y undefined for an SAE
+};
+bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t step)>& source,
+                      const std::string& name, const std::string& checkpoint,
+                      const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
+                      const std::atomic<bool>* stop);
 
 struct SaeSyntheticRequest {
   int64_t features = 256;      // true features

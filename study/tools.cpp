@@ -15,6 +15,7 @@
 #include "study/fourier.h"
 #include "study/generate.h"
 #include "study/gradcheck.h"
+#include "study/graph.h"
 #include "study/lens.h"
 #include "study/lesson.h"
 #include "study/patching.h"
@@ -22,6 +23,7 @@
 #include "study/scores.h"
 #include "study/sweep.h"
 #include "study/tms.h"
+#include "study/transcoder.h"
 
 namespace study {
 
@@ -202,6 +204,30 @@ const io::Table<SaeRequest>& sae_fields() {
       {"config", &SaeRequest::config, "SAE config file (JSON, docs/sae.md); \"\" = every field's default"},
       {"out", &SaeRequest::out, "the SAE's folder; \"\" = RUN/sae/POINT"},
       {"resume", &SaeRequest::resume, "continue from the folder's checkpoint, bit-exactly"},
+  };
+  return fields;
+}
+
+const io::Table<TranscoderRequest>& transcoder_fields() {
+  static const io::Table<TranscoderRequest> fields = {
+      {"layers", &TranscoderRequest::layers, "layers to train, e.g. \"0,1\"; \"\" = every layer with an MLP"},
+      {"config", &TranscoderRequest::config,
+       "SAE config file (JSON, docs/sae.md); \"\" = every field's default"},
+      {"out", &TranscoderRequest::out, "the transcoders' folder; \"\" = RUN/transcoders"},
+      {"resume", &TranscoderRequest::resume, "continue each layer from its checkpoint, bit-exactly"},
+  };
+  return fields;
+}
+
+const io::Table<GraphRequest>& graph_fields() {
+  static const io::Table<GraphRequest> fields = {
+      {"transcoders", &GraphRequest::transcoders, "the transcoders' folder; \"\" = RUN/transcoders"},
+      {"node_threshold", &GraphRequest::node_threshold,
+       "keep the nodes holding this fraction of the influence", io::at_least(0).up_to(1)},
+      {"edge_threshold", &GraphRequest::edge_threshold,
+       "keep the edges holding this fraction of the influence", io::at_least(0).up_to(1)},
+      {"save", &GraphRequest::save,
+       "\"\" = write nothing; NAME = RUN/graphs/NAME/graph.json and adjacency.npy"},
   };
   return fields;
 }
@@ -434,6 +460,21 @@ const std::vector<Tool>& tools() {
           sae_fields(),
           [](StudyRun& run, const SaeRequest& r) {
             return findings::sae_eval_to_json(sae(run, r).result.eval);
+          }),
+      row("transcoder",
+          "per-layer transcoders (MLP input to MLP output) trained on a run's activations, and their "
+          "evaluation",
+          transcoder_fields(),
+          [](StudyRun& run, const TranscoderRequest& r) {
+            return findings::transcoder_eval_to_json(transcoder(run, r).result.eval);
+          }),
+      row("graph",
+          "the attribution graph of one prompt: exact direct effects between features, errors, tokens, "
+          "logits",
+          {{"input", &GraphRequest::input}, {"target", &GraphRequest::target}}, graph_fields(),
+          [](StudyRun& run, const GraphRequest& r) {
+            const auto out = graph(run, r);
+            return findings::graph_to_json(out.result);
           }),
       row("sae_synthetic",
           "an SAE on synthetic sparse features with known directions: how well it recovers them",

@@ -1,0 +1,56 @@
+// attograd graph RUN_DIR (--tokens "..." | --ids "...") [--target TOK] [--transcoders DIR]
+// [--node-threshold X] [--edge-threshold X] [--qk L.H.K] [--save NAME] [--json]: parses the flags into a
+// study::GraphRequest, calls study::graph (study/graph.h) and prints its summary or graph.json's object.
+#include "cli/commands.h"
+#include "cli/print.h"
+#include "io/run_layout.h"
+#include "study/graph.h"
+
+namespace cli {
+
+Command add_graph(CLI::App& app) {
+  struct Args {
+    std::string run;
+    InputOptions input;
+    study::GraphRequest request;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  a->request.save = "graph";
+  CLI::App* sub = app.add_subcommand(
+      "graph", "the attribution graph of one prompt: exact direct effects, in float64, pruned by influence");
+  sub->footer(
+      "The local replacement model freezes the prompt's attention patterns and norm scales and replaces "
+      "each\n"
+      "MLP by its transcoder's active features plus an error node per layer and position (attograd\n"
+      "transcoder trains them; an attention-only model needs none). Writes RUN_DIR/graphs/NAME/graph.json\n"
+      "(Neuronpedia's graph schema) and adjacency.npy (the unpruned matrix, float64). docs/graphs.md.\n"
+      "Example: attograd graph runs/modadd --tokens \"BOS 3 5 =\"");
+  sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
+  a->input.add_to(sub, "the prompt as the task's token names (BOS added)");
+  sub->add_option("--target", a->request.target.name,
+                  "the one target logit (default: the most likely, up to cumulative p 0.95, at most 10)");
+  sub->add_option("--transcoders", a->request.transcoders,
+                  "the transcoders' folder (default RUN_DIR/transcoders)");
+  sub->add_option("--node-threshold", a->request.node_threshold,
+                  "keep the nodes holding this fraction of the influence (default 0.8)");
+  sub->add_option("--edge-threshold", a->request.edge_threshold,
+                  "keep the edges holding this fraction of the influence (default 0.98)");
+  sub->add_option("--qk", a->request.qk,
+                  "L.H.K: also the QK attribution of head H of layer L from the last position to key K");
+  sub->add_flag("--json", a->json, "print graph.json's object on one line instead of the summary");
+  add_save_option(sub, a->request.save,
+                  io::layout::graph_json(io::layout::graph_dir("RUN", "NAME")) +
+                      " and adjacency.npy (default NAME: graph)");
+  return [a] {
+    study::StudyRun run = study::open_run(a->run);
+    a->request.input = a->input.sequence("graph", run);
+    const auto out = study::graph(run, a->request);
+    return print_output(
+        a->json, out, findings::graph_to_json(out.result),
+        run_title(run) + ": attribution graph\ninput: " + join_tokens(out.result.prompt_tokens) + "\n",
+        findings::graph_table(out.result));
+  };
+}
+
+}  // namespace cli

@@ -1,0 +1,61 @@
+// attograd transcoder RUN_DIR [--layers L,...] [--config SAE.json] [--out DIR] [--resume] [--json]: parses
+// the flags into a study::TranscoderRequest, calls study::transcoder (study/transcoder.h) with the progress
+// line and Ctrl-C's stop, and prints the evaluation.
+#include <cstdio>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/print.h"
+#include "cli/progress.h"
+#include "cli/stop_signal.h"
+#include "study/transcoder.h"
+
+namespace cli {
+
+Command add_transcoder(CLI::App& app) {
+  struct Args {
+    std::string run;
+    study::TranscoderRequest request;
+    bool json = false;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "transcoder", "train per-layer transcoders (MLP input to MLP output) on a run, and evaluate them");
+  sub->footer(
+      "Writes DIR (default RUN_DIR/transcoders): L/transcoder.safetensors and L/checkpoint.safetensors per\n"
+      "layer, and eval.json (explained variance of each MLP's output, L0, dead features, CE loss recovered\n"
+      "with every MLP replaced at once). The config is an SAE config (docs/sae.md; \"skip\": true adds a\n"
+      "linear skip). docs/graphs.md says more.\n"
+      "Example: attograd transcoder runs/modadd --config configs/sae/transcoder.json");
+  sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
+  sub->add_option("--layers", a->request.layers,
+                  "layers to train, e.g. 0,1 (default: every layer with an MLP)");
+  sub->add_option("--config", a->request.config, "SAE config (JSON; every field has a default)");
+  sub->add_option("--out", a->request.out, "output folder (default RUN_DIR/transcoders)");
+  sub->add_flag("--resume", a->request.resume, "continue each layer from its checkpoint, bit-exactly");
+  sub->add_flag("--json", a->json, "print eval.json's object on one line instead of the table");
+  return [a] {
+    Progress progress(stderr);
+    study::StudyRun run = study::open_run(a->run);
+    study::TranscoderRequest request = a->request;
+    if (!a->json) request.progress = &progress;
+    std::optional<StopOnSignal> stop(std::in_place);
+    request.stop = stop->stop();
+    const auto out = study::transcoder(run, request);
+    stop.reset();
+    progress.finish_line();
+    if (out.result.stopped_layer >= 0) {
+      std::string again = "attograd transcoder " + a->run;
+      if (!request.layers.empty()) again += " --layers " + request.layers;
+      if (!request.out.empty()) again += " --out " + request.out;
+      std::fprintf(stderr,
+                   "interrupted in layer %d at step %lld: checkpoint saved; continue with: %s --resume\n",
+                   out.result.stopped_layer, static_cast<long long>(out.result.steps), again.c_str());
+      return 130;
+    }
+    return print_output(a->json, out, findings::transcoder_eval_to_json(out.result.eval), "",
+                        findings::transcoder_eval_table(out.result.eval));
+  };
+}
+
+}  // namespace cli

@@ -1,0 +1,333 @@
+// Attribution graphs (study/graph.h) and transcoders (study/transcoder.h). On the trained induction_small
+// model (attention-only) and on a short modadd run with transcoders (ReLU with a skip, TopK without): the
+// local replacement model reproduces the float64 model's feature pre-activations and demeaned logits
+// (1e-9); for EVERY source node of the unpruned graph, adding one more unit of its contribution (its
+// multiplier 1 -> 2) in the frozen affine model changes every feature's pre-activation and every target
+// logit by exactly that node's column of the adjacency matrix (computed the other way, backward from each
+// target), float64 within 1e-9; each target's incoming direct effects plus its bias (its value with every
+// source at zero) sum to its value (1e-9); every edge's split by path (through heads and skips) sums to the
+// edge, and every head's QK attribution (source-pair terms plus the rest) to the model's score (1e-9).
+// graph.json has Neuronpedia's required fields and its links name its nodes; the transcoder tool trains,
+// saves, reloads and evaluates per-layer transcoders, with a resumed training equal to an uninterrupted one,
+// and refuses bad layers in one line.
+#define BOOST_TEST_MODULE graph
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <fstream>
+#include <numeric>
+
+#include "common/temp_dir.h"
+#include "io/run_layout.h"
+#include "study/graph.h"
+#include "study/transcoder.h"
+#include "train/run_folder.h"
+#include "train/trainer.h"
+
+namespace {
+
+const std::string kInduction = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small";
+
+// Checks the three exactness properties on `rm`; returns the worst error seen.
+double check_exact(const study::LocalReplacement& rm, int qk_layers, int qk_heads, bool all_queries) {
+  const int64_t N = rm.size(), F = rm.n_features(), K = rm.n_logits();
+  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(N);
+  const Eigen::VectorXd base = rm.forward(ones);
+  std::vector<int64_t> targets;
+  for (int64_t i = 0; i < F; ++i) targets.push_back(i);
+  for (int64_t k = 0; k < K; ++k) targets.push_back(N - K + k);
+  double worst = 0;
+  // The replacement is the model on the prompt.
+  for (int64_t t : targets) worst = std::max(worst, std::abs(base[t] - rm.model_values()[t]));
+  BOOST_TEST(worst < 1e-9, "replacement vs model: " << worst);
+  const Eigen::MatrixXd A = rm.adjacency();
+  // Every source (features, errors, embeddings, positions), one at a time.
+  double worst_column = 0;
+  int64_t sources = 0;
+  for (int64_t s = 0; s < N - K; ++s) {
+    Eigen::VectorXd m = ones;
+    m[s] = 2;
+    const Eigen::VectorXd delta = rm.forward(m) - base;
+    for (int64_t t : targets) worst_column = std::max(worst_column, std::abs(delta[t] - A(t, s)));
+    ++sources;
+  }
+  BOOST_TEST(sources == F + rm.n_errors() + 2 * rm.n_tokens());
+  BOOST_TEST(worst_column < 1e-9, "column vs intervention: " << worst_column);
+  // Direct effects plus bias are the value.
+  const Eigen::VectorXd bias = rm.forward(Eigen::VectorXd::Zero(N));
+  double worst_sum = 0;
+  for (int64_t t : targets) worst_sum = std::max(worst_sum, std::abs(A.row(t).sum() + bias[t] - base[t]));
+  BOOST_TEST(worst_sum < 1e-9, "edges + bias vs value: " << worst_sum);
+  // The test can fail: the matrix is not empty, and an edge from a later layer never exists.
+  BOOST_TEST(A.cwiseAbs().maxCoeff() > 1e-3);
+  for (int64_t t = 0; t < F; ++t)
+    for (int64_t s = 0; s < F; ++s)
+      if (rm.nodes()[s].layer >= rm.nodes()[t].layer) BOOST_TEST(A(t, s) == 0.0);
+  // Every edge split by path (heads, skips) sums to the edge; every head's QK score to the model's.
+  double worst_paths = 0;
+  int64_t multi_head = 0;
+  for (int64_t t : targets)
+    for (int64_t s = 0; s < N - K; ++s) {
+      if (rm.nodes()[s].layer >= 0 && t < F && rm.nodes()[s].layer >= rm.nodes()[t].layer) continue;
+      double sum = 0;
+      for (const study::PathTerm& term : rm.edge_paths(t, s)) {
+        sum += term.weight;
+        multi_head += term.steps.size() >= 2;
+      }
+      worst_paths = std::max(worst_paths, std::abs(sum - A(t, s)));
+    }
+  BOOST_TEST(worst_paths < 1e-9, "paths vs edge: " << worst_paths);
+  BOOST_TEST(multi_head > 0);  // paths through two heads exist and are counted
+  double worst_qk = 0;
+  const int T = static_cast<int>(rm.n_tokens());
+  for (int layer = 0; layer < qk_layers; ++layer)
+    for (int head = 0; head < qk_heads; ++head)
+      for (int q = T - 1; q >= (all_queries ? 0 : T - 1); --q)
+        for (int k = 0; k <= q; ++k) {
+          const study::QkAttribution a = rm.qk_attribution(layer, head, q, k);
+          worst_qk = std::max(worst_qk, std::abs(a.terms.sum() + a.rest - a.score));
+        }
+  BOOST_TEST(worst_qk < 1e-9, "QK terms vs score: " << worst_qk);
+  BOOST_TEST_MESSAGE("paths " << worst_paths << ", QK " << worst_qk);
+  BOOST_TEST_MESSAGE(N << " nodes (" << F << " features): replacement " << worst << ", columns "
+                       << worst_column << ", sums " << worst_sum);
+  return std::max({worst, worst_column, worst_sum});
+}
+
+std::vector<int32_t> top_tokens(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids, int k) {
+  ag::NoGradScope no_grad;
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const ag::Tensor<float> logits = model.forward(ids, 1, T);
+  const int64_t V = logits.size(2);
+  std::vector<int32_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  const float* row = logits.data() + (T - 1) * V;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+  order.resize(k);
+  return order;
+}
+
+void check_schema(const nlohmann::json& g) {
+  for (const char* key : {"metadata", "qParams", "nodes", "links"}) BOOST_TEST(g.contains(key), key);
+  for (const char* key : {"slug", "scan", "transcoder_list", "prompt_tokens", "prompt"})
+    BOOST_TEST(g["metadata"].contains(key), key);
+  for (const char* key : {"pinnedIds", "supernodes", "linkType", "clickedId", "sg_pos"})
+    BOOST_TEST(g["qParams"].contains(key), key);
+  std::set<std::string> ids;
+  int logits = 0;
+  for (const auto& n : g["nodes"]) {
+    for (const char* key : {"node_id", "feature", "layer", "ctx_idx", "feature_type", "jsNodeId"})
+      BOOST_TEST(n.contains(key), key);
+    BOOST_TEST(n["layer"].is_string());
+    BOOST_TEST(ids.insert(n["node_id"].get<std::string>()).second, "duplicate node " << n["node_id"]);
+    logits += n["feature_type"] == "logit";
+  }
+  BOOST_TEST(logits >= 1);
+  BOOST_TEST(g["links"].size() >= 1u);
+  for (const auto& l : g["links"]) {
+    BOOST_TEST(ids.count(l["source"].get<std::string>()) == 1u);
+    BOOST_TEST(ids.count(l["target"].get<std::string>()) == 1u);
+    BOOST_TEST(l["weight"].is_number());
+  }
+}
+
+// A short modadd run in `dir`.
+void train_modadd(const std::string& dir) {
+  const train::Config config = train::load_config(
+      std::string(ATTOGRAD_SOURCE_DIR) + "/configs/modadd.json",
+      {"train.steps=60", "train.warmup=5", "train.eval_every=10000", "train.eval_size=32",
+       "output.attention_every=0", "output.checkpoint_every=10000", "model.d_model=32", "model.d_ff=64"});
+  train::train_model(config, {dir, false, nullptr, {}});
+}
+
+}  // namespace
+
+// Random transcoders for every MLP layer of `model`: layer 0 ReLU with a skip, the others TopK k 7.
+std::vector<study::LayerTranscoder> random_transcoders(const nn::CausalLM<float>& model, int64_t d_sae) {
+  const int64_t D = model.shape.d_model;
+  ag::Rng rng(5);
+  std::vector<study::LayerTranscoder> tcs(model.blocks.size());
+  for (size_t l = 0; l < tcs.size(); ++l) {
+    const bool skip = l == 0;
+    tcs[l].params = study::init_transcoder({D, D, true, skip}, d_sae, rng);
+    for (int64_t i = 0; i < tcs[l].params.b_enc.numel(); ++i)
+      tcs[l].params.b_enc.data()[i] = static_cast<float>(0.3 * rng.normal());
+    if (skip)
+      for (int64_t i = 0; i < tcs[l].params.W_skip.numel(); ++i)
+        tcs[l].params.W_skip.data()[i] = static_cast<float>(0.1 * rng.normal());
+    tcs[l].activation = skip ? study::SaeActivation::relu : study::SaeActivation::topk;
+    tcs[l].k = 7;
+  }
+  return tcs;
+}
+
+BOOST_AUTO_TEST_CASE(induction_small_graph_is_exact) {
+  // The committed induction model (it has MLPs) with random transcoders.
+  const train::LoadedRun run = train::load_run(kInduction);
+  const train::Batch b = run.task->eval_set(run.config.seed, 1);
+  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<int32_t> targets = top_tokens(*run.model, ids, 3);
+  const study::LocalReplacement rm(*run.model, ids, random_transcoders(*run.model, 32), targets,
+                                   {0.5, 0.3, 0.2});
+  BOOST_TEST(rm.n_features() > 20);
+  BOOST_TEST(rm.n_errors() == static_cast<int64_t>(run.model->blocks.size() * ids.size()));
+  check_exact(rm, 2, 2, true);
+}
+
+BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
+  // configs/induction.json's model (attention-only: no transcoder, no error node), trained briefly.
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("induction");
+  const train::Config config =
+      train::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/induction.json",
+                         {"train.steps=150", "train.warmup=5", "train.eval_every=10000", "train.eval_size=32",
+                          "output.attention_every=0", "output.checkpoint_every=10000"});
+  train::train_model(config, {dir, false, nullptr, {}});
+  const train::LoadedRun run = train::load_run(dir);
+  const train::Batch b = run.task->eval_set(run.config.seed, 1);
+  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const study::LocalReplacement rm(*run.model, ids,
+                                   std::vector<study::LayerTranscoder>(run.model->blocks.size()),
+                                   top_tokens(*run.model, ids, 3), {0.5, 0.3, 0.2});
+  BOOST_TEST(rm.n_features() == 0);
+  BOOST_TEST(rm.n_errors() == 0);
+  check_exact(rm, 2, 4, false);
+  // The tool on the same run, saved, and its graph.json; timed.
+  study::StudyRun open = study::open_run(dir);
+  study::GraphRequest r;
+  r.input.ids.assign(ids.begin(), ids.end());
+  r.save = "g";
+  r.qk = "1.0." + std::to_string(ids.size() / 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = study::graph(open, r);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST_MESSAGE("induction graph (" << ids.size() << " tokens): " << seconds << " s");
+  BOOST_TEST(out.wrote.size() == 2u);
+  check_schema(nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "g")))));
+  BOOST_TEST(out.result.replacement_score == 1.0);  // no error node
+  BOOST_TEST(out.result.completeness_score == 1.0);
+  BOOST_TEST_REQUIRE(out.result.qk.size() == 1u);
+  const findings::GraphQk& qk = out.result.qk[0];
+  BOOST_TEST(std::abs(qk.terms_total + qk.rest - qk.score) < 1e-9);
+  BOOST_TEST(qk.top.size() == 12u);
+  r.qk = "1.0.99";
+  try {
+    study::graph(open, r);
+    BOOST_TEST(false);
+  } catch (const study::RequestError& e) {
+    BOOST_TEST(std::string(e.what()).rfind("qk: expected LAYER.HEAD.KEY", 0) == 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(modadd_graph_is_exact_with_transcoders) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("modadd");
+  train_modadd(dir);
+  const train::LoadedRun run = train::load_run(dir);
+  const train::Batch b = run.task->eval_set(run.config.seed, 1);
+  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<study::LayerTranscoder> tcs = random_transcoders(*run.model, 48);
+  const std::vector<int32_t> targets = top_tokens(*run.model, ids, 4);
+  const study::LocalReplacement rm(*run.model, ids, tcs, targets, {0.4, 0.3, 0.2, 0.1});
+  BOOST_TEST(rm.n_features() > 20);
+  BOOST_TEST(rm.n_errors() == static_cast<int64_t>(tcs.size() * ids.size()));
+  check_exact(rm, 2, 1, false);
+}
+
+BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("modadd");
+  train_modadd(dir);
+  const std::string config = tmp.file("tc.json");
+  std::ofstream(config) << R"({"steps": 40, "batch_size": 64, "buffer_tokens": 1024, "eval_sequences": 16,
+                               "checkpoint_every": 10, "skip": true})";
+  study::StudyRun run = study::open_run(dir);
+  // Stopped at once in layer 0, then resumed: the same transcoders as one uninterrupted training.
+  study::TranscoderRequest stopped;
+  stopped.config = config;
+  stopped.out = tmp.file("resumed");
+  std::atomic<bool> stop{true};
+  stopped.stop = &stop;
+  BOOST_TEST(study::transcoder(run, stopped).result.stopped_layer == 0);
+  study::TranscoderRequest resumed;
+  resumed.out = stopped.out;
+  resumed.resume = true;
+  const auto a = study::transcoder(run, resumed);
+  study::TranscoderRequest plain;
+  plain.config = config;
+  const auto c = study::transcoder(run, plain);
+  BOOST_TEST(a.result.stopped_layer == -1);
+  BOOST_TEST(c.result.eval.layers.size() == 2u);
+  const auto x = study::load_transcoders(*run.model, stopped.out);
+  const auto y = study::load_transcoders(*run.model, io::layout::transcoders_root(dir));
+  for (size_t l = 0; l < x.size(); ++l) {
+    BOOST_TEST(x[l].W_skip.defined());
+    BOOST_TEST(x[l].W_enc.to_vector() == y[l].W_enc.to_vector());
+    BOOST_TEST(x[l].W_skip.to_vector() == y[l].W_skip.to_vector());
+  }
+  for (const auto& l : c.result.eval.layers) {
+    BOOST_TEST(std::isfinite(l.explained_variance));
+    BOOST_TEST(l.l0 > 0);
+  }
+  BOOST_TEST(std::isfinite(c.result.eval.ce_replaced));
+  // A graph from the saved transcoders, saved, with its schema and matrix file.
+  study::GraphRequest g;
+  g.input.tokens = "";
+  const train::Batch b = run.task->eval_set(run.config.seed, 1);
+  g.input.ids.assign(b.inputs.begin(), b.inputs.begin() + b.T);
+  g.save = "first";
+  const auto out = study::graph(run, g);
+  BOOST_TEST(out.wrote.size() == 2u);
+  check_schema(
+      nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "first")))));
+  const int64_t n = static_cast<int64_t>(out.result.nodes.size());
+  BOOST_TEST(std::filesystem::file_size(io::layout::graph_matrix(io::layout::graph_dir(dir, "first"))) ==
+             static_cast<uintmax_t>(128 + n * n * 8));
+  BOOST_TEST(out.result.replacement_score >= 0.0);
+  BOOST_TEST(out.result.replacement_score <= 1.0);
+  // Bad layers are one line naming the field.
+  study::TranscoderRequest bad;
+  bad.layers = "0,7";
+  try {
+    study::transcoder(run, bad);
+    BOOST_TEST(false);
+  } catch (const study::RequestError& e) {
+    BOOST_TEST(std::string(e.what()) == "layers: '7' is not a layer of this model (0..1)");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_transcoders_scales_fold_into_its_saved_weights) {
+  // Trained on x * 2.5 and y * 0.4, saved to read raw x and write raw y: the same prediction, divided by
+  // the target's scale; ReLU and TopK, with and without the skip.
+  for (const bool skip : {false, true})
+    for (const study::SaeActivation act : {study::SaeActivation::relu, study::SaeActivation::topk}) {
+      study::SaeConfig c;
+      c.d_sae = 24;
+      c.activation = act;
+      c.k = 5;
+      c.skip = skip;
+      c.batch_size = 32;
+      const float in_scale = 2.5f, out_scale = 0.4f;
+      study::SaeTrainer t(c, {6, 4, true, skip}, {}, in_scale, out_scale);
+      ag::Rng rng(9);
+      ag::Tensor<float> x = ag::Tensor<float>::empty({32, 6}), y = ag::Tensor<float>::empty({32, 4});
+      for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(rng.normal());
+      for (int64_t i = 0; i < y.numel(); ++i) y.data()[i] = static_cast<float>(rng.normal());
+      for (int step = 0; step < 5; ++step) t.step(x, y);  // biases and skip move off zero
+      ag::NoGradScope no_grad;
+      ag::Tensor<float> xs = x.detach();
+      for (int64_t i = 0; i < xs.numel(); ++i) xs.data()[i] *= in_scale;
+      ag::Tensor<float> ys = y.detach();
+      for (int64_t i = 0; i < ys.numel(); ++i) ys.data()[i] *= out_scale;
+      const study::SaeOutput<float> trained = study::sae_forward(t.params(), xs, act, 0.f, c.k, ys);
+      const study::SaeParams<float> raw = t.raw_params();
+      BOOST_TEST(raw.transcoder);
+      BOOST_TEST(raw.W_skip.defined() == skip);
+      const study::SaeOutput<float> folded = study::sae_forward(raw, x, act, 0.f, c.k, y);
+      double worst = 0;
+      for (int64_t i = 0; i < folded.x_hat.numel(); ++i)
+        worst =
+            std::max(worst, std::abs(double(folded.x_hat.data()[i]) - trained.x_hat.data()[i] / out_scale));
+      BOOST_TEST(worst < 1e-4, "skip " << skip << ": " << worst);
+    }
+}
