@@ -76,8 +76,10 @@ inline constexpr HookPoint kHookPoints[] = {
      "1 / sqrt(var + eps), the factor ln1 multiplies the centred residual by (RMSNorm: 1 / sqrt(mean(x^2) + "
      "eps), the residual itself)"},
     {Point::ln1_out, "ln1.out", true, Needs::norm, "(B, T, D)", 1, -1, "ln1's output, attention's input"},
-    {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's queries"},
-    {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's keys"},
+    {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2,
+     "each head's queries (with rotary positions: after the rotation)"},
+    {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2,
+     "each head's keys (with rotary positions: after the rotation)"},
     {Point::attn_v, "attn.v", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's values"},
     {Point::attn_scores, "attn.scores", true, Needs::always, "(B, H, T, S)", 2, 1,
      "q k^T / sqrt(dk), before the mask and the softmax"},

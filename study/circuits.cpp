@@ -137,7 +137,9 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
                                 " positions, the model has 1.." + std::to_string(model.shape.max_len));
   const auto& block = *model.blocks[0];
   const int64_t dk = block.attn.dk;
-  const MatrixXd P = to_matrix(model.pos_emb.weight).topRows(positions);
+  if (!model.pos_emb)
+    throw std::invalid_argument("positional_qk: model.positions is not learned: the model has no pos_emb");
+  const MatrixXd P = to_matrix(model.pos_emb->weight).topRows(positions);
   MatrixXd X = P;  // ln1(P); P itself with the identity norm
   const nn::Norm<float>& ln1 = *block.ln1;
   if (ln1.normalises()) {
@@ -257,7 +259,7 @@ findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, cons
       c.layer = l;
       c.head = h;
       c.copying = copying_score(model, l, h);
-      if (l == 0) {
+      if (l == 0 && model.pos_emb) {  // positional QK reads pos_emb: learned positions only
         findings::PositionalMap m{h, positional_qk(model, h, positions)};
         c.prev_token_positional = previous_token_mass(m.weights);
         r.positional.push_back(std::move(m));

@@ -45,7 +45,13 @@ std::vector<nn::ModelShape> variants() {
   bare.bias = false;
   nn::ModelShape rms = shape();
   rms.norm = nn::NormKind::rms;
-  return {shape(), shape(/*attention_only=*/true), bare, rms};
+  nn::ModelShape rotary = shape();  // 2 of each head's 4 dims: partial rotary
+  rotary.positions = nn::PositionKind::rotary;
+  rotary.rotary_fraction = 0.5;
+  rotary.rotary_base = 100;
+  nn::ModelShape nope = shape();
+  nope.positions = nn::PositionKind::none;
+  return {shape(), shape(/*attention_only=*/true), bare, rms, rotary, nope};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};
