@@ -109,6 +109,18 @@ MultiHeadAttention<T>::MultiHeadAttention(const ModelShape& s, ag::Rng& rng)
     : MultiHeadAttention(s.d_model, s.n_heads, rng, s.bias) {
   rotary_dims = nn::rotary_dims(s);
   rotary_base = s.rotary_base;
+  attn_scale = s.attn_scale;
+}
+
+template <typename T>
+T MultiHeadAttention<T>::score_scale() const {
+  switch (attn_scale) {
+    case AttnScale::sqrt_dk:
+      return T(1) / std::sqrt(T(dk));
+    case AttnScale::none:
+      return T(1);
+  }
+  throw std::logic_error("MultiHeadAttention: unknown attn_scale");
 }
 
 template <typename T>
@@ -129,7 +141,9 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   const ag::Tensor<T> q = at(Point::attn_q, positioned(split_heads(wq.forward(x))));
   const ag::Tensor<T> k = at(Point::attn_k, positioned(split_heads(wk.forward(x))));
   const ag::Tensor<T> v = at(Point::attn_v, split_heads(wv.forward(x)));
-  const ag::Tensor<T> scores = at(Point::attn_scores, attention_scores(per_head(q), per_head(k)));
+  const ag::Tensor<T> scores = at(
+      Point::attn_scores, attn_scale == AttnScale::none ? ag::matmul(per_head(q), ag::transpose(per_head(k)))
+                                                        : attention_scores(per_head(q), per_head(k)));
   const ag::Tensor<T> pattern = at(Point::attn_pattern, attention_pattern(scores, mask));
   // (B, H, T, dk) -> (B, T, H, dk)
   const ag::Tensor<T> z = at(Point::attn_z, ag::permute(ag::matmul(pattern, per_head(v)), {0, 2, 1, 3}));

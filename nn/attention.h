@@ -60,7 +60,7 @@ class MultiHeadAttention : public Module<T> {
   // .out (nn/hook_points.h):
   //   q, k, v = split_heads(x Wq^T + bq), ...            (B, T, H, dk)
   //   q, k    = rotate(q), rotate(k)   with rotary positions only, before their hooks: (B, T, H, dk)
-  //   scores  = q k^T / sqrt(dk)                          (B, H, T, S)
+  //   scores  = q k^T / sqrt(dk)                          (B, H, T, S)   (q k^T with attn_scale none)
   //   pattern = softmax(scores, -inf where mask is set)   (B, H, T, S)
   //   z       = pattern v                                 (B, T, H, dk)
   //   out     = merge_heads(z) Wo^T + bo                  (B, T, D)
@@ -72,6 +72,9 @@ class MultiHeadAttention : public Module<T> {
   // Rotary positions: the dims of each head turned (0: none) and the base of their angles.
   int64_t rotary_dims = 0;
   double rotary_base = 10000;
+  AttnScale attn_scale = AttnScale::sqrt_dk;
+  // The factor on q k^T: 1 / sqrt(dk), or 1 with attn_scale none.
+  T score_scale() const;
 };
 
 }  // namespace nn

@@ -82,7 +82,7 @@ inline constexpr HookPoint kHookPoints[] = {
      "each head's keys (with rotary positions: after the rotation)"},
     {Point::attn_v, "attn.v", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's values"},
     {Point::attn_scores, "attn.scores", true, Needs::always, "(B, H, T, S)", 2, 1,
-     "q k^T / sqrt(dk), before the mask and the softmax"},
+     "q k^T / sqrt(dk) (q k^T with model.attn_scale none), before the mask and the softmax"},
     {Point::attn_pattern, "attn.pattern", true, Needs::always, "(B, H, T, S)", 2, 1,
      "attention weights: each row sums to 1 over the keys it may see"},
     {Point::attn_z, "attn.z", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's output before Wo"},

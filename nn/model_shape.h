@@ -25,6 +25,9 @@ enum class Activation { gelu, relu };
 //            projection (RoPE, GPT-NeoX's "rotate_half" layout, on the first rotary_dims of each head);
 //   none     no position information at all (NoPE): the causal mask is the only order the model sees.
 enum class PositionKind { learned, rotary, none };
+// What attention multiplies q k^T by before the softmax: 1 / sqrt(dk) (sqrt_dk, "Attention is all you
+// need") or 1 (none: GPT-Neo's, whose logits grow with dk unless q and k stay small).
+enum class AttnScale { sqrt_dk, none };
 
 // Whether the model normalises at all: the ln*.scale and ln*.out hook points exist.
 constexpr bool has_norm(NormKind kind) {
@@ -90,7 +93,8 @@ struct ModelShape {
   bool bias = true;                          // false: no biases in the attention, MLP and unembedding linears
   PositionKind positions = PositionKind::learned;  // how attention knows positions
   double rotary_fraction = 1.0;                    // rotary: the fraction of each head's dims rotated
-  double rotary_base = 10000;  // rotary: pair i turns by base^(-2i / rotary_dims) a position
+  double rotary_base = 10000;                 // rotary: pair i turns by base^(-2i / rotary_dims) a position
+  AttnScale attn_scale = AttnScale::sqrt_dk;  // the factor on q k^T
 };
 
 // rotary: the dims of each head that are rotated, the first rotary_fraction * dk (rounded down; the config

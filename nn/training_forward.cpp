@@ -46,7 +46,7 @@ ag::Tensor<T> attention_residual(const TransformerBlock<T>& block, const ag::Ten
   const ag::Tensor<T> z = ag::attention(positioned(a, ag::linear(x, a.wq.weight, a.wq.bias)),
                                         positioned(a, ag::linear(x, a.wk.weight, a.wk.bias)),
                                         ag::linear(x, a.wv.weight, a.wv.bias), a.n_heads, mask,
-                                        T(1) / std::sqrt(T(a.dk)));  // (B, T, D): the heads side by side
+                                        a.score_scale());  // (B, T, D): the heads side by side
   return ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h);
 }
 

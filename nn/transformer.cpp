@@ -127,7 +127,7 @@ ag::Tensor<T> CausalLM<T>::forward_cached(const std::vector<int32_t>& ids, KVCac
     cache.write(static_cast<int64_t>(l), k.data(), v.data(), n);
     const ag::Tensor<T> q = positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), past);
     ag::Tensor<T> z = ag::Tensor<T>::empty({1, n, shape.d_model});  // the heads side by side
-    cache.attend(static_cast<int64_t>(l), q.data(), n, T(1) / std::sqrt(T(a.dk)), z.data());
+    cache.attend(static_cast<int64_t>(l), q.data(), n, a.score_scale(), z.data());
     h = mlp_residual(block, ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h));
   }
   ag::Tensor<T> logits = unembed(*this, h);

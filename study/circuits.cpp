@@ -180,7 +180,9 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
     turn(q);
     turn(k);
   }
-  const MatrixXd scores = q * k.transpose() / std::sqrt(static_cast<double>(dk));
+  const double scale =
+      block.attn.attn_scale == nn::AttnScale::none ? 1.0 : 1.0 / std::sqrt(static_cast<double>(dk));
+  const MatrixXd scores = q * k.transpose() * scale;
   std::vector<std::vector<double>> w(positions, std::vector<double>(positions, 0.0));
   for (int i = 0; i < positions; ++i) {
     double top = scores(i, 0);

@@ -96,6 +96,11 @@ const Table<ModelConfig>& model_fields() {
        "rotary: the base of the angles, pair i of `rotary_dims` turning by `base^(-2i / rotary_dims)` per "
        "position (10000 is RoPE's and Llama 2's)",
        above(0)},
+      {"attn_scale",
+       io::named(&ModelConfig::attn_scale,
+                 {{nn::AttnScale::sqrt_dk, "sqrt_dk"}, {nn::AttnScale::none, "none"}}),
+       "what attention multiplies q k^T by before the softmax: 1 / sqrt(d_model / n_heads), or 1 (none: "
+       "GPT-Neo's)"},
       {"activation",
        io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"}, {nn::Activation::relu, "relu"}}),
        "the MLP's nonlinearity (GELU is the tanh approximation)"},

@@ -54,7 +54,10 @@ nn::ModelShape rotary(nn::ModelShape s, double fraction) {
 std::vector<nn::ModelShape> shapes() {
   nn::ModelShape nope = shape(2, 2, 16, false);
   nope.positions = nn::PositionKind::none;
-  return {shape(1, 1, 16, false),
+  nn::ModelShape unscaled = rotary(shape(2, 2, 16, false), 0.5);
+  unscaled.attn_scale = nn::AttnScale::none;
+  return {unscaled,
+          shape(1, 1, 16, false),
           shape(2, 4, 16, false),
           shape(3, 2, 20, false),
           shape(2, 3, 12, true),
