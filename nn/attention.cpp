@@ -110,6 +110,12 @@ MultiHeadAttention<T>::MultiHeadAttention(const ModelShape& s, ag::Rng& rng)
   rotary_dims = nn::rotary_dims(s);
   rotary_base = s.rotary_base;
   attn_scale = s.attn_scale;
+  if (s.qk_norm) {
+    q_norm = std::make_unique<RMSNorm<T>>(dk, T(s.norm_eps));
+    k_norm = std::make_unique<RMSNorm<T>>(dk, T(s.norm_eps));
+    this->register_module("q_norm", q_norm.get());
+    this->register_module("k_norm", k_norm.get());
+  }
 }
 
 template <typename T>
@@ -138,8 +144,12 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   auto positioned = [&](const ag::Tensor<T>& y) {
     return rotary_dims ? rotate(y, rotary_dims, rotary_base) : y;
   };
-  const ag::Tensor<T> q = at(Point::attn_q, positioned(split_heads(wq.forward(x))));
-  const ag::Tensor<T> k = at(Point::attn_k, positioned(split_heads(wk.forward(x))));
+  // QK-norm first (each head's values), then the rotation: Qwen3's order.
+  auto normed = [](const std::unique_ptr<RMSNorm<T>>& norm, const ag::Tensor<T>& y) {
+    return norm ? norm->forward(y) : y;
+  };
+  const ag::Tensor<T> q = at(Point::attn_q, positioned(normed(q_norm, split_heads(wq.forward(x)))));
+  const ag::Tensor<T> k = at(Point::attn_k, positioned(normed(k_norm, split_heads(wk.forward(x)))));
   const ag::Tensor<T> v = at(Point::attn_v, split_heads(wv.forward(x)));
   const ag::Tensor<T> scores = at(
       Point::attn_scores, attn_scale == AttnScale::none ? ag::matmul(per_head(q), ag::transpose(per_head(k)))

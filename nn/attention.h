@@ -4,6 +4,7 @@
 // heads, T query positions, S key positions, D d_model, dk per-head width.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "nn/hooks.h"
@@ -59,6 +60,7 @@ class MultiHeadAttention : public Module<T> {
   // x (B, T, D) -> (B, T, D), as its math reads, with hooks at attn.q, .k, .v, .scores, .pattern, .z and
   // .out (nn/hook_points.h):
   //   q, k, v = split_heads(x Wq^T + bq), ...            (B, T, H, dk)
+  //   q, k    = q_norm(q), k_norm(k)   with qk_norm only: RMSNorm over each head's dk values
   //   q, k    = rotate(q), rotate(k)   with rotary positions only, before their hooks: (B, T, H, dk)
   //   scores  = q k^T / sqrt(dk)                          (B, H, T, S)   (q k^T with attn_scale none)
   //   pattern = softmax(scores, -inf where mask is set)   (B, H, T, S)
@@ -73,6 +75,9 @@ class MultiHeadAttention : public Module<T> {
   int64_t rotary_dims = 0;
   double rotary_base = 10000;
   AttnScale attn_scale = AttnScale::sqrt_dk;
+  // QK-norm: RMSNorms over each head's dk values of q and of k (weights (dk), shared by the heads,
+  // parameters q_norm.weight and k_norm.weight); null without model.qk_norm.
+  std::unique_ptr<RMSNorm<T>> q_norm, k_norm;
   // The factor on q k^T: 1 / sqrt(dk), or 1 with attn_scale none.
   T score_scale() const;
 };

@@ -95,6 +95,7 @@ struct ModelShape {
   double rotary_fraction = 1.0;                    // rotary: the fraction of each head's dims rotated
   double rotary_base = 10000;                 // rotary: pair i turns by base^(-2i / rotary_dims) a position
   AttnScale attn_scale = AttnScale::sqrt_dk;  // the factor on q k^T
+  bool qk_norm = false;  // each head's q and k RMS-normalised (a learned weight per dk, shared by the heads)
 };
 
 // rotary: the dims of each head that are rotated, the first rotary_fraction * dk (rounded down; the config

@@ -25,9 +25,16 @@ ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>
 }
 
 template <typename T>
-ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>& y, int64_t first_position) {
-  if (!attn.rotary_dims) return y;
-  return ag::rotary(y, attn.dk, attn.rotary_dims, attn.rotary_base, first_position);
+ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>& y, int64_t first_position,
+                         const RMSNorm<T>* norm) {
+  ag::Tensor<T> out = y;
+  if (norm) {  // over each head's dk values: (B, T, H, dk) for the op, back to (B, T, D)
+    const ag::Shape shape = y.shape();
+    out = ag::reshape(norm->forward_fused(ag::reshape(y, {y.size(0), y.size(1), attn.n_heads, attn.dk})),
+                      shape);
+  }
+  if (!attn.rotary_dims) return out;
+  return ag::rotary(out, attn.dk, attn.rotary_dims, attn.rotary_base, first_position);
 }
 
 template <typename T>
@@ -43,10 +50,11 @@ ag::Tensor<T> attention_residual(const TransformerBlock<T>& block, const ag::Ten
                                  const ag::Tensor<T>& mask) {
   const MultiHeadAttention<T>& a = block.attn;
   const ag::Tensor<T> x = attention_input(block, h);
-  const ag::Tensor<T> z = ag::attention(positioned(a, ag::linear(x, a.wq.weight, a.wq.bias)),
-                                        positioned(a, ag::linear(x, a.wk.weight, a.wk.bias)),
-                                        ag::linear(x, a.wv.weight, a.wv.bias), a.n_heads, mask,
-                                        a.score_scale());  // (B, T, D): the heads side by side
+  const ag::Tensor<T> z =
+      ag::attention(positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), 0, a.q_norm.get()),
+                    positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), 0, a.k_norm.get()),
+                    ag::linear(x, a.wv.weight, a.wv.bias), a.n_heads, mask,
+                    a.score_scale());  // (B, T, D): the heads side by side
   return ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h);
 }
 
@@ -80,7 +88,8 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
                                                   int64_t, const std::vector<int64_t>&);                    \
   template ag::Tensor<T> attention_input<T>(const TransformerBlock<T>&, const ag::Tensor<T>&);              \
   template ag::Tensor<T> mlp_residual<T>(const TransformerBlock<T>&, const ag::Tensor<T>&);                 \
-  template ag::Tensor<T> positioned<T>(const MultiHeadAttention<T>&, const ag::Tensor<T>&, int64_t);        \
+  template ag::Tensor<T> positioned<T>(const MultiHeadAttention<T>&, const ag::Tensor<T>&, int64_t,         \
+                                       const RMSNorm<T>*);                                                  \
   template ag::Tensor<T> unembed<T>(const CausalLM<T>&, const ag::Tensor<T>&);
 ATTOGRAD_INSTANTIATE(float)
 ATTOGRAD_INSTANTIATE(double)

@@ -39,11 +39,12 @@ ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor
 // resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only).
 template <typename T>
 ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid);
-// A Linear's q or k output (B, T, D) at positions first_position .. first_position + T - 1, turned by them
-// when the attention has rotary positions (ag::rotary), else y itself.
+// A Linear's q or k output (B, T, D) at positions first_position .. first_position + T - 1 as attention
+// reads it: each head normalised by `norm` (the attention's q_norm or k_norm, ag::rms_norm) when given, then
+// turned by the positions when the attention has rotary positions (ag::rotary); else y itself.
 template <typename T>
 ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>& y,
-                         int64_t first_position = 0);
+                         int64_t first_position = 0, const RMSNorm<T>* norm = nullptr);
 // lm_head(ln_f(h)): the logits.
 template <typename T>
 ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h);

@@ -122,10 +122,10 @@ ag::Tensor<T> CausalLM<T>::forward_cached(const std::vector<int32_t>& ids, KVCac
     const MultiHeadAttention<T>& a = block.attn;
     const ag::Tensor<T> x = attention_input(block, h);
     // Rotary positions: the cache holds the keys turned by their positions, past .. past + n - 1.
-    const ag::Tensor<T> k = positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), past);
+    const ag::Tensor<T> k = positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), past, a.k_norm.get());
     const ag::Tensor<T> v = ag::linear(x, a.wv.weight, a.wv.bias);
     cache.write(static_cast<int64_t>(l), k.data(), v.data(), n);
-    const ag::Tensor<T> q = positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), past);
+    const ag::Tensor<T> q = positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), past, a.q_norm.get());
     ag::Tensor<T> z = ag::Tensor<T>::empty({1, n, shape.d_model});  // the heads side by side
     cache.attend(static_cast<int64_t>(l), q.data(), n, a.score_scale(), z.data());
     h = mlp_residual(block, ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h));

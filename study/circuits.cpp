@@ -166,6 +166,17 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
   const VectorXd bq = head_bias(block.attn.wq.bias), bk = head_bias(block.attn.wk.bias);
   MatrixXd q = (X * Wq.transpose()).rowwise() + bq.transpose();
   MatrixXd k = (X * Wk.transpose()).rowwise() + bk.transpose();
+  // QK-norm: each row RMS-normalised with the head's q_norm (k_norm) weight, as the model does.
+  auto qk_normed = [&](MatrixXd& m, const std::unique_ptr<nn::RMSNorm<float>>& norm) {
+    if (!norm) return;
+    const VectorXd w = to_vector(norm->weight);
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+      m.row(i) = (m.row(i).array() / std::sqrt(m.row(i).squaredNorm() / double(dk) + double(norm->eps)) *
+                  w.transpose().array())
+                     .matrix();
+  };
+  qk_normed(q, block.attn.q_norm);
+  qk_normed(k, block.attn.k_norm);
   if (block.attn.rotary_dims) {  // row i turned by position i, as the model turns them (ag::rotary)
     auto turn = [&](MatrixXd& m) {
       std::vector<double> rows(static_cast<size_t>(positions * dk));

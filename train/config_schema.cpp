@@ -101,6 +101,10 @@ const Table<ModelConfig>& model_fields() {
                  {{nn::AttnScale::sqrt_dk, "sqrt_dk"}, {nn::AttnScale::none, "none"}}),
        "what attention multiplies q k^T by before the softmax: 1 / sqrt(d_model / n_heads), or 1 (none: "
        "GPT-Neo's)"},
+      {"qk_norm", &ModelConfig::qk_norm,
+       "RMS-normalise each head's q and k over its d_model / n_heads values before the product, with a "
+       "learned weight of that size shared by the heads (Qwen3's: after the projection, before rotary "
+       "positions); eps `norm_eps`"},
       {"activation",
        io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"}, {nn::Activation::relu, "relu"}}),
        "the MLP's nonlinearity (GELU is the tanh approximation)"},

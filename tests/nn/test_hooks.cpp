@@ -53,7 +53,9 @@ std::vector<nn::ModelShape> variants() {
   nope.positions = nn::PositionKind::none;
   nn::ModelShape unscaled = shape();
   unscaled.attn_scale = nn::AttnScale::none;
-  return {shape(), shape(/*attention_only=*/true), bare, rms, rotary, nope, unscaled};
+  nn::ModelShape qk = rotary;
+  qk.qk_norm = true;
+  return {shape(), shape(/*attention_only=*/true), bare, rms, rotary, nope, unscaled, qk};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};

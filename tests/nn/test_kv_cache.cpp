@@ -56,7 +56,10 @@ std::vector<nn::ModelShape> shapes() {
   nope.positions = nn::PositionKind::none;
   nn::ModelShape unscaled = rotary(shape(2, 2, 16, false), 0.5);
   unscaled.attn_scale = nn::AttnScale::none;
+  nn::ModelShape qk = rotary(shape(2, 4, 32, false), 0.5);
+  qk.qk_norm = true;
   return {unscaled,
+          qk,
           shape(1, 1, 16, false),
           shape(2, 4, 16, false),
           shape(3, 2, 20, false),
