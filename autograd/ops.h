@@ -161,6 +161,17 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
 template <typename T>
 Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, int64_t n_heads,
                     const Tensor<T>& mask, T scale);
+// Rotary position embedding (RoPE) in GPT-NeoX's "rotate_half" layout (Llama's and Hugging Face's), on x
+// (B, T, ...) whose values per (b, t) are heads of head_dim values side by side ((B, T, H * head_dim) or
+// (B, T, H, head_dim)). In each head the first rotary_dims values (even) are pairs (x1, x2) = (x[i],
+// x[i + rotary_dims / 2]), i < rotary_dims / 2, which become (x1 cos a - x2 sin a, x2 cos a + x1 sin a)
+// with a = rotary_angle(first_position + t, i, rotary_dims, base); the other values pass through. The
+// backward turns the gradient back by -a (ops_attention.cpp).
+template <typename T>
+Tensor<T> rotary(const Tensor<T>& x, int64_t head_dim, int64_t rotary_dims, double base,
+                 int64_t first_position = 0);
+// Pair i's angle at position p: p * base^(-2i / rotary_dims), in double whatever the model's type.
+double rotary_angle(int64_t position, int64_t pair, int64_t rotary_dims, double base);
 
 // ---- Normalisation and lookup (ops_norm.cpp, ops_embedding.cpp) ----
 // Over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, biased variance as PyTorch. Fused

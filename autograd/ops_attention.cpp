@@ -7,6 +7,7 @@
 // q (B, T, D), k and v (B, S, D): head h is columns [h*hs, (h+1)*hs), as Linear outputs lay them out.
 // The weights P (B, H, T, S) are kept for backward when they are small; larger ones are recomputed there
 // from q and k (kRecomputeWeightsBytes). Nothing else is kept.
+// Also here: rotary, the position rotation (RoPE) a model applies to q and k before attention.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -288,6 +289,97 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
         });
   return out;
 }
+
+double rotary_angle(int64_t position, int64_t pair, int64_t rotary_dims, double base) {
+  return static_cast<double>(position) *
+         std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(rotary_dims));
+}
+
+namespace {
+// out's head = x's head with its first 2 * half values turned by the angles whose cos and sin are c and s
+// (half each): (x1, x2) -> (x1 c - x2 s, x2 c + x1 s), sign = +1; sign = -1 turns back (the backward). The
+// values past 2 * half are copied.
+template <typename T>
+void rotate_head(const T* x, T* out, const T* c, const T* s, int64_t half, int64_t head_dim, T sign) {
+  for (int64_t i = 0; i < half; ++i) {
+    const T x1 = x[i], x2 = x[i + half];
+    out[i] = x1 * c[i] - sign * x2 * s[i];
+    out[i + half] = x2 * c[i] + sign * x1 * s[i];
+  }
+  std::copy(x + 2 * half, x + head_dim, out + 2 * half);
+}
+}  // namespace
+
+template <typename T>
+Tensor<T> rotary(const Tensor<T>& x, int64_t head_dim, int64_t rotary_dims, double base,
+                 int64_t first_position) {
+  if (!x.defined()) throw std::invalid_argument("rotary: x must be defined");
+  if (x.dim() < 3)
+    throw std::invalid_argument("rotary: x of shape " + shape_str(x.shape()) + " is not (B, T, heads...)");
+  if (head_dim < 1 || rotary_dims < 2 || rotary_dims % 2 != 0 || rotary_dims > head_dim)
+    throw std::invalid_argument("rotary: rotary_dims " + std::to_string(rotary_dims) +
+                                " must be even, >= 2 and <= head_dim " + std::to_string(head_dim));
+  if (!(base > 0)) throw std::invalid_argument("rotary: base must be positive, got " + std::to_string(base));
+  if (first_position < 0)
+    throw std::invalid_argument("rotary: first_position " + std::to_string(first_position) + " < 0");
+  const int64_t B = x.size(0), Tn = x.size(1);
+  const int64_t row = B * Tn == 0 ? 0 : x.numel() / (B * Tn);  // the values of one (b, t)
+  if (row % head_dim != 0)
+    throw std::invalid_argument("rotary: x of shape " + shape_str(x.shape()) + " has " + std::to_string(row) +
+                                " values per position, not whole heads of " + std::to_string(head_dim));
+  const int64_t heads = row / head_dim, half = rotary_dims / 2;
+  // cos and sin per position and pair, (T, half) each, from the angles in double.
+  std::vector<T> cs(static_cast<size_t>(2 * Tn * half));
+  T* c = cs.data();
+  T* sn = cs.data() + Tn * half;
+  for (int64_t t = 0; t < Tn; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = rotary_angle(first_position + t, i, rotary_dims, base);
+      c[t * half + i] = static_cast<T>(std::cos(a));
+      sn[t * half + i] = static_cast<T>(std::sin(a));
+    }
+  Tensor<T> out = Tensor<T>::empty(x.shape());
+  const T* xp = x.data();
+  T* yp = out.data();
+  parallel_for(B * Tn, 3 * B * Tn * row, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = r % Tn;
+      for (int64_t h = 0; h < heads; ++h)
+        rotate_head(xp + r * row + h * head_dim, yp + r * row + h * head_dim, c + t * half, sn + t * half,
+                    half, head_dim, T(1));
+    }
+  });
+  if (needs_grad<T>({&x}))
+    attach(out, "rotary", {x.node_ptr()},
+           [cs = std::move(cs), B, Tn, row, heads, half, head_dim](Node<T>& n) {
+             const detail::Grad<T> dx(*n.inputs[0]);
+             if (!dx) return;
+             const T* c = cs.data();
+             const T* sn = cs.data() + Tn * half;
+             const T* dy = n.grad.data();
+             T* dxp = dx.data();
+             const bool adds = dx.adds();
+             parallel_for(B * Tn, 3 * B * Tn * row, [&](int64_t r0, int64_t r1) {
+               std::vector<T> turned(static_cast<size_t>(adds ? head_dim : 0));
+               for (int64_t r = r0; r < r1; ++r) {
+                 const int64_t t = r % Tn;
+                 for (int64_t h = 0; h < heads; ++h) {
+                   const int64_t at = r * row + h * head_dim;
+                   if (!adds) {
+                     rotate_head(dy + at, dxp + at, c + t * half, sn + t * half, half, head_dim, T(-1));
+                   } else {
+                     rotate_head(dy + at, turned.data(), c + t * half, sn + t * half, half, head_dim, T(-1));
+                     VecMap<T>(dxp + at, head_dim) += ConstVecMap<T>(turned.data(), head_dim);
+                   }
+                 }
+               }
+             });
+           });
+  return out;
+}
+
+template Tensor<float> rotary<float>(const Tensor<float>&, int64_t, int64_t, double, int64_t);
+template Tensor<double> rotary<double>(const Tensor<double>&, int64_t, int64_t, double, int64_t);
 
 template Tensor<float> attention<float>(const Tensor<float>&, const Tensor<float>&, const Tensor<float>&,
                                         int64_t, const Tensor<float>&, float);

@@ -49,6 +49,30 @@ ag::Tensor<T> padding_mask(const std::vector<uint8_t>& is_padding, int64_t batch
 }
 
 template <typename T>
+ag::Tensor<T> rotate(const ag::Tensor<T>& x, int64_t rotary_dims, double base) {
+  if (x.dim() != 4 || rotary_dims < 2 || rotary_dims % 2 != 0 || rotary_dims > x.size(3))
+    throw std::invalid_argument("rotate: x " + ag::shape_str(x.shape()) +
+                                " is not (B, T, H, dk) or rotary_dims " + std::to_string(rotary_dims) +
+                                " is not even in 2..dk");
+  const int64_t B = x.size(0), t = x.size(1), H = x.size(2), dk = x.size(3), half = rotary_dims / 2;
+  // cos and the signed sin of rotate_half's pairs, (T, 1, dk): broadcast over the batch and the heads.
+  ag::Tensor<T> cos = ag::Tensor<T>::full({t, 1, dk}, T(1)), sin = ag::Tensor<T>::zeros({t, 1, dk});
+  for (int64_t p = 0; p < t; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = ag::rotary_angle(p, i, rotary_dims, base);
+      cos.data()[p * dk + i] = cos.data()[p * dk + i + half] = static_cast<T>(std::cos(a));
+      sin.data()[p * dk + i] = static_cast<T>(-std::sin(a));        // out1 = x1 cos - x2 sin
+      sin.data()[p * dk + i + half] = static_cast<T>(std::sin(a));  // out2 = x2 cos + x1 sin
+    }
+  // rotate_half's source of each value: x2 for the first half, x1 for the second, itself past them.
+  std::vector<int64_t> partner(static_cast<size_t>(x.numel()));
+  for (int64_t r = 0; r < B * t * H; ++r)
+    for (int64_t j = 0; j < dk; ++j)
+      partner[r * dk + j] = r * dk + (j < half ? j + half : j < rotary_dims ? j - half : j);
+  return x * cos + ag::take(x, partner, x.shape()) * sin;
+}
+
+template <typename T>
 SelfAttention<T>::SelfAttention(int64_t d_model, int64_t dk, int64_t dv, ag::Rng& rng)
     : wq(this->register_parameter("wq", xavier_normal<T>({d_model, dk}, d_model, dk, rng),
                                   ParamKind::kWeight)),
@@ -81,6 +105,31 @@ MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag
 }
 
 template <typename T>
+MultiHeadAttention<T>::MultiHeadAttention(const ModelShape& s, ag::Rng& rng)
+    : MultiHeadAttention(s.d_model, s.n_heads, rng, s.bias) {
+  rotary_dims = nn::rotary_dims(s);
+  rotary_base = s.rotary_base;
+  attn_scale = s.attn_scale;
+  if (s.qk_norm) {
+    q_norm = std::make_unique<RMSNorm<T>>(dk, T(s.norm_eps));
+    k_norm = std::make_unique<RMSNorm<T>>(dk, T(s.norm_eps));
+    this->register_module("q_norm", q_norm.get());
+    this->register_module("k_norm", k_norm.get());
+  }
+}
+
+template <typename T>
+T MultiHeadAttention<T>::score_scale() const {
+  switch (attn_scale) {
+    case AttnScale::sqrt_dk:
+      return T(1) / std::sqrt(T(dk));
+    case AttnScale::none:
+      return T(1);
+  }
+  throw std::logic_error("MultiHeadAttention: unknown attn_scale");
+}
+
+template <typename T>
 ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask,
                                              const HookSite<T>& at) const {
   if (x.dim() != 3 || x.size(2) != d_model)
@@ -91,10 +140,20 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   auto split_heads = [&](const ag::Tensor<T>& y) { return ag::reshape(y, {B, t, n_heads, dk}); };
   // (B, T, H, dk) -> (B, H, T, dk): one matrix per batch entry and head.
   auto per_head = [](const ag::Tensor<T>& y) { return ag::permute(y, {0, 2, 1, 3}); };
-  const ag::Tensor<T> q = at(Point::attn_q, split_heads(wq.forward(x)));
-  const ag::Tensor<T> k = at(Point::attn_k, split_heads(wk.forward(x)));
+  // Rotary positions turn q and k before their hook points: a hook reads and patches what the scores read.
+  auto positioned = [&](const ag::Tensor<T>& y) {
+    return rotary_dims ? rotate(y, rotary_dims, rotary_base) : y;
+  };
+  // QK-norm first (each head's values), then the rotation: Qwen3's order.
+  auto normed = [](const std::unique_ptr<RMSNorm<T>>& norm, const ag::Tensor<T>& y) {
+    return norm ? norm->forward(y) : y;
+  };
+  const ag::Tensor<T> q = at(Point::attn_q, positioned(normed(q_norm, split_heads(wq.forward(x)))));
+  const ag::Tensor<T> k = at(Point::attn_k, positioned(normed(k_norm, split_heads(wk.forward(x)))));
   const ag::Tensor<T> v = at(Point::attn_v, split_heads(wv.forward(x)));
-  const ag::Tensor<T> scores = at(Point::attn_scores, attention_scores(per_head(q), per_head(k)));
+  const ag::Tensor<T> scores = at(
+      Point::attn_scores, attn_scale == AttnScale::none ? ag::matmul(per_head(q), ag::transpose(per_head(k)))
+                                                        : attention_scores(per_head(q), per_head(k)));
   const ag::Tensor<T> pattern = at(Point::attn_pattern, attention_pattern(scores, mask));
   // (B, H, T, dk) -> (B, T, H, dk)
   const ag::Tensor<T> z = at(Point::attn_z, ag::permute(ag::matmul(pattern, per_head(v)), {0, 2, 1, 3}));
@@ -119,6 +178,7 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
 #define ATTOGRAD_INSTANTIATE(T)                                                                            \
   template AttentionResult<T> scaled_dot_product_attention<T>(const ag::Tensor<T>&, const ag::Tensor<T>&,  \
                                                               const ag::Tensor<T>&, const ag::Tensor<T>&); \
+  template ag::Tensor<T> rotate<T>(const ag::Tensor<T>&, int64_t, double);                                 \
   template ag::Tensor<T> causal_mask<T>(int64_t);                                                          \
   template ag::Tensor<T> padding_mask<T>(const std::vector<uint8_t>&, int64_t, int64_t);                   \
   template class SelfAttention<T>;                                                                         \

@@ -4,10 +4,12 @@
 // heads, T query positions, S key positions, D d_model, dk per-head width.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "nn/hooks.h"
 #include "nn/layers.h"
+#include "nn/model_shape.h"
 
 namespace nn {
 
@@ -32,6 +34,13 @@ template <typename T>
 ag::Tensor<T> padding_mask(const std::vector<uint8_t>& is_padding, int64_t batch, int64_t t);
 
 // The lesson's module: one head, no biases, Wq, Wk (d x dk) and Wv (d x dv) applied as x W.
+// Rotary positions as their math reads, on x (B, T, H, dk) at positions 0 .. T-1:
+//   x * cos + rotate_half(x) * sin,  rotate_half(x) = (-x2, x1) on each head's first rotary_dims values
+// (x1 the first half of them, x2 the second), cos and sin of ag::rotary_angle per position and pair (1 and
+// 0 past rotary_dims). The same function as the fused ag::rotary, from elementwise ops and ag::take.
+template <typename T>
+ag::Tensor<T> rotate(const ag::Tensor<T>& x, int64_t rotary_dims, double base);
+
 template <typename T>
 class SelfAttention : public Module<T> {
  public:
@@ -45,10 +54,15 @@ class MultiHeadAttention : public Module<T> {
  public:
   // bias false: Wq, Wk, Wv and Wo without biases.
   MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng, bool bias = true);
+  // The attention of a block of a model of this shape: its d_model, n_heads, bias and positions (rotary:
+  // q and k turned by their position, rotary_dims(shape) of each head).
+  MultiHeadAttention(const ModelShape& shape, ag::Rng& rng);
   // x (B, T, D) -> (B, T, D), as its math reads, with hooks at attn.q, .k, .v, .scores, .pattern, .z and
   // .out (nn/hook_points.h):
   //   q, k, v = split_heads(x Wq^T + bq), ...            (B, T, H, dk)
-  //   scores  = q k^T / sqrt(dk)                          (B, H, T, S)
+  //   q, k    = q_norm(q), k_norm(k)   with qk_norm only: RMSNorm over each head's dk values
+  //   q, k    = rotate(q), rotate(k)   with rotary positions only, before their hooks: (B, T, H, dk)
+  //   scores  = q k^T / sqrt(dk)                          (B, H, T, S)   (q k^T with attn_scale none)
   //   pattern = softmax(scores, -inf where mask is set)   (B, H, T, S)
   //   z       = pattern v                                 (B, T, H, dk)
   //   out     = merge_heads(z) Wo^T + bo                  (B, T, D)
@@ -57,6 +71,15 @@ class MultiHeadAttention : public Module<T> {
 
   int64_t n_heads, d_model, dk;
   Linear<T> wq, wk, wv, wo;
+  // Rotary positions: the dims of each head turned (0: none) and the base of their angles.
+  int64_t rotary_dims = 0;
+  double rotary_base = 10000;
+  AttnScale attn_scale = AttnScale::sqrt_dk;
+  // QK-norm: RMSNorms over each head's dk values of q and of k (weights (dk), shared by the heads,
+  // parameters q_norm.weight and k_norm.weight); null without model.qk_norm.
+  std::unique_ptr<RMSNorm<T>> q_norm, k_norm;
+  // The factor on q k^T: 1 / sqrt(dk), or 1 with attn_scale none.
+  T score_scale() const;
 };
 
 }  // namespace nn

@@ -57,6 +57,7 @@ enum class Needs {
   mlp,         // blocks with an MLP (not attention_only)
   norm,        // models with a norm (model.norm not none: has_norm)
   mlp_norm,    // both
+  learned,     // models with learned positions (model.positions "learned")
   on_request,  // every model, computed only when a hook is registered at it; not in hook_point_names()
 };
 
@@ -75,7 +76,7 @@ struct HookPoint {
 
 inline constexpr HookPoint kHookPoints[] = {
     {Point::embed, "embed", false, Needs::always, "(B, T, D)", 1, -1, "the token embedding of each position"},
-    {Point::pos_embed, "pos_embed", false, Needs::always, "(B, T, D)", 1, -1,
+    {Point::pos_embed, "pos_embed", false, Needs::learned, "(B, T, D)", 1, -1,
      "the position embedding of each position (the same for every batch entry); embed + pos_embed is "
      "blocks.0.resid_pre"},
     {Point::resid_pre, "resid_pre", true, Needs::always, "(B, T, D)", 1, -1,
@@ -84,12 +85,14 @@ inline constexpr HookPoint kHookPoints[] = {
      "1 / sqrt(var + eps), the factor ln1 multiplies the centred residual by (RMSNorm: 1 / sqrt(mean(x^2) + "
      "eps), the residual itself)"},
     {Point::ln1_out, "ln1.out", true, Needs::norm, "(B, T, D)", 1, -1, "ln1's output, attention's input"},
-    {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's queries"},
-    {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's keys"},
+    {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2,
+     "each head's queries (after QK-norm and the rotation, where the model has them)"},
+    {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2,
+     "each head's keys (after QK-norm and the rotation, where the model has them)"},
     {Point::attn_v, "attn.v", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's values"},
     {Point::attn_scores, "attn.scores", true, Needs::always, "(B, H, T, S)", 2, 1,
-     "q k^T / sqrt(dk), before the mask and the softmax: the masked entries (keys after the query) hold "
-     "the raw score too, and the pattern is 0 there whatever they hold"},
+     "q k^T / sqrt(dk) (q k^T with model.attn_scale none), before the mask and the softmax: the masked "
+     "entries (keys after the query) hold the raw score too, and the pattern is 0 there whatever they hold"},
     {Point::attn_pattern, "attn.pattern", true, Needs::always, "(B, H, T, S)", 2, 1,
      "attention weights: each row sums to 1 over the keys it may see"},
     {Point::attn_z, "attn.z", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's output before Wo"},
@@ -149,6 +152,8 @@ inline const char* needs_note(Needs needs) {
       return " (not in attention-only models or models without a norm)";
     case Needs::on_request:
       return " (computed only when a hook asks for it; not in hook_points())";
+    case Needs::learned:
+      return " (not in models without learned positions)";
     default:
       return "";
   }
@@ -164,6 +169,8 @@ inline bool model_has(const HookPoint& row, const ModelShape& shape) {
       return has_norm(shape.norm);
     case Needs::mlp_norm:
       return mlp && has_norm(shape.norm);
+    case Needs::learned:
+      return shape.positions == PositionKind::learned;
     default:
       return true;
   }

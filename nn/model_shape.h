@@ -19,6 +19,15 @@ namespace nn {
 enum class NormKind { none, layer, rms };
 // The MLP's nonlinearity: GELU (its tanh approximation) or ReLU.
 enum class Activation { gelu, relu };
+// How attention knows positions:
+//   learned  a learned embedding pos_emb (max_len, D) added to the token embedding (GPT-2's);
+//   rotary   no position embedding: each head's queries and keys are rotated by their position after the
+//            projection (RoPE, GPT-NeoX's "rotate_half" layout, on the first rotary_dims of each head);
+//   none     no position information at all (NoPE): the causal mask is the only order the model sees.
+enum class PositionKind { learned, rotary, none };
+// What attention multiplies q k^T by before the softmax: 1 / sqrt(dk) (sqrt_dk, "Attention is all you
+// need") or 1 (none: GPT-Neo's, whose logits grow with dk unless q and k stay small).
+enum class AttnScale { sqrt_dk, none };
 
 // Whether the model normalises at all: the ln*.scale and ln*.out hook points exist.
 constexpr bool has_norm(NormKind kind) {
@@ -57,6 +66,19 @@ constexpr bool norm_has_bias(NormKind kind) {
   return false;
 }
 
+// Whether the model has the learned position embedding pos_emb.
+constexpr bool has_pos_emb(PositionKind kind) {
+  switch (kind) {
+    case PositionKind::learned:
+      return true;
+    case PositionKind::rotary:
+      return false;
+    case PositionKind::none:
+      return false;
+  }
+  return false;
+}
+
 struct ModelShape {
   int64_t vocab = 0;    // token ids 0..vocab-1 (a config's 0 = the task's vocabulary, resolved on loading)
   int64_t max_len = 0;  // positions (a config's 0 = the task's sequence length, resolved likewise)
@@ -69,6 +91,19 @@ struct ModelShape {
   double norm_eps = 1e-5;                    // the eps of every norm (layer or rms) under its square root
   Activation activation = Activation::gelu;  // the MLP's
   bool bias = true;                          // false: no biases in the attention, MLP and unembedding linears
+  PositionKind positions = PositionKind::learned;  // how attention knows positions
+  double rotary_fraction = 1.0;                    // rotary: the fraction of each head's dims rotated
+  double rotary_base = 10000;                 // rotary: pair i turns by base^(-2i / rotary_dims) a position
+  AttnScale attn_scale = AttnScale::sqrt_dk;  // the factor on q k^T
+  bool qk_norm = false;  // each head's q and k RMS-normalised (a learned weight per dk, shared by the heads)
 };
+
+// rotary: the dims of each head that are rotated, the first rotary_fraction * dk (rounded down; the config
+// requires an even number >= 2); 0 for the other position kinds.
+constexpr int64_t rotary_dims(const ModelShape& s) {
+  return s.positions == PositionKind::rotary && s.n_heads > 0
+             ? static_cast<int64_t>(s.rotary_fraction * static_cast<double>(s.d_model / s.n_heads))
+             : 0;
+}
 
 }  // namespace nn

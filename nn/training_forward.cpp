@@ -25,6 +25,19 @@ ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>
 }
 
 template <typename T>
+ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>& y, int64_t first_position,
+                         const RMSNorm<T>* norm) {
+  ag::Tensor<T> out = y;
+  if (norm) {  // over each head's dk values: (B, T, H, dk) for the op, back to (B, T, D)
+    const ag::Shape shape = y.shape();
+    out = ag::reshape(norm->forward_fused(ag::reshape(y, {y.size(0), y.size(1), attn.n_heads, attn.dk})),
+                      shape);
+  }
+  if (!attn.rotary_dims) return out;
+  return ag::rotary(out, attn.dk, attn.rotary_dims, attn.rotary_base, first_position);
+}
+
+template <typename T>
 ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h) {
   return model.ln_f->forward_linear(h, model.lm_head.weight, model.lm_head.bias);
 }
@@ -38,9 +51,10 @@ ag::Tensor<T> attention_residual(const TransformerBlock<T>& block, const ag::Ten
   const MultiHeadAttention<T>& a = block.attn;
   const ag::Tensor<T> x = attention_input(block, h);
   const ag::Tensor<T> z =
-      ag::attention(ag::linear(x, a.wq.weight, a.wq.bias), ag::linear(x, a.wk.weight, a.wk.bias),
+      ag::attention(positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), 0, a.q_norm.get()),
+                    positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), 0, a.k_norm.get()),
                     ag::linear(x, a.wv.weight, a.wv.bias), a.n_heads, mask,
-                    T(1) / std::sqrt(T(a.dk)));  // (B, T, D): the heads side by side
+                    a.score_scale());  // (B, T, D): the heads side by side
   return ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h);
 }
 
@@ -74,6 +88,8 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
                                                   int64_t, const std::vector<int64_t>&);                    \
   template ag::Tensor<T> attention_input<T>(const TransformerBlock<T>&, const ag::Tensor<T>&);              \
   template ag::Tensor<T> mlp_residual<T>(const TransformerBlock<T>&, const ag::Tensor<T>&);                 \
+  template ag::Tensor<T> positioned<T>(const MultiHeadAttention<T>&, const ag::Tensor<T>&, int64_t,         \
+                                       const RMSNorm<T>*);                                                  \
   template ag::Tensor<T> unembed<T>(const CausalLM<T>&, const ag::Tensor<T>&);
 ATTOGRAD_INSTANTIATE(float)
 ATTOGRAD_INSTANTIATE(double)

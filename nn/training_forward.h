@@ -9,7 +9,8 @@
 //     residual), so their outputs are never tensors of their own;
 //   - ln2 with fc1 and ln_f with lm_head are one op each (LayerNorm: ag::layer_norm_linear): the norm's
 //     output is recomputed in backward instead of kept;
-//   - GELU with fc2 is one op (ag::gelu_linear): GELU's output is never kept.
+//   - GELU with fc2 is one op (ag::gelu_linear): GELU's output is never kept;
+//   - rotary positions turn q and k with one op each (ag::rotary) between their products and attention.
 // With the norm kind none each norm is the identity and those products are plain ag::linear; with ReLU,
 // fc2 reads ag::relu's output.
 #pragma once
@@ -38,6 +39,12 @@ ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor
 // resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only).
 template <typename T>
 ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid);
+// A Linear's q or k output (B, T, D) at positions first_position .. first_position + T - 1 as attention
+// reads it: each head normalised by `norm` (the attention's q_norm or k_norm, ag::rms_norm) when given, then
+// turned by the positions when the attention has rotary positions (ag::rotary); else y itself.
+template <typename T>
+ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>& y,
+                         int64_t first_position = 0, const RMSNorm<T>* norm = nullptr);
 // lm_head(ln_f(h)): the logits.
 template <typename T>
 ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h);

@@ -9,7 +9,7 @@ namespace nn {
 
 template <typename T>
 TransformerBlock<T>::TransformerBlock(const ModelShape& s, ag::Rng& rng)
-    : ln1(make_norm<T>(s.norm, s.d_model, s.norm_eps)), attn(s.d_model, s.n_heads, rng, s.bias) {
+    : ln1(make_norm<T>(s.norm, s.d_model, s.norm_eps)), attn(s, rng) {
   this->register_module("ln1", ln1.get());
   this->register_module("attn", &attn);
   if (!s.attention_only) {
@@ -45,12 +45,12 @@ template <typename T>
 CausalLM<T>::CausalLM(const ModelShape& s, ag::Rng& rng)
     : shape(s),
       tok_emb(s.vocab, s.d_model, rng),
-      pos_emb(s.max_len, s.d_model, rng),
+      pos_emb(has_pos_emb(s.positions) ? std::make_unique<Embedding<T>>(s.max_len, s.d_model, rng) : nullptr),
       blocks(make_blocks<T>(s, rng)),
       ln_f(make_norm<T>(s.norm, s.d_model, s.norm_eps)),
       lm_head(s.d_model, s.vocab, rng, s.bias) {
   this->register_module("tok_emb", &tok_emb);
-  this->register_module("pos_emb", &pos_emb);
+  if (pos_emb) this->register_module("pos_emb", pos_emb.get());
   for (size_t i = 0; i < blocks.size(); ++i)
     this->register_module("blocks." + std::to_string(i), blocks[i].get());
   this->register_module("ln_f", ln_f.get());
@@ -64,10 +64,11 @@ std::vector<std::string> CausalLM<T>::hook_points() const {
 
 template <typename T>
 ag::Tensor<T> CausalLM<T>::embed(const std::vector<int32_t>& ids, int64_t batch, int64_t t) const {
+  if (!pos_emb) return tok_emb.forward(ids, {batch, t});  // positions enter attention, if anywhere
   std::vector<int32_t> positions(static_cast<size_t>(t));
   for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(i);
   // (B, T, D) + (T, D): positions broadcast over the batch.
-  return ag::add(tok_emb.forward(ids, {batch, t}), pos_emb.forward(positions, {t}));
+  return ag::add(tok_emb.forward(ids, {batch, t}), pos_emb->forward(positions, {t}));
 }
 
 template <typename T>
@@ -92,13 +93,15 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
                                   hook_point_summary(shape) + ")");
   const ag::Tensor<T> mask = attention_mask(batch, t, is_padding);
   const HookSite<T> at(hooks);
-  std::vector<int32_t> positions(static_cast<size_t>(t));
-  for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(i);
-  // pos_embed (T, D) broadcast to (B, T, D) so that a hook sees one row per batch entry; 0 + x is x, so
-  // the sum is embed()'s to the bit.
-  const ag::Tensor<T> pos = at(Point::pos_embed, ag::add(ag::Tensor<T>::zeros({batch, t, shape.d_model}),
-                                                         pos_emb.forward(positions, {t})));
-  ag::Tensor<T> h = ag::add(at(Point::embed, tok_emb.forward(ids, {batch, t})), pos);
+  ag::Tensor<T> h = at(Point::embed, tok_emb.forward(ids, {batch, t}));
+  if (pos_emb) {  // learned positions; otherwise they enter attention, if anywhere
+    std::vector<int32_t> positions(static_cast<size_t>(t));
+    for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(i);
+    // pos_embed (T, D) broadcast to (B, T, D) so that a hook sees one row per batch entry; 0 + x is x, so
+    // the sum is embed()'s to the bit.
+    h = ag::add(h, at(Point::pos_embed, ag::add(ag::Tensor<T>::zeros({batch, t, shape.d_model}),
+                                                pos_emb->forward(positions, {t}))));
+  }
   for (size_t l = 0; l < blocks.size(); ++l)
     h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
   const ag::Tensor<T> final = ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out);
@@ -120,17 +123,19 @@ ag::Tensor<T> CausalLM<T>::forward_cached(const std::vector<int32_t>& ids, KVCac
   // past .. past + n - 1, then each block with attention over the cache instead of ag::attention.
   std::vector<int32_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(past + i);
-  ag::Tensor<T> h = ag::add(tok_emb.forward(ids, {1, n}), pos_emb.forward(positions, {n}));  // (1, n, D)
+  ag::Tensor<T> h = pos_emb ? ag::add(tok_emb.forward(ids, {1, n}), pos_emb->forward(positions, {n}))
+                            : tok_emb.forward(ids, {1, n});  // (1, n, D)
   for (size_t l = 0; l < blocks.size(); ++l) {
     const TransformerBlock<T>& block = *blocks[l];
     const MultiHeadAttention<T>& a = block.attn;
     const ag::Tensor<T> x = attention_input(block, h);
-    const ag::Tensor<T> k = ag::linear(x, a.wk.weight, a.wk.bias);
+    // Rotary positions: the cache holds the keys turned by their positions, past .. past + n - 1.
+    const ag::Tensor<T> k = positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), past, a.k_norm.get());
     const ag::Tensor<T> v = ag::linear(x, a.wv.weight, a.wv.bias);
     cache.write(static_cast<int64_t>(l), k.data(), v.data(), n);
-    const ag::Tensor<T> q = ag::linear(x, a.wq.weight, a.wq.bias);
+    const ag::Tensor<T> q = positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), past, a.q_norm.get());
     ag::Tensor<T> z = ag::Tensor<T>::empty({1, n, shape.d_model});  // the heads side by side
-    cache.attend(static_cast<int64_t>(l), q.data(), n, T(1) / std::sqrt(T(a.dk)), z.data());
+    cache.attend(static_cast<int64_t>(l), q.data(), n, a.score_scale(), z.data());
     h = mlp_residual(block, ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h));
   }
   ag::Tensor<T> logits = unembed(*this, h);

@@ -1,5 +1,5 @@
 // The pre-LayerNorm GPT of docs/architecture.md: TransformerBlock and CausalLM.
-//   h = tok_emb[tokens] + pos_emb[positions]
+//   h = tok_emb[tokens] + pos_emb[positions]   (tok_emb[tokens] alone with rotary or no positions)
 //   per block: h = h + attn(ln1(h));  h = h + mlp(ln2(h))   (no ln2 and mlp if attention_only)
 //   logits = lm_head(ln_f(h))
 // ln1, ln2 and ln_f are norms of shape.norm (nn::Norm); of kind none each is the identity.
@@ -36,7 +36,8 @@ class TransformerBlock : public Module<T> {
 template <typename T>
 class CausalLM : public Module<T> {
  public:
-  // Parameters are drawn from rng in registration order: tok_emb, pos_emb, blocks, ln_f, lm_head.
+  // Parameters are drawn from rng in registration order: tok_emb, pos_emb (learned positions only), blocks,
+  // ln_f, lm_head.
   CausalLM(const ModelShape& shape, ag::Rng& rng);
 
   // ids (B*T, row-major) -> logits (B, T, vocab). The causal mask is always applied; is_padding (B*T, 1 =
@@ -59,13 +60,15 @@ class CausalLM : public Module<T> {
   // Every hook point of this model, in forward order.
   std::vector<std::string> hook_points() const;
 
-  // The two forwards' shared start: tok_emb[ids] + pos_emb[0..t) (B, T, D), and the attention mask, causal
+  // The two forwards' shared start: tok_emb[ids] + pos_emb[0..t) (B, T, D; tok_emb[ids] alone without
+  // learned positions), and the attention mask, causal
   // (T, T) or with padding (B, 1, T, T).
   ag::Tensor<T> embed(const std::vector<int32_t>& ids, int64_t batch, int64_t t) const;
   ag::Tensor<T> attention_mask(int64_t batch, int64_t t, const std::vector<uint8_t>& is_padding) const;
 
   ModelShape shape;
-  Embedding<T> tok_emb, pos_emb;
+  Embedding<T> tok_emb;
+  std::unique_ptr<Embedding<T>> pos_emb;  // null unless shape.positions is learned (has_pos_emb)
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks;
   std::unique_ptr<Norm<T>> ln_f;
   Linear<T> lm_head;

@@ -152,11 +152,11 @@ def check_model(state_dict, metadata, forward_json=None):
     the metadata's config (or, without one, from the names themselves) and loads the state_dict into it
     strictly; with forward_json (the output of `attograd forward RUN --json`), also runs its forward on the
     same ids and compares the logits. Returns a list of problems (empty if fine)."""
-    for name in ("tok_emb.weight", "pos_emb.weight"):
-        if name not in state_dict:
-            return [f"missing tensor ({name})"]
+    if "tok_emb.weight" not in state_dict:
+        return ["missing tensor (tok_emb.weight)"]
     vocab, d_model = state_dict["tok_emb.weight"].shape
-    max_len = state_dict["pos_emb.weight"].shape[0]
+    # Rotary or no positions (model.positions) have no pos_emb: max_len is then the config's.
+    max_len = state_dict["pos_emb.weight"].shape[0] if "pos_emb.weight" in state_dict else None
     layers = {int(m.group(1)) for k in state_dict for m in [re.match(r"blocks\.(\d+)\.", k)] if m}
     d_ff = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state_dict else None
     # Without a config, the names say what they can; the activation and the head count cannot be seen.
@@ -170,7 +170,12 @@ def check_model(state_dict, metadata, forward_json=None):
         except (json.JSONDecodeError, AttributeError) as e:
             return [f"metadata config is not a JSON object: {e} (__metadata__.config)"]
     # The sizes come from the tensors, so a mismatch shows as a missing or unexpected name, not here.
-    model = {**model, "d_model": int(d_model), "vocab": int(vocab), "max_len": int(max_len)}
+    model = {**model, "d_model": int(d_model), "vocab": int(vocab)}
+    if max_len is not None:
+        model["max_len"] = int(max_len)
+    elif not model.get("max_len"):
+        return ["missing tensor (pos_emb.weight), and no model.max_len in __metadata__.config"]
+    max_len = model["max_len"]
     if d_ff is not None:
         model["d_ff"] = int(d_ff)
     try:

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "autograd/ops.h"
 #include "autograd/random.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
@@ -137,7 +138,14 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
                                 " positions, the model has 1.." + std::to_string(model.shape.max_len));
   const auto& block = *model.blocks[0];
   const int64_t dk = block.attn.dk;
-  const MatrixXd P = to_matrix(model.pos_emb.weight).topRows(positions);
+  if (model.shape.positions == nn::PositionKind::none)
+    throw std::invalid_argument("positional_qk: model.positions none: the model has no positions to read");
+  // Learned: the positions' embeddings. Rotary: the mean token embedding at every position (the positions
+  // enter below, as the rotation of q and k).
+  const MatrixXd P =
+      model.pos_emb
+          ? to_matrix(model.pos_emb->weight).topRows(positions).eval()
+          : MatrixXd(MatrixXd::Ones(positions, 1) * to_matrix(model.tok_emb.weight).colwise().mean());
   MatrixXd X = P;  // ln1(P); P itself with the identity norm
   const nn::Norm<float>& ln1 = *block.ln1;
   if (ln1.normalises()) {
@@ -156,9 +164,36 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
     return bias.defined() ? to_vector(bias).segment(head * dk, dk).eval() : VectorXd::Zero(dk).eval();
   };
   const VectorXd bq = head_bias(block.attn.wq.bias), bk = head_bias(block.attn.wk.bias);
-  const MatrixXd q = (X * Wq.transpose()).rowwise() + bq.transpose();
-  const MatrixXd k = (X * Wk.transpose()).rowwise() + bk.transpose();
-  const MatrixXd scores = q * k.transpose() / std::sqrt(static_cast<double>(dk));
+  MatrixXd q = (X * Wq.transpose()).rowwise() + bq.transpose();
+  MatrixXd k = (X * Wk.transpose()).rowwise() + bk.transpose();
+  // QK-norm: each row RMS-normalised with the head's q_norm (k_norm) weight, as the model does.
+  auto qk_normed = [&](MatrixXd& m, const std::unique_ptr<nn::RMSNorm<float>>& norm) {
+    if (!norm) return;
+    const VectorXd w = to_vector(norm->weight);
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+      m.row(i) = (m.row(i).array() / std::sqrt(m.row(i).squaredNorm() / double(dk) + double(norm->eps)) *
+                  w.transpose().array())
+                     .matrix();
+  };
+  qk_normed(q, block.attn.q_norm);
+  qk_normed(k, block.attn.k_norm);
+  if (block.attn.rotary_dims) {  // row i turned by position i, as the model turns them (ag::rotary)
+    auto turn = [&](MatrixXd& m) {
+      std::vector<double> rows(static_cast<size_t>(positions * dk));
+      for (int i = 0; i < positions; ++i)
+        for (int64_t j = 0; j < dk; ++j) rows[i * dk + j] = m(i, j);
+      const std::vector<double> turned = ag::rotary(ag::Tensor<double>::from({1, positions, dk}, rows), dk,
+                                                    block.attn.rotary_dims, block.attn.rotary_base)
+                                             .to_vector();
+      for (int i = 0; i < positions; ++i)
+        for (int64_t j = 0; j < dk; ++j) m(i, j) = turned[i * dk + j];
+    };
+    turn(q);
+    turn(k);
+  }
+  const double scale =
+      block.attn.attn_scale == nn::AttnScale::none ? 1.0 : 1.0 / std::sqrt(static_cast<double>(dk));
+  const MatrixXd scores = q * k.transpose() * scale;
   std::vector<std::vector<double>> w(positions, std::vector<double>(positions, 0.0));
   for (int i = 0; i < positions; ++i) {
     double top = scores(i, 0);
@@ -257,7 +292,7 @@ findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, cons
       c.layer = l;
       c.head = h;
       c.copying = copying_score(model, l, h);
-      if (l == 0) {
+      if (l == 0 && model.shape.positions != nn::PositionKind::none) {  // NoPE has no positional reading
         findings::PositionalMap m{h, positional_qk(model, h, positions)};
         c.prev_token_positional = previous_token_mass(m.weights);
         r.positional.push_back(std::move(m));

@@ -50,7 +50,11 @@ findings::CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, 
 double copying_score(const nn::CausalLM<float>& model, int layer, int head);
 
 // Layer 0's head on positions alone: X = ln1(pos_emb.weight[0..T)) (weight and bias), q = X wq_h^T + bq_h,
-// k = X wk_h^T + bk_h, the causal softmax of q k^T / sqrt(dk) (T x T).
+// k = X wk_h^T + bk_h, the causal softmax of q k^T / sqrt(dk) (T x T). With rotary positions every row of
+// X is ln1 of the mean token embedding and row i of q and k is turned by position i, so a score depends on
+// the offset i - j alone (each diagonal of the map is one offset). Throws std::invalid_argument for a
+// model without positions (model.positions none). With qk_norm, q and k are normalised by the head's
+// q_norm and k_norm before the rotation, as in the model.
 std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model, int head, int positions);
 // The mean over rows i >= 1 of w[i][i-1].
 double previous_token_mass(const std::vector<std::vector<double>>& w);

@@ -208,12 +208,12 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
       throw std::invalid_argument("graph: token id out of range");
   }
   m.tok = Mat(T, D);
-  m.pos = Mat(T, D);
-  const Mat E = to_mat(dm.tok_emb.weight, model.shape.vocab, D),
-            P = to_mat(dm.pos_emb.weight, model.shape.max_len, D);
-  for (int t = 0; t < T; ++t) {
-    m.tok.row(t) = E.row(ids[t]);
-    m.pos.row(t) = P.row(t);
+  m.pos = Mat::Zero(T, D);  // rotary or no positions: none in the stream (the patterns are frozen)
+  const Mat E = to_mat(dm.tok_emb.weight, model.shape.vocab, D);
+  for (int t = 0; t < T; ++t) m.tok.row(t) = E.row(ids[t]);
+  if (dm.pos_emb) {
+    const Mat P = to_mat(dm.pos_emb->weight, model.shape.max_len, D);
+    for (int t = 0; t < T; ++t) m.pos.row(t) = P.row(t);
   }
 
   // Features: every active one of each MLP layer's transcoder, by (layer, position, feature).
@@ -684,6 +684,16 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
                          std::to_string(run.model->shape.n_heads - 1) + ", key positions 0.." +
                          std::to_string(ids.size() - 1) + "), got '" + request.qk + "'");
   }
+  const nn::ModelShape& shape = run.model->shape;
+  // The QK attribution splits q . k / sqrt(dk) into the source nodes' bilinear terms through Wq and Wk:
+  // a rotation by position, a norm of q and k, or another scale is not in that split.
+  if (!request.qk.empty() && (shape.positions == nn::PositionKind::rotary || shape.qk_norm ||
+                              shape.attn_scale != nn::AttnScale::sqrt_dk))
+    throw RequestError(std::string("qk: not computed for a model with ") +
+                       (shape.positions == nn::PositionKind::rotary ? "model.positions \"rotary\""
+                        : shape.qk_norm                             ? "model.qk_norm"
+                                                                    : "model.attn_scale \"none\"") +
+                       " (the split is of q k^T / sqrt(dk) through Wq and Wk)");
   const nn::CausalLM<float>& model = *run.model;
   findings::AttributionGraph& g = out.result;
   std::vector<LayerTranscoder> transcoders(model.blocks.size());

@@ -84,7 +84,7 @@ std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model)
   // kind) removes its mean; otherwise the stream's mean is read and stays.
   if (m.ln_f->centres()) {
     centre(m.tok_emb.weight, 1);
-    centre(m.pos_emb.weight, 1);
+    if (m.pos_emb) centre(m.pos_emb->weight, 1);
     for (auto& block : m.blocks) {
       centre(block->attn.wo.weight, 0);
       if (block->attn.wo.bias.defined()) centre(block->attn.wo.bias, 1);

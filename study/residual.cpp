@@ -21,7 +21,8 @@ std::string mlp_name(int layer) {
 }  // namespace
 
 std::vector<std::string> lens_component_names(const nn::ModelShape& shape) {
-  std::vector<std::string> out = {"embed", "pos_embed"};
+  std::vector<std::string> out = {"embed"};
+  if (nn::has_pos_emb(shape.positions)) out.push_back("pos_embed");  // rotary and none have no pos_emb
   for (int l = 0; l < shape.n_layers; ++l) {
     for (int h = 0; h < shape.n_heads; ++h) out.push_back(head_name(l, h));
     if (shape.bias) out.push_back(attn_bias_name(l));
@@ -115,7 +116,7 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
       acc[p][t] = dot(hooks.captured(points[p]).data() + t * D, g) + bias_ln + bias_lm;
     size_t c = 0;
     comp[c++][t] = dot(model.tok_emb.weight.data() + int64_t(ids[t]) * D, g);
-    comp[c++][t] = dot(model.pos_emb.weight.data() + t * D, g);
+    if (model.pos_emb) comp[c++][t] = dot(model.pos_emb->weight.data() + t * D, g);
     for (int l = 0; l < L; ++l) {
       const nn::MultiHeadAttention<T>& attn = model.blocks[l]->attn;
       const T* Wo = attn.wo.weight.data();  // (D out, D in); head h reads input columns [h*dk, (h+1)*dk)

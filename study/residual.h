@@ -7,9 +7,10 @@
 // written to the stream at t contributes x . g_c(t):
 //   accumulated(point, t) = x_point[t] . g_c(t) + ln_f.bias . W_U^T u + lm_head.bias . u
 //   component(c, t)       = c[t] . g_c(t);  ln_f.bias and lm_head.bias are terms of their own
-// The components (embed, pos_embed, each head's z_h W_O^h, each layer's attention bias, each MLP's output)
-// sum to the last resid_post, so they and the bias terms sum to m(t), as does the last accumulated value.
-// The activations come from one reference forward (nn/hooks.h); the arithmetic is in double.
+// The components (embed, pos_embed (learned positions only), each head's z_h W_O^h, each layer's attention
+// bias, each MLP's output) sum to the last resid_post, so they and the bias terms sum to m(t), as does the
+// last accumulated value. The activations come from one reference forward (nn/hooks.h); the arithmetic is in
+// double.
 #pragma once
 
 #include <functional>

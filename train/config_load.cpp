@@ -75,6 +75,14 @@ Config validate(const json& document, bool for_this_machine) {
     fail(model.pointer("n_heads"),
          std::to_string(m.n_heads) + " does not divide d_model " + std::to_string(m.d_model));
   }
+  if (m.positions == nn::PositionKind::rotary) {
+    const int64_t dims = nn::rotary_dims(m);
+    if (dims < 2 || dims % 2 != 0)
+      fail(model.pointer("rotary_fraction"), nlohmann::json(m.rotary_fraction).dump() + " of the head's " +
+                                                 std::to_string(m.d_model / m.n_heads) + " dims is " +
+                                                 std::to_string(dims) +
+                                                 " rotary dims; they must be even and >= 2");
+  }
   const int seq_len = resolved_task->seq_len();
   const int task_vocab = resolved_task->vocab_size();
   if (m.max_len == 0) m.max_len = seq_len;

@@ -76,12 +76,42 @@ const Table<ModelConfig>& model_fields() {
        "the eps each norm (layer or rms) adds to the mean square under its square root; 1e-5 is LayerNorm's "
        "and Llama 2's RMSNorm's (Llama 1 used 1e-6)",
        above(0)},
+      {"positions",
+       io::named(&ModelConfig::positions, {{nn::PositionKind::learned, "learned"},
+                                           {nn::PositionKind::rotary, "rotary"},
+                                           {nn::PositionKind::none, "none"}}),
+       "how attention knows positions: a learned embedding `pos_emb` added to the tokens' (GPT-2's), rotary "
+       "(RoPE, GPT-NeoX's rotate_half layout: each head's q and k turned by their position after the "
+       "projection; no `pos_emb`), or none (NoPE: only the causal mask orders the tokens; no `pos_emb`)"},
+      {"rotary_fraction", &ModelConfig::rotary_fraction,
+       "rotary: the fraction of each head's dims that turn, the first `rotary_fraction * d_model / n_heads` "
+       "(NeoX's partial rotary, Pythia's 0.25); the rest carry no position",
+       [] {
+         io::Valid valid = above(0).up_to(1);
+         valid.note =
+             "with `positions` rotary, `rotary_fraction * d_model / n_heads` rounded down is even and >= 2";
+         return valid;
+       }()},
+      {"rotary_base", &ModelConfig::rotary_base,
+       "rotary: the base of the angles, pair i of `rotary_dims` turning by `base^(-2i / rotary_dims)` per "
+       "position (10000 is RoPE's and Llama 2's)",
+       above(0)},
+      {"attn_scale",
+       io::named(&ModelConfig::attn_scale,
+                 {{nn::AttnScale::sqrt_dk, "sqrt_dk"}, {nn::AttnScale::none, "none"}}),
+       "what attention multiplies q k^T by before the softmax: 1 / sqrt(d_model / n_heads), or 1 (none: "
+       "GPT-Neo's)"},
+      {"qk_norm", &ModelConfig::qk_norm,
+       "RMS-normalise each head's q and k over its d_model / n_heads values before the product, with a "
+       "learned weight of that size shared by the heads (Qwen3's: after the projection, before rotary "
+       "positions); eps `norm_eps`"},
       {"activation",
        io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"}, {nn::Activation::relu, "relu"}}),
        "the MLP's nonlinearity (GELU is the tanh approximation)"},
       {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},
-      {"max_len", &ModelConfig::max_len, "size of the position embedding", rule("0, or >= the task's T"),
-       kFixed, "the task's T"},
+      {"max_len", &ModelConfig::max_len,
+       "the longest sequence the model reads (rows of the position embedding with learned positions)",
+       rule("0, or >= the task's T"), kFixed, "the task's T"},
       {"vocab", &ModelConfig::vocab, "rows of the token embedding and the logits",
        rule("0, or >= the task's vocabulary (values + special tokens)"), kFixed, "the task's vocabulary"},
   };

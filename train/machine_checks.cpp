@@ -103,7 +103,8 @@ double parameter_count(const ModelConfig& m) {
   const double b = m.bias ? 1 : 0;
   const double attention = ln + 4 * (D * D + b * D);                             // ln1, wq wk wv wo
   const double mlp = m.attention_only ? 0 : ln + D * F + b * F + F * D + b * D;  // ln2, fc1, fc2
-  return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + ln + D * V + b * V;
+  const double positions = nn::has_pos_emb(m.positions) ? static_cast<double>(m.max_len) * D : 0;
+  return V * D + positions + m.n_layers * (attention + mlp) + ln + D * V + b * V;
 }
 
 double estimate_memory_bytes(const Config& config, int seq_len) {

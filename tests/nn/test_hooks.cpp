@@ -45,7 +45,17 @@ std::vector<nn::ModelShape> variants() {
   bare.bias = false;
   nn::ModelShape rms = shape();
   rms.norm = nn::NormKind::rms;
-  return {shape(), shape(/*attention_only=*/true), bare, rms};
+  nn::ModelShape rotary = shape();  // 2 of each head's 4 dims: partial rotary
+  rotary.positions = nn::PositionKind::rotary;
+  rotary.rotary_fraction = 0.5;
+  rotary.rotary_base = 100;
+  nn::ModelShape nope = shape();
+  nope.positions = nn::PositionKind::none;
+  nn::ModelShape unscaled = shape();
+  unscaled.attn_scale = nn::AttnScale::none;
+  nn::ModelShape qk = rotary;
+  qk.qk_norm = true;
+  return {shape(), shape(/*attention_only=*/true), bare, rms, rotary, nope, unscaled, qk};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};
@@ -117,8 +127,10 @@ BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
         const bool present = std::count(points.begin(), points.end(), nn::hook_name(row.point, l)) == 1;
         const bool mlp_point = row.needs == nn::Needs::mlp || row.needs == nn::Needs::mlp_norm;
         const bool ln_point = row.needs == nn::Needs::norm || row.needs == nn::Needs::mlp_norm;
-        const bool absent = (variant.attention_only && mlp_point) ||
-                            (!nn::has_norm(variant.norm) && ln_point) || row.needs == nn::Needs::on_request;
+        const bool absent =
+            (variant.attention_only && mlp_point) || (!nn::has_norm(variant.norm) && ln_point) ||
+            row.needs == nn::Needs::on_request ||
+            (row.needs == nn::Needs::learned && variant.positions != nn::PositionKind::learned);
         BOOST_TEST(present == !absent, nn::hook_name(row.point, l));
       }
     for (const std::string& p : points) hooks.capture(p);

@@ -42,11 +42,33 @@ nn::ModelShape shape(int64_t layers, int64_t heads, int64_t d_model, bool attent
   return s;
 }
 
+// A shape with rotary positions on `fraction` of each head's dims (the cache holds the turned keys).
+nn::ModelShape rotary(nn::ModelShape s, double fraction) {
+  s.positions = nn::PositionKind::rotary;
+  s.rotary_fraction = fraction;
+  return s;
+}
+
 // The shapes every equality test runs: depth 1..3, 1..4 heads, head sizes 4..16 (some not a whole SIMD
-// vector), with and without MLP.
+// vector), with and without MLP; rotary positions, whole and partial; no positions.
 std::vector<nn::ModelShape> shapes() {
-  return {shape(1, 1, 16, false), shape(2, 4, 16, false), shape(3, 2, 20, false),
-          shape(2, 3, 12, true),  shape(1, 2, 32, true),  shape(3, 4, 32, false)};
+  nn::ModelShape nope = shape(2, 2, 16, false);
+  nope.positions = nn::PositionKind::none;
+  nn::ModelShape unscaled = rotary(shape(2, 2, 16, false), 0.5);
+  unscaled.attn_scale = nn::AttnScale::none;
+  nn::ModelShape qk = rotary(shape(2, 4, 32, false), 0.5);
+  qk.qk_norm = true;
+  return {unscaled,
+          qk,
+          shape(1, 1, 16, false),
+          shape(2, 4, 16, false),
+          shape(3, 2, 20, false),
+          shape(2, 3, 12, true),
+          shape(1, 2, 32, true),
+          shape(3, 4, 32, false),
+          rotary(shape(2, 4, 16, false), 1.0),
+          rotary(shape(3, 2, 20, true), 0.6),
+          nope};
 }
 
 std::vector<int32_t> sequence(int64_t n, int64_t vocab, uint64_t seed) {
@@ -123,7 +145,9 @@ void check_every_shape(double tolerance) {
     const nn::CausalLM<T> model(s, rng);
     const std::string name = std::to_string(s.n_layers) + " layers, " + std::to_string(s.n_heads) +
                              " heads, d_model " + std::to_string(s.d_model) +
-                             (s.attention_only ? ", attention only" : ", with MLP");
+                             (s.attention_only ? ", attention only" : ", with MLP") +
+                             (s.positions == nn::PositionKind::rotary ? ", rotary" : "") +
+                             (s.positions == nn::PositionKind::none ? ", no positions" : "");
     for (int64_t T_len : {int64_t(1), int64_t(7), s.max_len}) {
       const std::vector<int32_t> ids = sequence(T_len, s.vocab, seed * 100 + T_len);
       for (const std::vector<int64_t>& chunks :
@@ -153,9 +177,12 @@ BOOST_AUTO_TEST_CASE(float64_equal_the_full_forward_at_every_position) {
 }
 
 BOOST_AUTO_TEST_CASE(agree_with_the_reference_forward) {
-  for (bool attention_only : {false, true}) {
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool attention_only = variant == 1;
     ag::Rng rng(7);
-    const nn::CausalLM<double> model(shape(2, 4, 16, attention_only), rng);
+    const nn::ModelShape s = shape(2, 4, 16, attention_only);
+    // Variant 2 has rotary positions: the reference forward's composed rotation against the cache's op.
+    const nn::CausalLM<double> model(variant == 2 ? rotary(s, 0.5) : s, rng);
     const std::vector<int32_t> ids = sequence(20, 13, 3);
     nn::Hooks<double> hooks;  // an empty Hooks object selects the reference forward
     ag::Tensor<double> reference;
@@ -171,37 +198,40 @@ BOOST_AUTO_TEST_CASE(agree_with_the_reference_forward) {
 }
 
 BOOST_AUTO_TEST_CASE(the_cache_holds_the_reference_keys_and_values) {
-  ag::Rng rng(11);
-  const nn::CausalLM<double> model(shape(2, 4, 16, false), rng);
-  const std::vector<int32_t> ids = sequence(9, 13, 5);
-  nn::Hooks<double> hooks;
-  for (int l = 0; l < 2; ++l)
-    for (const char* p : {"attn.k", "attn.v"}) hooks.capture("blocks." + std::to_string(l) + "." + p);
-  {
-    ag::NoGradScope no_grad;
-    model.forward(ids, 1, 9, {}, &hooks);
-  }
-  nn::KVCache<double> cache(model.shape);
-  model.forward_cached({ids.begin(), ids.begin() + 4}, cache);
-  model.forward_cached({ids.begin() + 4, ids.end()}, cache);
-  BOOST_TEST(cache.size() == 9);
-  for (int l = 0; l < 2; ++l)
-    for (int h = 0; h < 4; ++h) {
-      const ag::Tensor<double>& k =
-          hooks.captured("blocks." + std::to_string(l) + ".attn.k");  // (1, T, H, dk)
-      const ag::Tensor<double>& v = hooks.captured("blocks." + std::to_string(l) + ".attn.v");
-      const auto keys = cache.keys(l, h);
-      const auto values = cache.values(l, h);
-      BOOST_TEST_REQUIRE(keys.rows() == 9);
-      BOOST_TEST_REQUIRE(keys.cols() == 4);
-      double worst = 0;
-      for (int p = 0; p < 9; ++p)
-        for (int j = 0; j < 4; ++j) {
-          worst = std::max(worst, std::abs(keys(p, j) - k.data()[(p * 4 + h) * 4 + j]));
-          worst = std::max(worst, std::abs(values(p, j) - v.data()[(p * 4 + h) * 4 + j]));
-        }
-      BOOST_TEST(worst <= 1e-12, "layer " << l << " head " << h << ": " << worst);
+  for (const double fraction : {0.0, 1.0}) {  // rotary: the keys as attn.k holds them, turned
+    ag::Rng rng(11);
+    const nn::CausalLM<double> model(
+        fraction > 0 ? rotary(shape(2, 4, 16, false), fraction) : shape(2, 4, 16, false), rng);
+    const std::vector<int32_t> ids = sequence(9, 13, 5);
+    nn::Hooks<double> hooks;
+    for (int l = 0; l < 2; ++l)
+      for (const char* p : {"attn.k", "attn.v"}) hooks.capture("blocks." + std::to_string(l) + "." + p);
+    {
+      ag::NoGradScope no_grad;
+      model.forward(ids, 1, 9, {}, &hooks);
     }
+    nn::KVCache<double> cache(model.shape);
+    model.forward_cached({ids.begin(), ids.begin() + 4}, cache);
+    model.forward_cached({ids.begin() + 4, ids.end()}, cache);
+    BOOST_TEST(cache.size() == 9);
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 4; ++h) {
+        const ag::Tensor<double>& k =
+            hooks.captured("blocks." + std::to_string(l) + ".attn.k");  // (1, T, H, dk)
+        const ag::Tensor<double>& v = hooks.captured("blocks." + std::to_string(l) + ".attn.v");
+        const auto keys = cache.keys(l, h);
+        const auto values = cache.values(l, h);
+        BOOST_TEST_REQUIRE(keys.rows() == 9);
+        BOOST_TEST_REQUIRE(keys.cols() == 4);
+        double worst = 0;
+        for (int p = 0; p < 9; ++p)
+          for (int j = 0; j < 4; ++j) {
+            worst = std::max(worst, std::abs(keys(p, j) - k.data()[(p * 4 + h) * 4 + j]));
+            worst = std::max(worst, std::abs(values(p, j) - v.data()[(p * 4 + h) * 4 + j]));
+          }
+        BOOST_TEST(worst <= 1e-12, "layer " << l << " head " << h << ": " << worst);
+      }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_cleared_cache_starts_a_new_sequence) {

@@ -1,7 +1,7 @@
 // PyTorch parity in float32 against committed float64 references (tests/fixtures/, made by
 // make_fixtures.py): the lesson's nn.MultiheadAttention, and 2-layer / attention-only CausalLMs, and the
-// 2-layer model with each model option (RMSNorm), with logits, loss, attention weights and every parameter
-// gradient. Each tensor's error is reported.
+// 2-layer model with each model option (RMSNorm, rotary and no positions, unscaled attention, QK-norm), with
+// logits, loss, attention weights and every parameter gradient. Each tensor's error is reported.
 #define BOOST_TEST_MODULE pytorch_parity
 #include <boost/test/unit_test.hpp>
 
@@ -88,6 +88,22 @@ void check_causal_lm(const std::string& file, bool reference) {
                                   : nn::NormKind::layer;
   }
   if (m.contains("norm_eps")) shape.norm_eps = m.at("norm_eps");
+  if (m.contains("positions")) {
+    const std::string positions = m.at("positions");
+    BOOST_REQUIRE_MESSAGE(positions == "learned" || positions == "rotary" || positions == "none",
+                          file << ": positions " << positions);
+    shape.positions = positions == "rotary" ? nn::PositionKind::rotary
+                      : positions == "none" ? nn::PositionKind::none
+                                            : nn::PositionKind::learned;
+  }
+  if (m.contains("rotary_fraction")) shape.rotary_fraction = m.at("rotary_fraction");
+  if (m.contains("rotary_base")) shape.rotary_base = m.at("rotary_base");
+  if (m.contains("qk_norm")) shape.qk_norm = m.at("qk_norm");
+  if (m.contains("attn_scale")) {
+    const std::string scale = m.at("attn_scale");
+    BOOST_REQUIRE_MESSAGE(scale == "sqrt_dk" || scale == "none", file << ": attn_scale " << scale);
+    shape.attn_scale = scale == "none" ? nn::AttnScale::none : nn::AttnScale::sqrt_dk;
+  }
   ag::Rng rng(0);
   nn::CausalLM<float> model(shape, rng);
   load_parameters(model, fx);
@@ -123,6 +139,26 @@ BOOST_AUTO_TEST_CASE(two_layer_causal_lm_matches_torch_logits_loss_and_every_gra
 BOOST_AUTO_TEST_CASE(rms_norm_causal_lm_matches_torch) {
   check_causal_lm("causal_lm_rms.json", /*reference=*/true);
   check_causal_lm("causal_lm_rms.json", /*reference=*/false);
+}
+
+BOOST_AUTO_TEST_CASE(rotary_causal_lm_matches_torch) {
+  check_causal_lm("causal_lm_rotary.json", /*reference=*/true);
+  check_causal_lm("causal_lm_rotary.json", /*reference=*/false);
+}
+
+BOOST_AUTO_TEST_CASE(no_positions_causal_lm_matches_torch) {
+  check_causal_lm("causal_lm_nope.json", /*reference=*/true);
+  check_causal_lm("causal_lm_nope.json", /*reference=*/false);
+}
+
+BOOST_AUTO_TEST_CASE(unscaled_attention_causal_lm_matches_torch) {
+  check_causal_lm("causal_lm_unscaled.json", /*reference=*/true);
+  check_causal_lm("causal_lm_unscaled.json", /*reference=*/false);
+}
+
+BOOST_AUTO_TEST_CASE(qk_norm_rotary_causal_lm_matches_torch) {
+  check_causal_lm("causal_lm_qk_norm.json", /*reference=*/true);
+  check_causal_lm("causal_lm_qk_norm.json", /*reference=*/false);
 }
 
 BOOST_AUTO_TEST_CASE(attention_only_causal_lm_matches_torch) {

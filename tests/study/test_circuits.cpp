@@ -132,3 +132,32 @@ BOOST_AUTO_TEST_CASE(errors_and_json) {
   BOOST_TEST(!findings::svg_composition(r, "t").empty());
   BOOST_TEST(!findings::svg_positional(r, "t").empty());
 }
+
+BOOST_AUTO_TEST_CASE(rotary_positional_qk_depends_on_the_offset_alone) {
+  // A random rotary model: X is the mean token at every position and q, k turn by their positions, so
+  // score(i, j) = s(i - j) and w[i][j] / w[i][j'] = w[i + 1][j + 1] / w[i + 1][j' + 1].
+  nn::ModelShape s;
+  s.vocab = 9;
+  s.max_len = 8;
+  s.d_model = 16;
+  s.n_heads = 2;
+  s.n_layers = 1;
+  s.attention_only = true;
+  s.norm = nn::NormKind::rms;
+  s.positions = nn::PositionKind::rotary;
+  s.rotary_base = 10;
+  ag::Rng rng(3);
+  const nn::CausalLM<float> model(s, rng);
+  const auto w = study::positional_qk(model, 1, 8);
+  double spread = 0;  // how far from uniform the rows are: the rotation must matter
+  for (int i = 1; i + 1 < 8; ++i)
+    for (int j = 1; j <= i; ++j) {
+      BOOST_TEST(std::abs(std::log(w[i][j] / w[i][0]) - std::log(w[i + 1][j + 1] / w[i + 1][1])) < 1e-9);
+      spread = std::max(spread, std::abs(std::log(w[i][j] / w[i][0])));
+    }
+  BOOST_TEST(spread > 1e-3);
+  s.positions = nn::PositionKind::none;
+  ag::Rng rng2(3);
+  const nn::CausalLM<float> nope(s, rng2);
+  BOOST_CHECK_THROW(study::positional_qk(nope, 0, 8), std::invalid_argument);
+}
