@@ -40,6 +40,7 @@ enum class Point {
   ln2_scale,
   ln2_out,
   mlp_pre,
+  mlp_gate,
   mlp_post,
   mlp_out,
   resid_post,
@@ -54,6 +55,7 @@ enum class Needs {
   mlp,       // blocks with an MLP (not attention_only)
   norm,      // models with a norm (model.norm not none: has_norm)
   mlp_norm,  // both
+  gated,     // blocks with a gated MLP (model.activation swiglu or geglu: mlp_gated)
 };
 
 struct HookPoint {
@@ -90,9 +92,12 @@ inline constexpr HookPoint kHookPoints[] = {
      "1 / sqrt(var + eps), the factor ln2 multiplies the centred residual by (RMSNorm: 1 / sqrt(mean(x^2) + "
      "eps), the residual itself)"},
     {Point::ln2_out, "ln2.out", true, Needs::mlp_norm, "(B, T, D)", 1, -1, "ln2's output, the MLP's input"},
-    {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1, "fc1's output, before the activation"},
+    {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1,
+     "fc1's output, before the activation (gated: the up projection the gate multiplies)"},
+    {Point::mlp_gate, "mlp.gate", true, Needs::gated, "(B, T, F)", 1, -1,
+     "the gate's output gate(x), before its activation (silu or gelu)"},
     {Point::mlp_post, "mlp.post", true, Needs::mlp, "(B, T, F)", 1, -1,
-     "the activation's output (GELU or ReLU), fc2's input"},
+     "the activation's output, fc2's input (gated: act(mlp.gate) * mlp.pre)"},
     {Point::mlp_out, "mlp.out", true, Needs::mlp, "(B, T, D)", 1, -1, "the MLP's output"},
     {Point::resid_post, "resid_post", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream leaving block L: resid_mid + mlp.out (resid_mid without an MLP)"},
@@ -135,6 +140,8 @@ inline const char* needs_note(Needs needs) {
       return " (not in models without a norm)";
     case Needs::mlp_norm:
       return " (not in attention-only models or models without a norm)";
+    case Needs::gated:
+      return " (only in gated MLPs: model.activation swiglu or geglu)";
     default:
       return "";
   }
@@ -150,6 +157,8 @@ inline bool model_has(const HookPoint& row, const ModelShape& shape) {
       return has_norm(shape.norm);
     case Needs::mlp_norm:
       return mlp && has_norm(shape.norm);
+    case Needs::gated:
+      return mlp && mlp_gated(shape.activation);
     default:
       return true;
   }

@@ -17,8 +17,28 @@ namespace nn {
 //   layer  LayerNorm: (x - mean x) / sqrt(mean((x - mean x)^2) + eps) * weight + bias;
 //   rms    RMSNorm: x / sqrt(mean(x^2) + eps) * weight (no centring, no bias; Llama's).
 enum class NormKind { none, layer, rms };
-// The MLP's nonlinearity: GELU (its tanh approximation) or ReLU.
-enum class Activation { gelu, relu };
+// The MLP's nonlinearity, act in mlp(x) = fc2(act(fc1(x))), or a gated MLP's (up fc1, gate, down fc2):
+//   gelu    GELU, its tanh approximation;
+//   relu    ReLU;
+//   relu2   ReLU squared, relu(h)^2 (Primer; modded-nanogpt);
+//   swiglu  gated: fc2(silu(gate(x)) * fc1(x)), silu(g) = g * sigmoid(g) (Llama's SwiGLU);
+//   geglu   gated: fc2(gelu(gate(x)) * fc1(x)), GELU's tanh approximation.
+enum class Activation { gelu, relu, relu2, swiglu, geglu };
+
+// Whether the MLP is gated: a third Linear `gate` (d_model -> d_ff) whose activation multiplies fc1's
+// output; the mlp.gate hook point exists.
+constexpr bool mlp_gated(Activation activation) {
+  switch (activation) {
+    case Activation::gelu:
+    case Activation::relu:
+    case Activation::relu2:
+      return false;
+    case Activation::swiglu:
+    case Activation::geglu:
+      return true;
+  }
+  return false;
+}
 
 // Whether the model normalises at all: the ln*.scale and ln*.out hook points exist.
 constexpr bool has_norm(NormKind kind) {

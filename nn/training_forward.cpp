@@ -14,12 +14,22 @@ template <typename T>
 ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid) {
   if (!block.mlp) return resid_mid;
   const MLP<T>& mlp = *block.mlp;
+  if (mlp.gate) {  // ln2's output feeds two products: kept, not recomputed in each
+    const ag::Tensor<T> x = block.ln2->forward_fused(resid_mid);
+    const ag::Tensor<T> gate = ag::linear(x, mlp.gate->weight, mlp.gate->bias);
+    const ag::Tensor<T> up = ag::linear(x, mlp.fc1.weight, mlp.fc1.bias);
+    return ag::linear(activate(mlp.activation, gate) * up, mlp.fc2.weight, mlp.fc2.bias,
+                      /*residual=*/resid_mid);
+  }
   const ag::Tensor<T> pre = block.ln2->forward_linear(resid_mid, mlp.fc1.weight, mlp.fc1.bias);
   switch (mlp.activation) {
     case Activation::gelu:
       return ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
     case Activation::relu:
-      return ag::linear(ag::relu(pre), mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+    case Activation::relu2:
+    case Activation::swiglu:  // gated: handled above
+    case Activation::geglu:
+      return ag::linear(activate(mlp.activation, pre), mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
   }
   throw std::logic_error("mlp_residual: unknown activation");
 }

@@ -10,8 +10,10 @@
 //   - ln2 with fc1 and ln_f with lm_head are one op each (LayerNorm: ag::layer_norm_linear): the norm's
 //     output is recomputed in backward instead of kept;
 //   - GELU with fc2 is one op (ag::gelu_linear): GELU's output is never kept.
-// With the norm kind none each norm is the identity and those products are plain ag::linear; with ReLU,
-// fc2 reads ag::relu's output.
+// With the norm kind none each norm is the identity and those products are plain ag::linear; with RMSNorm
+// each norm is ag::rms_norm before a plain product. With ReLU or ReLU^2, fc2 reads the activation's output;
+// a gated MLP (SwiGLU, GEGLU) computes ln2 once, the gate and fc1 as two products, and fc2 reads
+// act(gate) * fc1's output.
 #pragma once
 
 #include "nn/transformer.h"

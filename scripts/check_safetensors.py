@@ -159,8 +159,10 @@ def check_model(state_dict, metadata, forward_json=None):
     max_len = state_dict["pos_emb.weight"].shape[0]
     layers = {int(m.group(1)) for k in state_dict for m in [re.match(r"blocks\.(\d+)\.", k)] if m}
     d_ff = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state_dict else None
-    # Without a config, the names say what they can; the activation and the head count cannot be seen.
+    # Without a config, the names say what they can; the activation and the head count cannot be seen (a
+    # gate says the MLP is gated, read as SwiGLU: GEGLU has the same names).
     model = {"n_layers": max(layers) + 1 if layers else 0, "n_heads": 1,
+             "activation": "swiglu" if any(k.endswith(".mlp.gate.weight") for k in state_dict) else "gelu",
              "attention_only": not any(k.endswith(".mlp.fc1.weight") for k in state_dict),
              "norm": ("layer" if "ln_f.bias" in state_dict else "rms") if "ln_f.weight" in state_dict else "none",
              "bias": "lm_head.bias" in state_dict}

@@ -72,12 +72,13 @@ std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model)
   // The identity norm (kind none) folds nothing.
   auto fold_all = [](nn::Norm<T>& norm, std::initializer_list<nn::Linear<T>*> readers) {
     if (!norm.normalises()) return;
-    for (nn::Linear<T>* reader : readers) fold(norm, *reader);
+    for (nn::Linear<T>* reader : readers)
+      if (reader) fold(norm, *reader);  // a null reader: the gate of an MLP without one
     finish_fold(norm);
   };
   for (auto& block : m.blocks) {
     fold_all(*block->ln1, {&block->attn.wq, &block->attn.wk, &block->attn.wv});
-    if (block->mlp) fold_all(*block->ln2, {&block->mlp->fc1});
+    if (block->mlp) fold_all(*block->ln2, {&block->mlp->fc1, block->mlp->gate.get()});
   }
   fold_all(*m.ln_f, {&m.lm_head});
   // Writers to the stream, centred over d_model, when every reader of the stream (each a norm of the same

@@ -1,10 +1,10 @@
 // Weight processing as TransformerLens does it by default (fold_ln, center_writing_weights,
 // center_unembed), on a copy of the model:
 //   - fold each norm's weight w and bias b into the Linear that reads it (ln1 into wq, wk, wv; ln2 into
-//     fc1; ln_f into lm_head): W' = W diag(w), bias' = bias + W b (RMSNorm has no b), then, when the norm
-//     centres (LayerNorm; RMSNorm does not),
-//     centre each row of W' over its inputs (the normalised input has zero mean, so a constant per row
-//     reads nothing); the norm keeps weight 1 and bias 0;
+//     fc1 and a gated MLP's gate; ln_f into lm_head): W' = W diag(w), bias' = bias + W b (RMSNorm has no b),
+//     then, when the norm centres (LayerNorm; RMSNorm does not), centre each row of W' over its inputs (the
+//     normalised input has zero mean, so a constant per row reads nothing); the norm keeps weight 1 and bias
+//     0;
 //   - when the norms centre, centre every weight that writes to the residual stream over d_model: tok_emb
 //     and pos_emb rows, wo's and fc2's columns and their biases (every reader of the stream is a norm that
 //     removes the mean; without one the stream's mean is read, and the writers stay as they are);

@@ -77,8 +77,14 @@ const Table<ModelConfig>& model_fields() {
        "and Llama 2's RMSNorm's (Llama 1 used 1e-6)",
        above(0)},
       {"activation",
-       io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"}, {nn::Activation::relu, "relu"}}),
-       "the MLP's nonlinearity (GELU is the tanh approximation)"},
+       io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"},
+                                            {nn::Activation::relu, "relu"},
+                                            {nn::Activation::relu2, "relu2"},
+                                            {nn::Activation::swiglu, "swiglu"},
+                                            {nn::Activation::geglu, "geglu"}}),
+       "the MLP's nonlinearity (GELU is the tanh approximation); relu2 is ReLU squared; swiglu and geglu are "
+       "gated MLPs, fc2(act(gate(x)) * fc1(x)) with act silu (Llama's SwiGLU) or GELU, a third Linear "
+       "`gate`"},
       {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},
       {"max_len", &ModelConfig::max_len, "size of the position embedding", rule("0, or >= the task's T"),
        kFixed, "the task's T"},

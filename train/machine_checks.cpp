@@ -101,8 +101,10 @@ double parameter_count(const ModelConfig& m) {
   // A norm's weight and its bias, where it has them.
   const double ln = D * ((nn::has_norm(m.norm) ? 1 : 0) + (nn::norm_has_bias(m.norm) ? 1 : 0));
   const double b = m.bias ? 1 : 0;
-  const double attention = ln + 4 * (D * D + b * D);                             // ln1, wq wk wv wo
-  const double mlp = m.attention_only ? 0 : ln + D * F + b * F + F * D + b * D;  // ln2, fc1, fc2
+  const double attention = ln + 4 * (D * D + b * D);         // ln1, wq wk wv wo
+  const double gates = nn::mlp_gated(m.activation) ? 2 : 1;  // fc1, and the gate of a gated MLP
+  const double mlp =
+      m.attention_only ? 0 : ln + gates * (D * F + b * F) + F * D + b * D;  // ln2, fc1, gate, fc2
   return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + ln + D * V + b * V;
 }
 

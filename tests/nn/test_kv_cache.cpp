@@ -45,8 +45,15 @@ nn::ModelShape shape(int64_t layers, int64_t heads, int64_t d_model, bool attent
 // The shapes every equality test runs: depth 1..3, 1..4 heads, head sizes 4..16 (some not a whole SIMD
 // vector), with and without MLP.
 std::vector<nn::ModelShape> shapes() {
-  return {shape(1, 1, 16, false), shape(2, 4, 16, false), shape(3, 2, 20, false),
-          shape(2, 3, 12, true),  shape(1, 2, 32, true),  shape(3, 4, 32, false)};
+  std::vector<nn::ModelShape> all = {shape(1, 1, 16, false), shape(2, 4, 16, false), shape(3, 2, 20, false),
+                                     shape(2, 3, 12, true),  shape(1, 2, 32, true),  shape(3, 4, 32, false)};
+  // The model options whose MLP differs: a gated MLP (SwiGLU, ln2 feeding two products) and ReLU^2.
+  nn::ModelShape gated = shape(2, 4, 16, false), relu2 = shape(1, 2, 32, false);
+  gated.activation = nn::Activation::swiglu;
+  relu2.activation = nn::Activation::relu2;
+  all.push_back(gated);
+  all.push_back(relu2);
+  return all;
 }
 
 std::vector<int32_t> sequence(int64_t n, int64_t vocab, uint64_t seed) {

@@ -134,6 +134,14 @@ BOOST_AUTO_TEST_CASE(gradcheck_linear_embedding_layernorm_mlp) {
   BOOST_TEST((rms.named_parameters()[0].kind == nn::ParamKind::kNorm));
   nn::MLP<double> mlp(4, 8, rng);
   check_module(mlp, random_tensor({2, 3, 4}, 32), [&](const D& x) { return mlp.forward(x); });
+  BOOST_TEST(!mlp.gate);
+  for (nn::Activation a : {nn::Activation::relu2, nn::Activation::swiglu, nn::Activation::geglu}) {
+    nn::MLP<double> m(4, 8, rng, a);
+    BOOST_TEST(bool(m.gate) == nn::mlp_gated(a));
+    BOOST_TEST(m.named_parameters().size() == (nn::mlp_gated(a) ? 6u : 4u));
+    if (m.gate) BOOST_TEST(m.named_parameters()[2].name == "gate.weight");  // fc1, gate, fc2
+    check_module(m, random_tensor({2, 3, 4}, 34), [&](const D& x) { return m.forward(x); });
+  }
   nn::Embedding<double> emb(5, 3, rng);
   check_gradients([&](const Inputs&) { return emb.forward({0, 4, 4, 2}, {2, 2}); }, {emb.weight});
 }
@@ -154,9 +162,12 @@ BOOST_AUTO_TEST_CASE(gradcheck_transformer_blocks) {
   nn::ModelShape attention_only = s, bare = s;
   attention_only.attention_only = true;
   bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
-  nn::ModelShape rms = s;
+  nn::ModelShape rms = s, relu2 = s, swiglu = s, geglu = s;
   rms.norm = nn::NormKind::rms;
-  for (const nn::ModelShape& shape : {s, attention_only, bare, rms}) {
+  relu2.activation = nn::Activation::relu2;
+  swiglu.activation = nn::Activation::swiglu, swiglu.norm = nn::NormKind::rms;  // Llama's pair
+  geglu.activation = nn::Activation::geglu, geglu.bias = false;
+  for (const nn::ModelShape& shape : {s, attention_only, bare, rms, relu2, swiglu, geglu}) {
     nn::TransformerBlock<double> block(shape, rng);
     check_module(block, random_tensor({2, 5, 8}, 50),
                  [&](const D& x) { return block.forward(x, nn::causal_mask<double>(5)); });
@@ -169,7 +180,12 @@ BOOST_AUTO_TEST_CASE(gradcheck_whole_causal_lm_loss_with_causal_and_padding_mask
   bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
   nn::ModelShape rms = s;  // RMSNorm with Llama 1's eps
   rms.norm = nn::NormKind::rms, rms.norm_eps = 1e-6;
-  for (const nn::ModelShape& shape : {s, bare, rms}) {
+  nn::ModelShape relu2 = s, swiglu = s, geglu = s;
+  relu2.activation = nn::Activation::relu2;
+  swiglu.activation = nn::Activation::swiglu, swiglu.norm = nn::NormKind::rms,
+  swiglu.bias = false;  // Llama's
+  geglu.activation = nn::Activation::geglu;
+  for (const nn::ModelShape& shape : {s, bare, rms, relu2, swiglu, geglu}) {
     ag::Rng rng(6);
     nn::CausalLM<double> model(shape, rng);
     std::vector<D> params = parameters_of(model);

@@ -1,7 +1,7 @@
 // PyTorch parity in float32 against committed float64 references (tests/fixtures/, made by
 // make_fixtures.py): the lesson's nn.MultiheadAttention, and 2-layer / attention-only CausalLMs, and the
-// 2-layer model with each model option (RMSNorm), with logits, loss, attention weights and every parameter
-// gradient. Each tensor's error is reported.
+// 2-layer model with each model option (RMSNorm; ReLU^2, SwiGLU, GEGLU), with logits, loss, attention weights
+// and every parameter gradient. Each tensor's error is reported.
 #define BOOST_TEST_MODULE pytorch_parity
 #include <boost/test/unit_test.hpp>
 
@@ -88,6 +88,16 @@ void check_causal_lm(const std::string& file, bool reference) {
                                   : nn::NormKind::layer;
   }
   if (m.contains("norm_eps")) shape.norm_eps = m.at("norm_eps");
+  if (m.contains("activation")) {
+    const std::string a = m.at("activation");
+    const std::map<std::string, nn::Activation> kinds = {{"gelu", nn::Activation::gelu},
+                                                         {"relu", nn::Activation::relu},
+                                                         {"relu2", nn::Activation::relu2},
+                                                         {"swiglu", nn::Activation::swiglu},
+                                                         {"geglu", nn::Activation::geglu}};
+    BOOST_REQUIRE_MESSAGE(kinds.count(a) == 1, file << ": activation " << a);
+    shape.activation = kinds.at(a);
+  }
   ag::Rng rng(0);
   nn::CausalLM<float> model(shape, rng);
   load_parameters(model, fx);
@@ -123,6 +133,13 @@ BOOST_AUTO_TEST_CASE(two_layer_causal_lm_matches_torch_logits_loss_and_every_gra
 BOOST_AUTO_TEST_CASE(rms_norm_causal_lm_matches_torch) {
   check_causal_lm("causal_lm_rms.json", /*reference=*/true);
   check_causal_lm("causal_lm_rms.json", /*reference=*/false);
+}
+
+BOOST_AUTO_TEST_CASE(relu2_swiglu_and_geglu_causal_lms_match_torch) {
+  for (const std::string file : {"causal_lm_relu2.json", "causal_lm_swiglu.json", "causal_lm_geglu.json"}) {
+    check_causal_lm(file, /*reference=*/true);
+    check_causal_lm(file, /*reference=*/false);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(attention_only_causal_lm_matches_torch) {

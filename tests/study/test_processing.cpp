@@ -146,6 +146,22 @@ BOOST_AUTO_TEST_CASE(same_log_probs_with_rms_norm) {
   }
 }
 
+// A gated MLP: ln2 is folded into fc1 and the gate alike (LayerNorm and RMSNorm).
+BOOST_AUTO_TEST_CASE(same_log_probs_with_a_gated_mlp) {
+  for (nn::NormKind norm : {nn::NormKind::layer, nn::NormKind::rms}) {
+    nn::ModelShape s = shape(false);
+    s.norm = norm, s.activation = nn::Activation::swiglu;
+    ag::Rng rng(4);
+    nn::CausalLM<double> model(s, rng);
+    perturb(model);
+    const auto processed = study::processed_weights(model);
+    BOOST_TEST(worst_difference(model, *processed, kIds, 2) <= 1e-10);
+    BOOST_TEST((processed->blocks[0]->mlp->gate->weight.to_vector() !=
+                model.blocks[0]->mlp->gate->weight.to_vector()));
+    for (double w : processed->blocks[0]->ln2->weight.to_vector()) BOOST_TEST(w == 1.0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(same_log_probs_on_a_trained_checkpoint) {
   const train::LoadedRun run =
       train::load_run(std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small");
