@@ -14,6 +14,12 @@ Linear<T>::Linear(int64_t in, int64_t out, ag::Rng& rng, bool with_bias)
 }
 
 template <typename T>
+Linear<T>::Linear(ag::Tensor<T>& tied_weight, bool with_bias) : weight(tied_weight) {
+  if (with_bias)
+    bias = this->register_parameter("bias", ag::Tensor<T>::zeros({tied_weight.size(0)}), ParamKind::kBias);
+}
+
+template <typename T>
 Embedding<T>::Embedding(int64_t vocab, int64_t dim, ag::Rng& rng)
     : weight(this->register_parameter("weight", xavier_normal<T>({vocab, dim}, vocab, dim, rng),
                                       ParamKind::kEmbedding)) {}

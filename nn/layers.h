@@ -22,6 +22,9 @@ template <typename T>
 class Linear : public Module<T> {
  public:
   Linear(int64_t in, int64_t out, ag::Rng& rng, bool bias = true);
+  // A Linear whose weight (out, in) is another module's registered parameter (tied: lm_head reading
+  // tok_emb's weight): nothing is drawn and only the bias, if any, is this module's parameter.
+  Linear(ag::Tensor<T>& tied_weight, bool bias);
   // x (..., in) -> x W^T + b (..., out)
   ag::Tensor<T> forward(const ag::Tensor<T>& x) const { return ag::linear(x, weight, bias); }
 

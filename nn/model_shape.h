@@ -89,6 +89,11 @@ struct ModelShape {
   double norm_eps = 1e-5;                    // the eps of every norm (layer or rms) under its square root
   Activation activation = Activation::gelu;  // the MLP's
   bool bias = true;                          // false: no biases in the attention, MLP and unembedding linears
+  // The block's wiring, the unembedding and the logits (docs/architecture.md "Model"):
+  bool parallel = false;  // attention and MLP both read the block's input, h + attn(ln1(h)) + mlp(ln2(h))
+                          // (GPT-NeoX's two norms); false: the MLP reads resid_mid
+  bool tie_embeddings = false;  // the unembedding is tok_emb's weight (lm_head.weight is tok_emb.weight)
+  double logit_softcap = 0;     // > 0: logits = c * tanh(logits / c) (Gemma 2, modded-nanogpt); 0: off
 };
 
 }  // namespace nn

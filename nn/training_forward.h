@@ -37,10 +37,16 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
 // ln1(h), attention's input (h itself with the norm kind none).
 template <typename T>
 ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor<T>& h);
-// resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only).
+// resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only); a
+// parallel block's MLP reads ln2(block_input) instead (block_input, the block's resid_pre, is read only
+// then).
 template <typename T>
-ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid);
-// lm_head(ln_f(h)): the logits.
+ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid,
+                           const ag::Tensor<T>& block_input);
+// c * tanh(logits / c) for a cap c > 0 (model.logit_softcap); the logits themselves for 0.
+template <typename T>
+ag::Tensor<T> soft_cap(const ag::Tensor<T>& logits, double cap);
+// lm_head(ln_f(h)), soft-capped: the logits.
 template <typename T>
 ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h);
 

@@ -163,6 +163,7 @@ def check_model(state_dict, metadata, forward_json=None):
     # gate says the MLP is gated, read as SwiGLU: GEGLU has the same names).
     model = {"n_layers": max(layers) + 1 if layers else 0, "n_heads": 1,
              "activation": "swiglu" if any(k.endswith(".mlp.gate.weight") for k in state_dict) else "gelu",
+             "tie_embeddings": "lm_head.weight" not in state_dict,
              "attention_only": not any(k.endswith(".mlp.fc1.weight") for k in state_dict),
              "norm": ("layer" if "ln_f.bias" in state_dict else "rms") if "ln_f.weight" in state_dict else "none",
              "bias": "lm_head.bias" in state_dict}
@@ -182,7 +183,8 @@ def check_model(state_dict, metadata, forward_json=None):
     o = module.options
     print(f"model: vocab={vocab} max_len={max_len} d_model={d_model} d_ff={o['d_ff']} n_layers={o['n_layers']} "
           f"n_heads={o['n_heads']} attention_only={o['attention_only']} norm={o['norm']} "
-          f"activation={o['activation']} bias={o['bias']}")
+          f"activation={o['activation']} bias={o['bias']} parallel={o['parallel']} "
+          f"tie_embeddings={o['tie_embeddings']} logit_softcap={o['logit_softcap']}")
     expected = list(module.state_dict())
     problems = [f"missing tensor ({n})" for n in expected if n not in state_dict]
     problems += [f"unexpected tensor ({n})" for n in state_dict if n not in set(expected)]

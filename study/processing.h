@@ -9,7 +9,10 @@
 //     and pos_emb rows, wo's and fc2's columns and their biases (every reader of the stream is a norm that
 //     removes the mean; without one the stream's mean is read, and the writers stay as they are);
 //   - centre the unembedding over the vocabulary: lm_head.weight's columns and its bias (softmax ignores a
-//     constant added to every logit).
+//     constant added to every logit), unless model.logit_softcap caps the logits (tanh is not
+//     shift-invariant: the unembedding stays as it is).
+// A model with tie_embeddings gives an untied copy (lm_head.weight a copy of tok_emb.weight), as the fold
+// and the centring treat the two differently; a parallel block's ln2 folds into fc1 as any other.
 // The processed model gives the same log-probabilities (to float rounding; the logits differ by a constant
 // per position), and its weights read more directly: a head's W_Q^h already holds ln1's weight, a
 // component's direct logit attribution needs no centring. `attograd circuits --processed` reads it.

@@ -90,6 +90,16 @@ const Table<ModelConfig>& model_fields() {
        kFixed, "the task's T"},
       {"vocab", &ModelConfig::vocab, "rows of the token embedding and the logits",
        rule("0, or >= the task's vocabulary (values + special tokens)"), kFixed, "the task's vocabulary"},
+      // The block's wiring, the unembedding and the logits (issue 41).
+      {"parallel", &ModelConfig::parallel,
+       "attention and the MLP both read the block's input, h + attn(ln1(h)) + mlp(ln2(h)), with two norms "
+       "(GPT-NeoX's and Pythia's parallel residual); false: the MLP reads h + attn(ln1(h))"},
+      {"tie_embeddings", &ModelConfig::tie_embeddings,
+       "the unembedding is the token embedding's weight (lm_head.weight is tok_emb.weight: one parameter, "
+       "its gradient the sum of both uses; lm_head keeps its own bias)"},
+      {"logit_softcap", &ModelConfig::logit_softcap,
+       "c > 0 caps the logits smoothly, c * tanh(logits / c) (Gemma 2, modded-nanogpt); 0 = off",
+       at_least(0)},
   };
   return fields;
 }

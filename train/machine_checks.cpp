@@ -105,7 +105,9 @@ double parameter_count(const ModelConfig& m) {
   const double gates = nn::mlp_gated(m.activation) ? 2 : 1;  // fc1, and the gate of a gated MLP
   const double mlp =
       m.attention_only ? 0 : ln + gates * (D * F + b * F) + F * D + b * D;  // ln2, fc1, gate, fc2
-  return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + ln + D * V + b * V;
+  const double unembedding = m.tie_embeddings ? 0 : D * V;                  // tied: tok_emb's weight
+  return V * D + static_cast<double>(m.max_len) * D + m.n_layers * (attention + mlp) + ln + unembedding +
+         b * V;
 }
 
 double estimate_memory_bytes(const Config& config, int seq_len) {

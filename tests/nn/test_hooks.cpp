@@ -48,7 +48,12 @@ std::vector<nn::ModelShape> variants() {
   relu2.activation = nn::Activation::relu2;
   swiglu.activation = nn::Activation::swiglu, swiglu.norm = nn::NormKind::rms;
   geglu.activation = nn::Activation::geglu, geglu.bias = false;
-  return {shape(), shape(/*attention_only=*/true), bare, rms, relu2, swiglu, geglu};
+  nn::ModelShape parallel = shape(), tied = shape(), combined = swiglu;
+  parallel.parallel = true;
+  tied.tie_embeddings = true, tied.logit_softcap = 2.0;
+  combined.parallel = true, combined.tie_embeddings = true, combined.logit_softcap = 3.0,
+  combined.bias = false;
+  return {shape(), shape(/*attention_only=*/true), bare, rms, relu2, swiglu, geglu, parallel, tied, combined};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};

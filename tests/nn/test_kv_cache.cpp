@@ -53,6 +53,10 @@ std::vector<nn::ModelShape> shapes() {
   relu2.activation = nn::Activation::relu2;
   all.push_back(gated);
   all.push_back(relu2);
+  // Parallel blocks, tied embeddings and soft-capped logits.
+  nn::ModelShape wired = shape(2, 4, 16, false);
+  wired.parallel = true, wired.tie_embeddings = true, wired.logit_softcap = 2.0;
+  all.push_back(wired);
   return all;
 }
 
