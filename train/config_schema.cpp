@@ -121,6 +121,15 @@ const Table<TrainConfig>& train_fields() {
        "biases, LayerNorm or embeddings), \"all\" every parameter (torch.optim.AdamW's)",
        one_of({"weights", "all"})},
       {"betas", &TrainConfig::betas, "AdamW's moment decay rates [beta1, beta2]", at_least(0).below(1)},
+      {"optimizer", &TrainConfig::optimizer,
+       "\"adamw\" every parameter; \"muon\" the hidden 2-D weight matrices (attention's and the MLP's) "
+       "by Muon (Nesterov momentum 0.95, orthogonalised by five Newton-Schulz iterations, scaled by "
+       "sqrt(max(1, rows / cols))) and the rest (embeddings, norms, biases, the unembedding) by AdamW",
+       one_of({"adamw", "muon"})},
+      {"muon_lr", &TrainConfig::muon_lr,
+       "Muon's peak learning rate (optimizer \"muon\"), on the schedule of `train.lr`: warmup and decay "
+       "scale both alike",
+       above(0)},
       {"scored_rows_only", &TrainConfig::scored_rows_only,
        "run the last block's MLP and the unembedding on the scored positions only: the same loss and "
        "gradients up to float rounding (fewer rows summed), faster when few positions are scored"},
