@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "autograd/tensor.h"
 #include "autograd/threads.h"
@@ -366,6 +367,103 @@ void gemm_by_slices(int64_t rows, int64_t cols, int64_t inner, int64_t slices, M
   });
 }
 
+// The vector at p, which need not be aligned: one unaligned vector load (a memcpy into an array element
+// may become two half-width moves, which the transpose's full-width reads then wait on).
+template <typename V, typename T>
+V load(const T* p) {
+  typedef V Unaligned __attribute__((aligned(alignof(T)), may_alias));
+  return *reinterpret_cast<const Unaligned*>(p);
+}
+
+// One step of an L x L transpose held in L vectors: exchanges bit D of the row index with bit D of the
+// column index. Rows i and i | D give the new rows i (kHigh false) and i | D (kHigh true).
+template <typename V, int L, int D, bool kHigh, size_t... K>
+V butterfly(V lo, V hi, std::index_sequence<K...>) {
+  return __builtin_shufflevector(
+      lo, hi, static_cast<int>(kHigh ? ((K & D) ? L + K : K + D) : ((K & D) ? L + K - D : K))...);
+}
+
+// r[i][k] becomes r[k][i]: log2(L) butterfly steps, L shuffles each.
+template <typename V, int L, int D = 1>
+void transpose(V (&r)[L]) {
+  if constexpr (D < L) {
+    for (int i = 0; i < L; ++i)
+      if (!(i & D)) {
+        const V lo = r[i], hi = r[i | D];
+        r[i] = butterfly<V, L, D, false>(lo, hi, std::make_index_sequence<L>{});
+        r[i | D] = butterfly<V, L, D, true>(lo, hi, std::make_index_sequence<L>{});
+      }
+    transpose<V, L, D * 2>(r);
+  }
+}
+
+// Columns [c0, c1) of a C of one row: a decoding step's products (one token through a Linear, one query
+// against the cached keys). B is read once, so packing it would cost more than the product (a Linear's B is
+// W^T, whose packing is a transposing copy of all of W). Instead B is read in place: when its columns are
+// contiguous (B = W^T), kLanes columns by kLanes steps of p are loaded as vectors and transposed in
+// registers; otherwise each vector of B's row p is loaded (or gathered). The sums are the micro-kernel's
+// (acc += a_p * B's row p, in vectors of C's columns): each kKC slice from zero in order of p, then added
+// to the start or to C. So every element has the bits gemm_serial gives it.
+template <typename T>
+void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b, T* c, bool accumulate,
+              CStart<T> start) {
+  using Vec = typename Tile<T>::Vec;
+  constexpr int kLanes = Tile<T>::kLanes;
+  constexpr int kVectors = 2;  // vectors of C's columns summed together
+  constexpr int kBlock = kVectors * kLanes;
+  for (int64_t j0 = c0; j0 < c1; j0 += kBlock) {
+    const int64_t width = std::min<int64_t>(kBlock, c1 - j0);
+    // Column l of the block starts at col[l]; past C's last column, at its first (read, never stored).
+    const T* col[kBlock];
+    for (int64_t l = 0; l < kBlock; ++l) col[l] = b.data + (j0 + (l < width ? l : 0)) * b.col_stride;
+    const bool contiguous_rows = b.col_stride == 1 && width == kBlock;
+    const bool contiguous_columns = b.row_stride == 1 && b.col_stride != 1;
+    for (int64_t pc = 0; pc < inner; pc += kKC) {
+      const int64_t kc = std::min(kKC, inner - pc);
+      Vec acc[kVectors];
+      for (int v = 0; v < kVectors; ++v) acc[v] = Vec{};
+      int64_t p = pc;
+      if (contiguous_columns)
+        for (; p + kLanes <= pc + kc; p += kLanes) {
+          Vec t[kVectors][kLanes];
+          for (int v = 0; v < kVectors; ++v) {
+            for (int l = 0; l < kLanes; ++l) t[v][l] = load<Vec>(col[v * kLanes + l] + p);
+            transpose<Vec, kLanes>(t[v]);  // t[v][k]: B's row p + k, the vector's columns
+          }
+          for (int k = 0; k < kLanes; ++k) {
+            const T ap = a.data[(p + k) * a.col_stride];
+            for (int v = 0; v < kVectors; ++v) acc[v] += ap * t[v][k];
+          }
+        }
+      for (; p < pc + kc; ++p) {
+        const T ap = a.data[p * a.col_stride];
+        const int64_t offset = p * b.row_stride;
+        for (int v = 0; v < kVectors; ++v) {
+          Vec bv = Vec{};  // every lane is written below; zeroed so GCC sees that
+          if (contiguous_rows)
+            std::memcpy(&bv, col[v * kLanes] + offset, sizeof(Vec));
+          else
+            for (int lane = 0; lane < kLanes; ++lane) bv[lane] = col[v * kLanes + lane][offset];
+          acc[v] += ap * bv;
+        }
+      }
+      // As the kernel's store: C + sum after the first slice (or when accumulating), else start + sum,
+      // the start being residual + bias, the residual, the bias, or nothing.
+      const bool add = accumulate || pc > 0;
+      for (int64_t l = 0; l < width; ++l) {
+        const int64_t j = j0 + l;
+        const T sum = acc[l / kLanes][l % kLanes];
+        if (add)
+          c[j] = c[j] + sum;
+        else if (start.residual)
+          c[j] = (start.bias ? start.residual[j] + start.bias[j] : start.residual[j]) + sum;
+        else
+          c[j] = start.bias ? start.bias[j] + sum : sum;
+      }
+    }
+  }
+}
+
 // Both public forms of gemm: C (+)= A B, or C = start + A B when `start` is not empty (and not
 // `accumulate`).
 template <typename T>
@@ -381,8 +479,19 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
   }
   const int64_t flops = 2 * rows * cols * inner;
   const int64_t threads = num_threads();
-  if (flops < kParallelFlops || threads < 2 || detail::in_parallel_region())
-    return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate, start);
+  const bool serial = flops < kParallelFlops || threads < 2 || detail::in_parallel_region();
+  if (rows == 1) {  // a decoding step: B read in place, split by columns when large
+    if (serial) return gemm_row(0, cols, inner, a, b, c, accumulate, start);
+    const int64_t blocks = (cols + 4 * Tile<T>::kLanes - 1) / (4 * Tile<T>::kLanes);
+    const int64_t parts =
+        std::min(blocks, std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops)));
+    parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
+      gemm_row(std::min(cols, blocks * p0 / parts * 4 * Tile<T>::kLanes),
+               std::min(cols, blocks * p1 / parts * 4 * Tile<T>::kLanes), inner, a, b, c, accumulate, start);
+    });
+    return;
+  }
+  if (serial) return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate, start);
 
   // Several parts per thread, each at least kMinPartFlops, claimed first come first served by the pool:
   // a thread whose core is shared with another process takes fewer of them instead of holding the

@@ -4,8 +4,12 @@
 // forward) and without (each token a full forward over the sequence so far), and prints the median time
 // of each, the ratio, and microseconds per generated token. The cache's cost grows as N (attention's share
 // as N^2 / 2 dot products of one query row), the full forwards' as N^2 (N forwards of up to N rows), so the
-// ratio grows with max_len. One thread; both paths give the same tokens (checked).
-// Usage: decode_bench [--reps N]
+// ratio grows with max_len. Both paths give the same tokens (checked). A GPT-2-small-shaped model (124M
+// parameters, max_len 128) runs cached only: its uncached path would take minutes.
+// bench/torch_bench.py --decode times PyTorch's cached decoding of the same models (configs/text.json with
+// --text, bench/configs/gpt2_small.json).
+// Usage: decode_bench [--reps N] [--threads N] [--only NAME] (default 21 repetitions, 1 thread, every model;
+// --only runs the models whose name starts with NAME)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +25,7 @@ namespace {
 struct Case {
   const char* name;
   nn::ModelShape shape;
+  bool uncached = true;  // also time the uncached path
 };
 
 nn::ModelShape make(int64_t vocab, int64_t max_len, int64_t d_model, int64_t heads, int64_t layers,
@@ -39,10 +44,14 @@ nn::ModelShape make(int64_t vocab, int64_t max_len, int64_t d_model, int64_t hea
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 21;
-  for (int i = 1; i + 1 < argc; ++i)
+  int reps = 21, threads = 1;
+  const char* only = "";
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(3, std::atoi(argv[i + 1]));
-  ag::set_num_threads(1);
+    if (std::strcmp(argv[i], "--threads") == 0) threads = std::max(1, std::atoi(argv[i + 1]));
+  }
+  ag::set_num_threads(threads);
   const std::vector<Case> cases = {
       // configs/induction.json: vocab 32 + BOS, length 16 (max_len 32), 2 attention-only layers of 4 heads;
       // then the same model with longer contexts, to show how each path grows with N.
@@ -54,10 +63,15 @@ int main(int argc, char** argv) {
       // nanoGPT's CPU "baby GPT" shape: 4 layers, 4 heads, n_embd 128, block 64 (vocab 65 characters).
       {"baby GPT", make(65, 64, 128, 4, 4, 512, false)},
       {"baby GPT, max_len 256", make(65, 256, 128, 4, 4, 512, false)},
+      // configs/text.json's model (its text has 93 distinct characters; windows of 64).
+      {"text.json", make(93, 64, 128, 4, 4, 512, false)},
+      // GPT-2 small's shape at a 128-token context (bench/configs/gpt2_small.json).
+      {"GPT-2 small, max_len 128", make(50257, 128, 768, 12, 12, 3072, false), false},
   };
   std::printf("%-24s %8s %7s %12s %12s %8s %14s %14s\n", "model", "max_len", "tokens", "cached ms",
               "uncached ms", "ratio", "cached us/tok", "uncached us/tok");
   for (const Case& c : cases) {
+    if (std::strncmp(c.name, only, std::strlen(only)) != 0) continue;
     ag::Rng rng(1);
     const nn::CausalLM<float> model(c.shape, rng);
     nn::GenerateOptions o;
@@ -66,12 +80,20 @@ int main(int argc, char** argv) {
     nn::Generation cached_g, uncached_g;
     std::vector<double> cached_t, uncached_t;
     // Interleaved so drift in machine load hits both alike.
-    for (int r = 0; r < reps; ++r) {
+    for (int r = 0; r < (c.uncached ? reps : std::max(3, reps / 4)); ++r) {
       o.use_cache = true;
       cached_t.push_back(ag::median(ag::time_runs(0, 1, [&] { cached_g = nn::generate(model, prompt, o); })));
+      if (!c.uncached) continue;
       o.use_cache = false;
       uncached_t.push_back(
           ag::median(ag::time_runs(0, 1, [&] { uncached_g = nn::generate(model, prompt, o); })));
+    }
+    if (!c.uncached) {
+      const double cached = ag::median(cached_t), n = static_cast<double>(cached_g.ids.size());
+      std::printf("%-24s %8lld %7zu %12.3f %12s %8s %14.1f %14s\n", c.name,
+                  static_cast<long long>(c.shape.max_len), cached_g.ids.size(), 1e3 * cached, "-", "-",
+                  1e6 * cached / n, "-");
+      continue;
     }
     if (cached_g.ids != uncached_g.ids) {
       std::fprintf(stderr, "decode_bench: %s: the cached and uncached tokens differ\n", c.name);

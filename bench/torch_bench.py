@@ -33,6 +33,13 @@ The JSON line adds p, train_pairs and the last step's loss; tokens_per_s counts 
     OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=passive /usr/bin/python3 bench/torch_bench.py \
         configs/grokking.json --grokking --threads 2 --steps 50
 
+With --decode, the model greedily continues a one-token prompt until it has read max_len tokens, one token
+at a time with a key/value cache (PyTorch 1.13 has no cached decoding of its own: each layer's keys and
+values go into preallocated tensors, and each step runs the one new position through the model's own
+modules, attention by matmul and softmax over the cached rows), under torch.no_grad(), as attograd's
+bench/decode_bench does; --steps repetitions (default 21), the median. The JSON line gives us_per_token
+and tokens_per_s. A text config with --text --decode reads the text for its vocabulary.
+
 Give PyTorch its best setting on this machine (Debian's OpenBLAS 0.3.21 does not know the CPU):
     OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=passive /usr/bin/python3 bench/torch_bench.py \
         bench/configs/small.json --threads 2
@@ -307,6 +314,46 @@ def bench_grokking(args, config):
     return model, step_seconds, n_train * 3, flops, {"p": p, "train_pairs": n_train, "loss_last": loss}
 
 
+def bench_decode(args, model, max_len):
+    """Greedy cached decoding from the prompt [0] to max_len tokens: seconds per run, one per repetition."""
+    d_model, n_heads = model.options["d_model"], model.options["n_heads"]
+    dk = d_model // n_heads
+    layers = len(model.blocks)
+
+    def generate():
+        keys = torch.empty(layers, n_heads, max_len, dk)
+        values = torch.empty(layers, n_heads, max_len, dk)
+        token = 0
+        ids = [token]
+        for t in range(max_len - 1):
+            x = model.tok_emb.weight[token] + model.pos_emb.weight[t]  # (d_model,)
+            for i, block in enumerate(model.blocks):
+                attn = block.attn
+                h = block.ln1(x) if block.ln1 is not None else x
+                keys[i, :, t] = attn.wk(h).view(n_heads, dk)
+                values[i, :, t] = attn.wv(h).view(n_heads, dk)
+                q = attn.wq(h).view(n_heads, 1, dk)
+                scores = q @ keys[i, :, :t + 1].transpose(-2, -1) / math.sqrt(dk)  # (H, 1, t + 1)
+                z = torch.softmax(scores, dim=-1) @ values[i, :, :t + 1]  # (H, 1, dk)
+                x = x + attn.wo(z.reshape(d_model))
+                if block.mlp is not None:
+                    x = x + block.mlp(block.ln2(x) if block.ln2 is not None else x)
+            logits = model.lm_head(model.ln_f(x) if model.ln_f is not None else x)
+            token = int(torch.argmax(logits))
+            ids.append(token)
+        return ids
+
+    seconds = []
+    with torch.no_grad():
+        for _ in range(args.warmup):
+            generate()
+        for _ in range(args.steps or 21):
+            start = time.perf_counter()
+            generate()
+            seconds.append(time.perf_counter() - start)
+    return seconds
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", help="bench config JSON (task.kind \"random\", or \"text\" with --text, or "
@@ -322,6 +369,8 @@ def main():
                         help="a text config (configs/text.json): train it and report the held-out loss")
     parser.add_argument("--grokking", action="store_true",
                         help="configs/grokking.json: full-batch steps of Nanda et al.'s modular-addition model")
+    parser.add_argument("--decode", action="store_true",
+                        help="time greedy cached decoding (one token at a time) instead of training steps")
     parser.add_argument("--eval-n", type=int,
                         help="with --text: held-out windows of the final loss (default train.eval_size)")
     parser.add_argument("--allow-reference-blas", action="store_true",
@@ -333,6 +382,8 @@ def main():
         parser.error("--text trains; it cannot be combined with --forward")
     if args.eval_n is not None and (not args.text or args.eval_n < 1):
         parser.error("--eval-n needs --text and must be >= 1")
+    if args.decode and (args.forward or args.grokking):
+        parser.error("--decode cannot be combined with --forward or --grokking")
     if args.grokking and (args.text or args.forward):
         parser.error("--grokking cannot be combined with --text or --forward")
 
@@ -370,6 +421,20 @@ def main():
     max_len = max(seq_len, m.get("max_len") or 0)
     config["vocab"] = vocab
     model = CausalLM(m, vocab=vocab, max_len=max_len, fused_layer_norm=True)
+    if args.decode:
+        seconds = statistics.median(bench_decode(args, model, max_len))
+        print(json.dumps({
+            "impl": "pytorch",
+            "config": config["name"],
+            "mode": "decode",
+            "threads": threads,
+            "max_len": max_len,
+            "tokens": max_len,
+            "us_per_token": seconds / max_len * 1e6,
+            "tokens_per_s": max_len / seconds,
+            "params": sum(p.numel() for p in model.parameters()),
+        }))
+        return
     optimizer = make_optimizer(model, train)
 
     if args.text:

@@ -27,15 +27,14 @@ Command add_ablate(CLI::App& app) {
       "the head's pattern scores, and " +
       io::layout::report_html("RUN") + " is rebuilt to show them.");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
-  sub->add_option("--n", a->request.n, "held-out sequences (default: the config's train.eval_size)")
-      ->check(CLI::PositiveNumber);
+  add_number(sub, "--n", a->request.n, "held-out sequences (default: the config's train.eval_size)",
+             io::at_least(1));
   sub->add_option("--mode", a->request.mode,
                   "one mode alone, printed only: zero, mean, or resample (z from another held-out sequence)")
       ->check(CLI::IsMember({"zero", "mean", "resample"}))
       ->each([a](const std::string&) { a->mode_given = true; });
-  sub->add_option("--k", a->request.k, "resample: draws to average over (default 4)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--seed", a->request.seed, "resample: the draws' seed (default 1)");
+  add_number(sub, "--k", a->request.k, "resample: draws to average over (default 4)", io::at_least(1));
+  add_number(sub, "--seed", a->request.seed, "resample: the draws' seed (default 1)");
   sub->add_flag("--per-position", a->request.per_position,
                 "with --mode: also each head at each position alone");
   sub->add_flag(

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/print.h"
 #include "study/bench.h"
 
 namespace cli {
@@ -14,16 +15,14 @@ Command add_bench(CLI::App& app) {
   auto a = std::make_shared<study::BenchRequest>();
   CLI::App* sub = app.add_subcommand("bench", "time training steps (or forward passes); print one JSON line");
   sub->add_option("CONFIG", a->config, "config JSON (bench/configs/*.json)")->required();
-  sub->add_option("--steps", a->steps, "timed steps (default 20)")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", a->warmup,
-                  "untimed warm-up steps (default 3; unless 0, they last at least 1 s)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--threads", a->threads, "threads (default: the config's train.threads)")
-      ->check(CLI::PositiveNumber);
+  add_number(sub, "--steps", a->steps, "timed steps (default 20)", io::at_least(1));
+  add_number(sub, "--warmup", a->warmup,
+             "untimed warm-up steps (default 3; unless 0, they last at least 1 s)", io::at_least(0));
+  add_number(sub, "--threads", a->threads, "threads (default: the config's train.threads)", io::at_least(1));
   sub->add_flag("--forward", a->forward, "time forward passes without gradients (no graph, no backward)");
-  sub->add_option("--peak-gflops", a->peak_gflops,
-                  "the machine's peak for mfu (default: measured, a float32 FMA loop on every thread)")
-      ->check(CLI::PositiveNumber);
+  add_number(sub, "--peak-gflops", a->peak_gflops,
+             "the machine's peak for mfu (default: measured, a float32 FMA loop on every thread)",
+             io::above(0));
   sub->add_option("--set", a->sets, "override a config field, key.path=value (repeatable)");
   sub->add_flag("--json", "print one JSON line (always: bench prints nothing else on stdout)");
   return [a] {

@@ -12,8 +12,8 @@ Command add_demo(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("demo", "the seed lesson's walkthrough: self-attention from scratch");
-  sub->add_option("--section", a->request.section, "run only this section (1-7)")
-      ->check(CLI::Range(1, study::kLessonSections));
+  add_number(sub, "--section", a->request.section, "run only this section (1-7)",
+             io::at_least(1).up_to(study::kLessonSections));
   sub->add_flag("--json", a->json, "print one JSON object (section, text)");
   return [a] {
     const auto out = study::lesson(a->request);

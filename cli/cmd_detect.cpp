@@ -29,8 +29,8 @@ Command add_detect(CLI::App& app) {
   sub->add_option("--mode", a->request.mode, "mul (default) or abs")->check(CLI::IsMember({"mul", "abs"}));
   auto* tokens = sub->add_option("--tokens", a->request.input.tokens,
                                  "one input as token names (BOS added) instead of held-out sequences");
-  auto* n = sub->add_option("--n", a->request.n, "held-out sequences (default: the config's train.eval_size)")
-                ->check(CLI::PositiveNumber);
+  auto* n = add_number(sub, "--n", a->request.n, "held-out sequences (default: the config's train.eval_size)",
+                       io::at_least(1));
   tokens->excludes(n);
   sub->add_flag("--json", a->json,
                 "print one JSON object: pattern, mode, sequences, heads [{layer, head, score}]");

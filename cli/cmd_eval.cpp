@@ -16,8 +16,8 @@ Command add_eval(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "held-out accuracy and loss of a run's last checkpoint");
   sub->add_option("RUN_DIR", a->run, "run folder")->required();
   sub->add_flag("--json", a->json, "print one JSON object");
-  sub->add_option("--n", a->request.n, "held-out sequences (default: the config's train.eval_size)")
-      ->check(CLI::PositiveNumber);
+  add_number(sub, "--n", a->request.n, "held-out sequences (default: the config's train.eval_size)",
+             io::at_least(1));
   sub->add_option(
          "--split", a->request.split,
          "heldout, or train: a finite dataset's training sequences (what the model may have memorised)")

@@ -16,10 +16,6 @@ Command add_generate(CLI::App& app) {
     CLI::Option *prompt_opt = nullptr, *tokens_opt = nullptr;
   };
   auto a = std::make_shared<Args>();
-  // A negative number where the request takes only counts and seeds (CLI11 would wrap a seed around).
-  const CLI::Validator non_negative(
-      [](std::string& v) { return v.rfind('-', 0) == 0 ? std::string("must be an integer >= 0") : ""; }, "",
-      "non-negative");
   CLI::App* sub = app.add_subcommand(
       "generate", "continue a prompt with a trained model: greedy or sampled, a token at a time (KV cache)");
   sub->add_option("RUN_DIR", a->run, "run folder")->required();
@@ -28,17 +24,17 @@ Command add_generate(CLI::App& app) {
   a->tokens_opt =
       sub->add_option("--tokens", a->tokens, "the prompt as the task's token names, e.g. BOS 3 1 4 SEP");
   a->prompt_opt->excludes(a->tokens_opt);
-  sub->add_option(
-         "--max-new", a->request.max_new,
-         "generate N tokens (at most 100000), the context sliding past max_len (default: stop at max_len)")
-      ->check(non_negative);
-  sub->add_option("--temperature", a->request.temperature,
-                  "0: greedy (argmax); otherwise sample softmax(logits / X)")
+  add_number(
+      sub, "--max-new", a->request.max_new,
+      "generate N tokens (at most 100000), the context sliding past max_len (default: stop at max_len)",
+      io::at_least(0).up_to(study::kMaxNewTokens));
+  add_number(sub, "--temperature", a->request.temperature,
+             "0: greedy (argmax); otherwise sample softmax(logits / X)", io::at_least(0))
       ->capture_default_str();
-  sub->add_option("--top-k", a->request.top_k, "sample among the K most likely tokens only (0: all)")
+  add_number(sub, "--top-k", a->request.top_k, "sample among the K most likely tokens only (0: all)",
+             io::at_least(0))
       ->capture_default_str();
-  sub->add_option("--seed", a->request.seed, "seed of the sampling: the same seed, the same tokens")
-      ->check(non_negative)
+  add_number(sub, "--seed", a->request.seed, "seed of the sampling: the same seed, the same tokens")
       ->capture_default_str();
   sub->add_flag("--json", a->json,
                 "print one JSON object (prompt, generated: token names; ids: prompt and generated; stopped)");

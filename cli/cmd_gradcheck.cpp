@@ -19,19 +19,9 @@ Command add_gradcheck(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("gradcheck", "whole-model finite-difference gradient check in float64");
   sub->add_option("CONFIG", a->request.config, "config file")->required();
   sub->add_option("--set", a->request.set, "override a config field: key.path=value");
-  sub->add_option("--tolerance", a->request.tolerance, "worst relative error allowed (default 1e-6)")
-      ->check([](const std::string& text) {
-        // A NaN tolerance passes nothing and a negative one fails everything: both are mistakes.
-        double x = 0;
-        try {
-          size_t used = 0;
-          x = std::stod(text, &used);
-          if (used != text.size()) x = -1;
-        } catch (const std::exception&) {
-          x = -1;
-        }
-        return std::isfinite(x) && x > 0 ? std::string() : "expected a positive finite number, got " + text;
-      });
+  // A NaN tolerance passes nothing and a negative one fails everything: both are mistakes.
+  add_number(sub, "--tolerance", a->request.tolerance, "worst relative error allowed (default 1e-6)",
+             io::above(0));
   sub->add_flag("--json", a->json,
                 "print one JSON object {config, note, T, parameters, tensors, worst, tolerance, pass}");
   return [a] {

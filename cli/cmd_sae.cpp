@@ -1,6 +1,8 @@
 // attograd sae RUN_DIR --at POINT [--config SAE.json] [--out DIR] [--resume] [--json] and attograd sae
 // synthetic [...]: parse the flags into a study::SaeRequest or SaeSyntheticRequest, call study::sae or
 // study::sae_synthetic (study/sae_tool.h) with the progress line and Ctrl-C's stop, and print the result.
+#include <unistd.h>
+
 #include <cstdio>
 #include <optional>
 
@@ -16,11 +18,11 @@ Command add_sae(CLI::App& app) {
   struct Args {
     std::string run;
     study::SaeRequest request;
-    bool json = false;
+    bool json = false, progress = false;
   };
   struct SyntheticArgs {
     study::SaeSyntheticRequest request;
-    bool json = false;
+    bool json = false, progress = false;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -39,27 +41,32 @@ Command add_sae(CLI::App& app) {
   sub->add_option("--out", a->request.out, "output folder (default RUN_DIR/sae/POINT)");
   sub->add_flag("--resume", a->request.resume, "continue from DIR/checkpoint.safetensors, bit-exactly");
   sub->add_flag("--json", a->json, "print eval.json's object on one line instead of the summary");
+  sub->add_flag("--progress", a->progress, "show progress on stderr when it is not a terminal too");
   auto s = std::make_shared<SyntheticArgs>();
   CLI::App* syn = sub->add_subcommand(
       "synthetic",
       "an SAE on synthetic sparse features with known directions: how well it recovers them (without\n"
       "--config: TopK, k 6, lr 0.003, 3000 steps of 1024)");
-  syn->add_option("--features", s->request.features, "true features (default 256)")
-      ->check(CLI::Range(1, 1 << 14));
-  syn->add_option("--dim", s->request.dim, "their dimension (default 32)")->check(CLI::Range(1, 1 << 14));
-  syn->add_option("--p", s->request.p, "each feature's probability of being active (default 0.02)")
-      ->check(CLI::Range(1e-6, 1.0));
-  syn->add_option("--sae-features", s->request.sae_features, "the SAE's features (default 512)")
-      ->check(CLI::Range(1, 1 << 16));
-  syn->add_option("--seed", s->request.seed, "seed of the source and the SAE (default 1)");
+  add_number(syn, "--features", s->request.features, "true features (default 256)",
+             io::at_least(1).up_to(1 << 14));
+  add_number(syn, "--dim", s->request.dim, "their dimension (default 32)", io::at_least(1).up_to(1 << 14));
+  add_number(syn, "--p", s->request.p, "each feature's probability of being active (default 0.02)",
+             io::at_least(1e-6).up_to(1.0));
+  add_number(syn, "--sae-features", s->request.sae_features, "the SAE's features (default 512)",
+             io::at_least(1).up_to(1 << 16));
+  add_number(syn, "--seed", s->request.seed, "seed of the source and the SAE (default 1)");
   syn->add_option("--config", s->request.config, "SAE config (JSON); d_sae and seed come from the options");
   syn->add_flag("--json", s->json,
                 "print {\"mean_max_cos\", \"mcc\", \"l0\", \"dead\", \"seconds\"} on one line");
+  syn->add_flag("--progress", s->progress, "show progress on stderr when it is not a terminal too");
   return [a, s, syn] {
+    // Progress on stderr for a person at a terminal (or when asked): elsewhere stderr carries only the
+    // one-line error of a failing command.
     Progress progress(stderr);
+    const bool tty = isatty(fileno(stderr)) != 0;
     if (syn->parsed()) {
       study::SaeSyntheticRequest request = s->request;
-      if (!s->json) request.progress = &progress;
+      if (!s->json && (tty || s->progress)) request.progress = &progress;
       const auto out = study::sae_synthetic(request);
       progress.finish_line();
       return print_output(s->json, out, findings::sae_synthetic_to_json(out.result), "",
@@ -68,7 +75,7 @@ Command add_sae(CLI::App& app) {
     if (a->run.empty()) throw UsageError("sae: give RUN_DIR (or: sae synthetic)");
     study::StudyRun run = study::open_run(a->run);
     study::SaeRequest request = a->request;
-    if (!a->json) request.progress = &progress;
+    if (!a->json && (tty || a->progress)) request.progress = &progress;
     std::optional<StopOnSignal> stop(std::in_place);
     request.stop = stop->stop();
     const auto out = study::sae(run, request);

@@ -206,16 +206,15 @@ Command add_sweep(CLI::App& app) {
       io::layout::summary_json("OUT") + ", " + io::layout::summary_csv("OUT") + " and " +
       io::layout::sweep_index_html("OUT") + " summarise the sweep (docs/sweeps.md).");
   sub->add_option("SWEEP", args->request.file, "sweep file, e.g. sweeps/induction-seeds.json");
-  sub->add_option("-j,--jobs", args->request.jobs, "runs at a time (default: one per two cores)")
-      ->check(CLI::PositiveNumber);
+  add_number(sub, "-j,--jobs", args->request.jobs, "runs at a time (default: one per two cores)",
+             io::at_least(1));
   sub->add_flag("--print-commands", args->request.print_commands,
                 "print one `attograd train` command per unfinished run (for xargs, GNU parallel) and exit");
   CLI::Option* slurm = sub->add_option("--slurm", args->request.slurm,
                                        "write a Slurm job-array script for the unfinished runs to FILE");
-  sub->add_option(
-         "--cpus-per-task", args->request.cpus_per_task,
-         "the script's --cpus-per-task and each run's train.threads (default: the runs' train.threads)")
-      ->check(CLI::PositiveNumber)
+  add_number(sub, "--cpus-per-task", args->request.cpus_per_task,
+             "the script's --cpus-per-task and each run's train.threads (default: the runs' train.threads)",
+             io::at_least(1))
       ->needs(slurm);
   sub->add_flag("--json", args->json,
                 "print what the sweep did (each run's state and outcome) as one JSON line, without progress");

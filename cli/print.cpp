@@ -37,13 +37,14 @@ study::Sequence InputOptions::sequence(const std::string& tool, const study::Stu
   study::Sequence s;
   s.tokens = tokens_;
   if (tokens_.empty())
-    for (int32_t id : train::parse_token_ids(run.task->vocab_size(), ids_, "--ids")) s.ids.push_back(id);
+    for (int32_t id : train::parse_token_ids(static_cast<int>(run.model->shape.vocab), ids_, "--ids"))
+      s.ids.push_back(id);
   return s;
 }
 
 void LayerHeadOptions::add_to(CLI::App* sub, const std::string& note) {
-  layer_opt_ = sub->add_option("--layer", layer_, "only this layer (from 0)" + note);
-  head_opt_ = sub->add_option("--head", head_, "only this head (from 0)" + note);
+  layer_opt_ = add_number(sub, "--layer", layer_, "only this layer (from 0)" + note);
+  head_opt_ = add_number(sub, "--head", head_, "only this head (from 0)" + note);
 }
 
 std::optional<int> LayerHeadOptions::layer() const {

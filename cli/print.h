@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "io/number_text.h"
 #include "study/tool.h"
 
 namespace cli {
@@ -22,6 +24,33 @@ template <typename Result>
 int print_output(bool json, const study::Output<Result>& out, const nlohmann::json& result,
                  const std::string& header, const std::string& table) {
   return print_output(json, result, header, out.notes, table, out.wrote);
+}
+
+// A number option: its value read by the one parser of its type (io/number_text.h), so that empty text,
+// NaN, infinities, overflow, fractions for integers and values outside `valid` are refused in one line
+// "--NAME: what" (exit 2), nothing clamped or wrapped. Every number a command takes is registered here.
+template <typename T>
+CLI::Option* add_number(CLI::App* sub, const std::string& name, T& value, const std::string& help,
+                        const io::Valid& valid = io::Valid()) {
+  static_assert(std::is_same_v<T, int> || std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t> ||
+                    std::is_same_v<T, double>,
+                "add_number takes int, int64_t, uint64_t or double");
+  CLI::Validator checked(
+      [valid](std::string& text) {
+        T parsed{};
+        const std::string problem = io::parse_number(text, parsed, valid);
+        if (!problem.empty()) return problem;
+        // CLI11 converts the text again after this: give it the value in plain decimal (it would read
+        // "010" as octal).
+        if constexpr (std::is_same_v<T, double>) {
+          text = io::show_number(parsed);
+        } else {
+          text = std::to_string(parsed);
+        }
+        return std::string();
+      },
+      valid.kind == io::Valid::kRange ? io::range_text(valid) : "", "number");
+  return sub->add_option(name, value, help)->transform(checked);
 }
 
 // --tokens "BOS 3 1 4" and --ids "0 5 3 6" (exclusive) into a study::Sequence. `tokens_help` says what

@@ -29,12 +29,16 @@ std::string temp_name(const std::string& path) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_(temp_name(path)) {
-  const fs::path target(path);
-  std::error_code ec;
+void check_replaceable(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw std::runtime_error(path + ": is " + file_kind(st.st_mode) + ", not a regular file; not replaced");
+}
+
+AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_(temp_name(path)) {
+  const fs::path target(path);
+  std::error_code ec;
+  check_replaceable(path);
   if (target.has_parent_path()) {
     fs::create_directories(target.parent_path(), ec);
     if (ec) fail(path, ec.message());

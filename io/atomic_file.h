@@ -37,6 +37,11 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// What AtomicFile(PATH) refuses, checked without writing anything: std::runtime_error "PATH: is a
+// symbolic link, not a regular file; not replaced" when something other than a regular file is at PATH.
+// A tool checks its outputs with it before long work, so that a bad output fails first and alone.
+void check_replaceable(const std::string& path);
+
 // The most any text file the program reads may hold unless its reader says otherwise: far above a real
 // run's files (a metrics.jsonl of a million steps is ~150 MB), and a bound on /dev/zero or a wrong path.
 constexpr size_t kMaxTextFileBytes = size_t{1} << 30;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "io/number_text.h"
 #include "io/printable.h"
 
 namespace io {
@@ -141,11 +142,6 @@ std::string text_of(const json& value, const std::string& pointer) {
   if (!is_printable_utf8(text))
     field_fail(pointer, "expected UTF-8 text without control characters, got " + describe(value));
   return text;
-}
-
-bool in_range(double value, const Valid& valid) {
-  const bool low_ok = valid.low_inclusive ? value >= valid.low : value > valid.low;
-  return low_ok && (!valid.has_high || value < valid.high || (valid.high_inclusive && value == valid.high));
 }
 
 }  // namespace

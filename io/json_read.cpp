@@ -171,7 +171,9 @@ nlohmann::ordered_json parse_ordered_json_text(const std::string& text, const st
 }
 
 std::optional<nlohmann::json> parse_json_text_if_json(const std::string& text, const std::string& source) {
-  if (text.find('\0') != std::string::npos) return std::nullopt;
+  // A NUL is neither JSON nor a plain word: refused with the reader's message, wherever it is (a line of a
+  // sequences file holding one used to be "not a JSON value", naming no NUL).
+  if (text.find('\0') != std::string::npos) (void)parse_text<nlohmann::json>(text, source);
   try {
     return parse_checked<nlohmann::json>(text);
   } catch (const nlohmann::json::parse_error&) {

@@ -99,7 +99,21 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   // (B, H, T, dk) -> (B, T, H, dk)
   const ag::Tensor<T> z = at(Point::attn_z, ag::permute(ag::matmul(pattern, per_head(v)), {0, 2, 1, 3}));
   // Wo mixes the heads.
-  return at(Point::attn_out, wo.forward(ag::reshape(z, {B, t, d_model})));
+  if (!at.wants(Point::attn_result)) return at(Point::attn_out, wo.forward(ag::reshape(z, {B, t, d_model})));
+  // Each head's write into the stream, asked for by a hook: result[b, t, h] = z[b, t, h] Wo_h^T, with Wo_h
+  // the columns [h*dk, (h+1)*dk) of Wo (D, D): Wo^T as (H, dk, D) times z as (H, B*T, dk).
+  const ag::Tensor<T> wo_heads = ag::reshape(ag::permute(wo.weight, {1, 0}), {n_heads, dk, d_model});
+  const ag::Tensor<T> z_heads = ag::reshape(ag::permute(z, {2, 0, 1, 3}), {n_heads, B * t, dk});
+  const ag::Tensor<T> computed =
+      ag::permute(ag::reshape(ag::matmul(z_heads, wo_heads), {n_heads, B, t, d_model}), {1, 2, 0, 3});
+  const ag::Tensor<T> result = at(Point::attn_result, computed);
+  // A hook that only reads it leaves attn.out as without it, to the bit; a replacement flows on as the
+  // sum over heads plus Wo's bias.
+  if (result.data() == computed.data())
+    return at(Point::attn_out, wo.forward(ag::reshape(z, {B, t, d_model})));
+  ag::Tensor<T> out = ag::sum(result, 2);
+  if (wo.bias.defined()) out = ag::add(out, wo.bias);
+  return at(Point::attn_out, out);
 }
 
 #define ATTOGRAD_INSTANTIATE(T)                                                                            \

@@ -30,20 +30,23 @@ const HookPoint* find_hook_point(const std::string& name) {
   return nullptr;
 }
 
-std::vector<std::string> hook_point_names(const ModelShape& shape) {
+std::vector<std::string> hook_point_names(const ModelShape& shape, bool on_request) {
   std::vector<std::string> names;
+  auto listed = [&](const HookPoint& row) {
+    return model_has(row, shape) && (on_request || row.needs != Needs::on_request);
+  };
   // The points outside the blocks that stand before (or after) the blocks' rows in the table.
   auto outside = [&](bool after_blocks) {
     bool block_seen = false;
     for (const HookPoint& row : kHookPoints) {
       block_seen = block_seen || row.in_block;
-      if (!row.in_block && block_seen == after_blocks && model_has(row, shape)) names.push_back(row.name);
+      if (!row.in_block && block_seen == after_blocks && listed(row)) names.push_back(row.name);
     }
   };
   outside(false);
   for (size_t l = 0; l < static_cast<size_t>(shape.n_layers); ++l)
     for (const HookPoint& row : kHookPoints)
-      if (row.in_block && model_has(row, shape)) names.push_back(hook_name(row.point, l));
+      if (row.in_block && listed(row)) names.push_back(hook_name(row.point, l));
   outside(true);
   return names;
 }

@@ -26,6 +26,8 @@
 namespace nn {
 
 enum class Point {
+  embed,
+  pos_embed,
   resid_pre,
   ln1_scale,
   ln1_out,
@@ -35,6 +37,7 @@ enum class Point {
   attn_scores,
   attn_pattern,
   attn_z,
+  attn_result,
   attn_out,
   resid_mid,
   ln2_scale,
@@ -52,10 +55,11 @@ enum class Point {
 // Which models have the point.
 enum class Needs {
   always,
-  mlp,       // blocks with an MLP (not attention_only)
-  norm,      // models with a norm (model.norm not none: has_norm)
-  mlp_norm,  // both
-  gated,     // blocks with a gated MLP (model.activation swiglu or geglu: mlp_gated)
+  mlp,         // blocks with an MLP (not attention_only)
+  norm,        // models with a norm (model.norm not none: has_norm)
+  mlp_norm,    // both
+  on_request,  // every model, computed only when a hook is registered at it; not in hook_point_names()
+  gated,       // blocks with a gated MLP (model.activation swiglu or geglu: mlp_gated)
 };
 
 struct HookPoint {
@@ -72,6 +76,10 @@ struct HookPoint {
 };
 
 inline constexpr HookPoint kHookPoints[] = {
+    {Point::embed, "embed", false, Needs::always, "(B, T, D)", 1, -1, "the token embedding of each position"},
+    {Point::pos_embed, "pos_embed", false, Needs::always, "(B, T, D)", 1, -1,
+     "the position embedding of each position (the same for every batch entry); embed + pos_embed is "
+     "blocks.0.resid_pre"},
     {Point::resid_pre, "resid_pre", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream entering block L"},
     {Point::ln1_scale, "ln1.scale", true, Needs::norm, "(B, T, 1)", 1, -1,
@@ -82,10 +90,14 @@ inline constexpr HookPoint kHookPoints[] = {
     {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's keys"},
     {Point::attn_v, "attn.v", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's values"},
     {Point::attn_scores, "attn.scores", true, Needs::always, "(B, H, T, S)", 2, 1,
-     "q k^T / sqrt(dk), before the mask and the softmax"},
+     "q k^T / sqrt(dk), before the mask and the softmax: the masked entries (keys after the query) hold "
+     "the raw score too, and the pattern is 0 there whatever they hold"},
     {Point::attn_pattern, "attn.pattern", true, Needs::always, "(B, H, T, S)", 2, 1,
      "attention weights: each row sums to 1 over the keys it may see"},
     {Point::attn_z, "attn.z", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's output before Wo"},
+    {Point::attn_result, "attn.result", true, Needs::on_request, "(B, T, H, D)", 1, 2,
+     "what each head writes into the stream, z_h Wo_h^T; attn.out is its sum over heads plus Wo's bias "
+     "(recomputed from it when a hook replaces it)"},
     {Point::attn_out, "attn.out", true, Needs::always, "(B, T, D)", 1, -1, "attention's output after Wo"},
     {Point::resid_mid, "resid_mid", true, Needs::always, "(B, T, D)", 1, -1, "resid_pre + attn.out"},
     {Point::ln2_scale, "ln2.scale", true, Needs::mlp_norm, "(B, T, 1)", 1, -1,
@@ -140,6 +152,8 @@ inline const char* needs_note(Needs needs) {
       return " (not in models without a norm)";
     case Needs::mlp_norm:
       return " (not in attention-only models or models without a norm)";
+    case Needs::on_request:
+      return " (computed only when a hook asks for it; not in hook_points())";
     case Needs::gated:
       return " (only in gated MLPs: model.activation swiglu or geglu)";
     default:
@@ -164,8 +178,9 @@ inline bool model_has(const HookPoint& row, const ModelShape& shape) {
   }
 }
 
-// Every point of a model of this shape (shape.n_layers blocks), in forward order.
-std::vector<std::string> hook_point_names(const ModelShape& shape);
+// Every point of a model of this shape (shape.n_layers blocks), in forward order; the points computed only
+// on request (Needs::on_request) with `on_request` only.
+std::vector<std::string> hook_point_names(const ModelShape& shape, bool on_request = false);
 // The same points in one line, "blocks.0..N-1.{resid_pre, ...}, ln_f.scale, ..., logits", for an error.
 std::string hook_point_summary(const ModelShape& shape);
 

@@ -93,11 +93,18 @@ class HookSite {
   HookSite(Hooks<T>* hooks, std::string prefix = "") : hooks_(hooks), prefix_(std::move(prefix)) {}
   ag::Tensor<T> operator()(Point p, const ag::Tensor<T>& value) const {
     if (!hooks_) return value;
-    const HookPoint& row = hook_point(p);
-    return hooks_->run(row.in_block ? prefix_ + row.name : std::string(row.name), value);
+    return hooks_->run(name(p), value);
   }
+  // Whether some hook is registered at the point: a point computed only on request (Needs::on_request)
+  // is computed when this holds.
+  bool wants(Point p) const { return hooks_ && hooks_->has(name(p)); }
 
  private:
+  std::string name(Point p) const {
+    const HookPoint& row = hook_point(p);
+    return row.in_block ? prefix_ + row.name : std::string(row.name);
+  }
+
   Hooks<T>* hooks_ = nullptr;
   std::string prefix_;
 };

@@ -90,16 +90,22 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
     throw std::invalid_argument("CausalLM: sequence length " + std::to_string(t) + " outside 1.." +
                                 std::to_string(shape.max_len));
   if (!hooks) return training_forward(*this, ids, batch, t, is_padding);
-  const std::vector<std::string> known = hook_points();
+  const std::vector<std::string> known = hook_point_names(shape, true);
   for (const std::string& p : hooks->points())
     if (std::find(known.begin(), known.end(), p) == known.end())
       throw std::invalid_argument("hook " + p + ": no such point in this model (" +
                                   hook_point_summary(shape) + ")");
   const ag::Tensor<T> mask = attention_mask(batch, t, is_padding);
-  ag::Tensor<T> h = embed(ids, batch, t);
+  const HookSite<T> at(hooks);
+  std::vector<int32_t> positions(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) positions[i] = static_cast<int32_t>(i);
+  // pos_embed (T, D) broadcast to (B, T, D) so that a hook sees one row per batch entry; 0 + x is x, so
+  // the sum is embed()'s to the bit.
+  const ag::Tensor<T> pos = at(Point::pos_embed, ag::add(ag::Tensor<T>::zeros({batch, t, shape.d_model}),
+                                                         pos_emb.forward(positions, {t})));
+  ag::Tensor<T> h = ag::add(at(Point::embed, tok_emb.forward(ids, {batch, t})), pos);
   for (size_t l = 0; l < blocks.size(); ++l)
     h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
-  const HookSite<T> at(hooks);
   const ag::Tensor<T> final = ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out);
   return at(Point::logits, soft_cap(lm_head.forward(final), shape.logit_softcap));
 }

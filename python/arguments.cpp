@@ -10,6 +10,7 @@
 #include <string>
 
 #include "python/bindings.h"
+#include "python/convert.h"
 
 namespace pyag {
 
@@ -19,12 +20,11 @@ std::string given_types(const py::args& args, const py::kwargs& kwargs, bool met
   std::string text = "(";
   bool first = true;
   for (size_t i = method ? 1 : 0; i < args.size(); ++i) {
-    text += (first ? "" : ", ") + py::str(py::type::of(args[i]).attr("__name__")).cast<std::string>();
+    text += (first ? "" : ", ") + type_name(args[i]);
     first = false;
   }
   for (const auto& [key, value] : kwargs) {
-    text += (first ? "" : ", ") + py::str(key).cast<std::string>() + "=" +
-            py::str(py::type::of(value).attr("__name__")).cast<std::string>();
+    text += (first ? "" : ", ") + py::str(key).cast<std::string>() + "=" + type_name(value);
     first = false;
   }
   return text + ")";

@@ -23,6 +23,10 @@ class FileNotFound : public std::runtime_error {
 void bind_errors(py::module_& m);
 // attograd.load_run and the Run it returns.
 void bind_run(py::module_& m);
+// attograd.ActivationCache, what Run.run_with_cache returns (python/cache.cpp).
+void bind_cache(py::module_& m);
+// The Run's weights in TransformerLens's names, load_state_dict and save (python/weights.cpp).
+void bind_weights(py::module_& m);
 // attograd.train.
 void bind_train(py::module_& m);
 // attograd.Tensor, Tensor64, the ops, gradcheck.

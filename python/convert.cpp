@@ -1,8 +1,11 @@
 #include "python/convert.h"
 
+#include <cmath>
 #include <stdexcept>
 
+#include "io/field_table.h"
 #include "io/json_read.h"
+#include "io/printable.h"
 
 namespace pyag {
 
@@ -56,8 +59,7 @@ ag::Tensor<T> tensor_from_array(py::handle value, const std::string& argument,
     a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(value);  // empty when it fails
     if (!a) throw std::invalid_argument(argument + ": expected " + want + ", got a list that is not one");
   } else {
-    throw std::invalid_argument(argument + ": expected " + want + ", got " +
-                                py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+    throw std::invalid_argument(argument + ": expected " + want + ", got " + type_name(value));
   }
   const std::vector<int64_t> shape = array_shape(a);
   if (!a.dtype().is(py::dtype::of<T>()) || (expected && shape != *expected))
@@ -79,7 +81,7 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
     throw std::invalid_argument(argument +
                                 ": expected token ids (a list or an integer array of shape (T,) or "
                                 "(B, T)), got " +
-                                py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+                                type_name(value));
   }
   const std::vector<int64_t> shape = array_shape(a);
   const char kind = a.dtype().kind();
@@ -110,8 +112,7 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
 
 int64_t int_of(py::handle value, const std::string& argument) {
   if (!py::isinstance<py::int_>(value) || py::isinstance<py::bool_>(value))
-    throw py::type_error(argument + ": expected an int, got " +
-                         py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+    throw py::type_error(argument + ": expected an int, got " + type_name(value));
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
   if (overflow != 0)
@@ -148,26 +149,79 @@ py::object json_to_python(const nlohmann::json& j) {
   }
 }
 
-nlohmann::json python_to_json(py::handle value, const std::string& argument) {
-  // numpy arrays and scalars as the lists and numbers they hold; anything else json cannot hold stays a
-  // TypeError, and a float JSON cannot hold (nan, inf) a ValueError, each naming the argument.
-  const py::cpp_function plain([](py::handle v) -> py::object {
-    if (py::hasattr(v, "tolist")) return v.attr("tolist")();
-    throw py::type_error("Object of type " + py::str(py::type::of(v).attr("__name__")).cast<std::string>() +
-                         " is not JSON serializable");
-  });
-  std::string text;
-  try {
-    text = py::module_::import("json")
-               .attr("dumps")(value, py::arg("allow_nan") = false, py::arg("default") = plain)
-               .cast<std::string>();
-  } catch (py::error_already_set& e) {
-    if (argument.empty() || !(e.matches(PyExc_TypeError) || e.matches(PyExc_ValueError))) throw;
-    const std::string message = argument + ": " + py::str(e.value()).cast<std::string>();
-    if (e.matches(PyExc_TypeError)) throw py::type_error(message);
-    throw py::value_error(message);
+std::string type_name(py::handle value) {
+  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
+}
+
+namespace {
+
+// `value` at `pointer` (inside `argument`) as JSON; `depth` containers are open around it.
+nlohmann::json to_json(py::handle value, const std::string& argument, const std::string& pointer, int depth) {
+  const auto fail = [&](const std::string& what) {
+    throw io::JsonError(io::printable(argument + ": " + (pointer.empty() ? "" : pointer + ": ") + what));
+  };
+  if (value.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
+  if (py::isinstance<py::int_>(value)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (overflow == 0) return static_cast<int64_t>(v);
+    if (overflow > 0) {
+      const unsigned long long u = PyLong_AsUnsignedLongLong(value.ptr());
+      if (!PyErr_Occurred()) return static_cast<uint64_t>(u);
+      PyErr_Clear();
+    }
+    std::string text = py::str(value).cast<std::string>();
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    fail("integer out of range (64 bits), got " + text);
   }
-  return io::parse_json_text(text, argument.empty() ? "argument" : argument);  // bounded: no recursion
+  if (py::isinstance<py::float_>(value)) {
+    const double x = value.cast<double>();
+    if (!std::isfinite(x)) fail("expected a finite number, got " + py::repr(value).cast<std::string>());
+    return x;
+  }
+  if (py::isinstance<py::str>(value)) {
+    try {
+      return value.cast<std::string>();
+    } catch (const std::exception&) {  // lone surrogates: no UTF-8 for them
+      PyErr_Clear();
+      fail("expected text that is valid UTF-8");
+    }
+  }
+  if (py::isinstance<py::bytes>(value) || py::isinstance<py::bytearray>(value))
+    fail("expected text (str), got " + type_name(value));
+  const bool container =
+      py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value) || py::isinstance<py::dict>(value);
+  if (container && depth >= io::kMaxJsonDepth)  // named without its pointer: 64 levels of it
+    throw io::JsonError(
+        io::printable(argument + ": nested deeper than " + std::to_string(io::kMaxJsonDepth) + " levels"));
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    nlohmann::json out = nlohmann::json::array();
+    size_t i = 0;
+    for (py::handle x : value)
+      out.push_back(to_json(x, argument, pointer + "/" + std::to_string(i++), depth + 1));
+    return out;
+  }
+  if (py::isinstance<py::dict>(value)) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : py::reinterpret_borrow<py::dict>(value)) {
+      if (!py::isinstance<py::str>(k)) fail("expected text keys, got a key of type " + type_name(k));
+      const std::string key = to_json(k, argument, pointer, depth).get<std::string>();
+      out[key] = to_json(v, argument, io::child(pointer, key), depth + 1);
+    }
+    return out;
+  }
+  // numpy arrays and scalars: the lists and numbers they hold.
+  if (py::hasattr(value, "tolist") && py::hasattr(value, "dtype"))
+    return to_json(value.attr("tolist")(), argument, pointer, depth);
+  fail("expected None, a bool, number, str, list or dict, got " + type_name(value));
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json python_to_json(py::handle value, const std::string& argument) {
+  return to_json(value, argument, "", 0);
 }
 
 template py::array tensor_view(const ag::Tensor<float>&, bool);

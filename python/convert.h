@@ -42,9 +42,15 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
 // of int64's range (never wrapped).
 int64_t int_of(py::handle value, const std::string& argument);
 
+// The name of value's Python type ("int", "ndarray"), for messages.
+std::string type_name(py::handle value);
+
 py::object json_to_python(const nlohmann::json& j);
-// A dict (or list, number, string...) as JSON, through Python's json module: ValueError or TypeError for
-// what JSON cannot hold, its text after "ARGUMENT: " when `argument` is given.
+// A dict (or list, number, string...) as JSON, numpy arrays and scalars as the lists and numbers they hold.
+// What JSON cannot hold is an io::JsonError (ValueError) naming `argument` and where in it: "ARGUMENT: what"
+// at the top, "ARGUMENT: /POINTER: what" below, e.g. "config: /train/lr: expected a finite number, got
+// nan" (NaN, infinities, integers beyond 64 bits, bytes, keys that are not text, other objects, nesting
+// deeper than io::kMaxJsonDepth).
 nlohmann::json python_to_json(py::handle value, const std::string& argument = "");
 
 }  // namespace pyag

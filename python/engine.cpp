@@ -22,10 +22,6 @@ namespace pyag {
 
 namespace {
 
-std::string type_name(py::handle value) {
-  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
-}
-
 // Dims given as None (every dim), an int or a sequence of ints, each in [-ndim, ndim), as sorted
 // non-negative dims without repeats. ValueError naming `argument` otherwise.
 std::vector<int64_t> dims_of(py::handle value, int64_t ndim, const std::string& argument) {
@@ -108,9 +104,15 @@ std::vector<int32_t> class_ids(py::handle targets, int64_t classes, int32_t igno
                          py::str(a.dtype()).cast<std::string>());
   const auto t = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
   if (!t) throw py::error_already_set();
+  // Unsigned ids are read as unsigned: the cast to int64 would wrap 2^64 - 1 to -1 (an ignore_index).
+  py::array_t<uint64_t, py::array::c_style | py::array::forcecast> u;
+  if (kind == 'u') u = py::array_t<uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
   std::vector<int32_t> ids(static_cast<size_t>(t.size()));
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t id = t.data()[i];
+    if (kind == 'u' && u.data()[i] >= static_cast<uint64_t>(classes))
+      throw std::invalid_argument("targets: class id " + std::to_string(u.data()[i]) + " at index " +
+                                  std::to_string(i) + " is outside 0.." + std::to_string(classes - 1));
     if ((id < 0 || id >= classes) && id != ignore_index)
       throw std::invalid_argument("targets: class id " + std::to_string(id) + " at index " +
                                   std::to_string(i) + " is outside 0.." + std::to_string(classes - 1) +
@@ -338,8 +340,8 @@ void bind_engine(py::module_& m) {
           tensors.push_back(t.cast<ag::Tensor<double>>());
           tensors.back().set_requires_grad(true);
         }
-        if (!(eps > 0))
-          throw std::invalid_argument("eps: expected a positive step, got " + std::to_string(eps));
+        if (!std::isfinite(eps) || eps <= 0)
+          throw std::invalid_argument("eps: expected a positive finite step, got " + std::to_string(eps));
         const auto call = [&f](const std::vector<ag::Tensor<double>>& in) {
           const py::object out = f(in);
           if (!py::isinstance<ag::Tensor<double>>(out))

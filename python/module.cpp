@@ -11,6 +11,8 @@ PYBIND11_MODULE(attograd, m) {
   // gradcheck(config, ...) (bound by bind_run's tools), which takes every call whose f is not callable.
   pyag::bind_engine(m);
   pyag::bind_run(m);
+  pyag::bind_cache(m);
+  pyag::bind_weights(m);
   pyag::bind_train(m);
   pyag::one_line_argument_errors(m);
 }

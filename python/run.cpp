@@ -18,6 +18,8 @@
 #include "nn/hooks.h"
 #include "python/bindings.h"
 #include "python/convert.h"
+#include "study/patching.h"
+#include "study/tool.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
 
@@ -26,10 +28,6 @@ namespace pyag {
 namespace {
 
 using Model = nn::CausalLM<float>;
-
-std::string type_name(py::handle value) {
-  return py::str(py::type::of(value).attr("__name__")).cast<std::string>();
-}
 
 // The model's hook points picked by a names filter: None (every one), a point name, a list of names, or a
 // function of a name returning whether to pick it (TransformerLens's names_filter). Names are checked by
@@ -52,7 +50,8 @@ std::vector<std::string> filter_points(const Model& model, py::handle filter, co
                          ": expected None, a point name, a list of names or a function "
                          "fn(name) -> bool, got " +
                          type_name(filter));
-  for (const std::string& name : model.hook_points())
+  // Every point, those computed on request (attn.result) too.
+  for (const std::string& name : nn::hook_point_names(model.shape, true))
     if (py::bool_(filter(name))) out.push_back(name);
   return out;
 }
@@ -158,8 +157,9 @@ py::object forward(const Run& self, py::handle ids_value, py::object hooks_value
   return shaped_result(logits, ids, B, T, return_type, loss_per_token);
 }
 
-py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names_value,
+py::tuple run_with_cache(py::object self_object, py::handle ids_value, py::object names_value,
                          py::object hooks_value, py::object return_type, bool loss_per_token) {
+  const Run& self = self_object.cast<const Run&>();
   const auto run = self.get();
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
@@ -168,20 +168,91 @@ py::tuple run_with_cache(const Run& self, py::handle ids_value, py::object names
   if (!hooks_value.is_none()) add_hooks(hooks, *run->model, hooks_value);
   for (const std::string& n : names) hooks.capture(n);  // after the hooks: the cache holds what flows on
   const ag::Tensor<float> logits = run_forward(*run->model, ids, B, T, &hooks);
-  py::dict cache;
-  for (const std::string& n : names) cache[py::str(n)] = tensor_view(hooks.captured(n), true);
+  py::dict values;
+  for (const std::string& n : names) values[py::str(n)] = tensor_view(hooks.captured(n), true);
+  const py::object cache = py::module_::import("attograd").attr("ActivationCache")(values, self_object);
   return py::make_tuple(shaped_result(logits, ids, B, T, return_type, loss_per_token), cache);
+}
+
+// d(sum(grad_logits * logits)) / d(value) at each point picked by `points`, the parameters frozen
+// (study::point_gradients).
+py::dict backward(const Run& self, py::handle ids_value, py::handle grad_logits, py::object points_value) {
+  const auto run = self.get();
+  int64_t B = 0, T = 0;
+  const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
+  const std::vector<std::string> points = filter_points(*run->model, points_value, "points");
+  const std::vector<int64_t> shape = {B, T, run->model->shape.vocab};
+  py::object grad = py::reinterpret_borrow<py::object>(grad_logits);
+  if (py::isinstance<py::array>(grad) && py::reinterpret_borrow<py::array>(grad).dtype().kind() == 'f')
+    grad = grad.attr("astype")("float32");  // float64 from numpy's arithmetic is welcome
+  const ag::Tensor<float> seed = tensor_from_array<float>(grad, "grad_logits", &shape);
+  study::PointGradients<float> out;
+  {
+    py::gil_scoped_release release;
+    out = study::point_gradients(*run->model, ids, B, T, seed.to_vector(), points);
+  }
+  py::dict result;
+  for (const std::string& p : points) result[py::str(p)] = tensor_view(out.gradients.at(p), true);
+  return result;
+}
+
+// The task's own sequences: `attograd eval`'s held-out set (task.eval_set with the config's seed unless
+// given) or a training batch drawn from `seed` (task.sample), as (B, T) arrays.
+py::dict sample(const Run& r, py::handle n_value, py::handle split_value, py::handle seed_value) {
+  const auto run = r.get();
+  const int64_t n = int_of(n_value, "n");
+  if (n < 1) throw std::invalid_argument("n: expected at least 1 sequence, got " + std::to_string(n));
+  if (n > std::numeric_limits<int>::max())
+    throw std::invalid_argument("n: expected at most " + std::to_string(std::numeric_limits<int>::max()) +
+                                " sequences, got " + std::to_string(n));
+  (void)train::held_out_count(*run, static_cast<int>(n), "n");  // eval_size's range and memory estimate
+  if (!py::isinstance<py::str>(split_value))
+    throw py::type_error("split: expected \"heldout\" or \"train\", got " + type_name(split_value));
+  const std::string split = split_value.cast<std::string>();
+  if (split != "heldout" && split != "train")
+    throw std::invalid_argument("split: expected \"heldout\" or \"train\", got '" + split + "'");
+  int64_t seed = run->config.seed;
+  if (!seed_value.is_none()) {
+    seed = int_of(seed_value, "seed");
+    if (seed < 0)
+      throw std::invalid_argument("seed: expected a non-negative int, got " + std::to_string(seed));
+  }
+  train::Batch batch;
+  {
+    py::gil_scoped_release release;
+    if (split == "heldout") {
+      batch = run->task->eval_set(static_cast<uint64_t>(seed), static_cast<int>(n));
+    } else {
+      ag::Rng rng(static_cast<uint64_t>(seed));
+      batch = run->task->sample(rng, static_cast<int>(n));
+    }
+  }
+  const std::vector<py::ssize_t> shape = {batch.B, batch.T};
+  py::array_t<int32_t> ids(shape), targets(shape);
+  py::array_t<bool> scored(shape), padding(shape);
+  for (size_t i = 0; i < batch.inputs.size(); ++i) {
+    ids.mutable_data()[i] = batch.inputs[i];
+    targets.mutable_data()[i] = batch.targets[i];
+    scored.mutable_data()[i] = batch.targets[i] >= 0;
+    padding.mutable_data()[i] = !batch.is_padding.empty() && batch.is_padding[i];
+  }
+  py::dict out;
+  out["ids"] = ids;
+  out["targets"] = targets;
+  out["scored"] = scored;
+  out["is_padding"] = padding;
+  return out;
 }
 
 // Ids to names: an int, shape (T,) or (B, T) (nested lists), any id of the vocabulary whatever max_len.
 py::object token_names(const Run& r, py::handle ids_value) {
   const auto run = r.get();
-  const int vocab = run->task->vocab_size();
+  const int vocab = static_cast<int>(run->model->shape.vocab);  // ids past the task's are "<id N>"
   if (py::isinstance<py::int_>(ids_value) && !py::isinstance<py::bool_>(ids_value)) {
     int64_t B = 0, T = 0;
     const std::vector<int32_t> id =
         token_ids(py::make_tuple(ids_value), "ids", vocab, std::numeric_limits<int>::max(), &B, &T);
-    return py::str(run->task->token_name(id[0]));
+    return py::str(study::token_label(*run, id[0]));
   }
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids =
@@ -190,7 +261,7 @@ py::object token_names(const Run& r, py::handle ids_value) {
   py::list out;
   for (int64_t b = 0; b < B; ++b) {
     py::list row;
-    for (int64_t t = 0; t < T; ++t) row.append(py::str(run->task->token_name(ids[b * T + t])));
+    for (int64_t t = 0; t < T; ++t) row.append(py::str(study::token_label(*run, ids[b * T + t])));
     if (!batched) return std::move(row);
     out.append(row);
   }
@@ -311,6 +382,15 @@ class HookPoint(str):
            py::arg("loss_per_token") = false,
            "(logits, {point: array}) with every hook point, or those names picks (a name, a list, or a "
            "function of the name); hooks as forward's, run before the cache reads each point.")
+      .def("backward", &backward, py::arg("ids"), py::arg("grad_logits"), py::arg("points") = py::none(),
+           "{point: gradient}: d(sum(grad_logits * logits)) / d(value at the point) for ids (T,) or (B, T) "
+           "and "
+           "grad_logits of the logits' shape (B, T, V), the parameters frozen; points as run_with_cache's "
+           "names (None: every point of hook_points()).")
+      .def("sample", &sample, py::arg("n"), py::arg("split") = "heldout", py::arg("seed") = py::none(),
+           "The task's own sequences: {\"ids\": (B, T) inputs, \"targets\": (B, T) next tokens (-1 where not "
+           "scored), \"scored\", \"is_padding\": (B, T) bool}. split \"heldout\" is attograd eval's held-out "
+           "set (the config's seed unless seed is given); \"train\" a training batch drawn from seed.")
       .def(
           "hook_points", [](const Run& r) { return r.get()->model->hook_points(); },
           "Every hook point of the model, in forward order.")

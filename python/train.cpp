@@ -77,17 +77,21 @@ train::Config read_config(py::handle config, const std::vector<std::string>& set
     }
   }
   if (!py::isinstance<py::dict>(config))
-    throw std::invalid_argument("config: expected a dict or a path, got " +
-                                py::str(py::type::of(config).attr("__name__")).cast<std::string>());
-  return train::from_json(python_to_json(config, "config"), "config", sets);
+    throw std::invalid_argument("config: expected a dict or a path, got " + type_name(config));
+  nlohmann::json document;
+  try {
+    document = python_to_json(config, "config");
+  } catch (const io::JsonError& e) {
+    throw train::ConfigError(e.what());  // what the command line says of such a config file
+  }
+  return train::from_json(document, "config", sets);
 }
 
 // A run folder given as a path (str or os.PathLike); `field` names the argument.
 std::string resume_folder(py::handle src, const std::string& field = "config") {
   if (py::isinstance<py::str>(src) || py::hasattr(src, "__fspath__"))
     return py::str(py::module_::import("os").attr("fspath")(src)).cast<std::string>();
-  throw std::invalid_argument(field + ": expected a run folder (a path), got " +
-                              py::str(py::type::of(src).attr("__name__")).cast<std::string>());
+  throw std::invalid_argument(field + ": expected a run folder (a path), got " + type_name(src));
 }
 
 py::object train_run(py::handle config_value, py::object out_value, bool overwrite, py::object progress,

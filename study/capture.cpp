@@ -20,7 +20,9 @@ std::vector<findings::Probe> capture_attention(const nn::CausalLM<float>& model,
     findings::Probe& p = probes[b];
     for (int t = 0; t < T; ++t) {
       p.ids.push_back(batch.inputs[static_cast<size_t>(b) * T + t]);
-      p.tokens.push_back(task.token_name(p.ids.back()));
+      // An id the model has beyond the task's vocabulary is "<id N>", as study::token_label names it.
+      const int32_t id = p.ids.back();
+      p.tokens.push_back(id < task.vocab_size() ? task.token_name(id) : "<id " + std::to_string(id) + ">");
     }
     for (size_t l = 0; l < L; ++l) {
       const ag::Tensor<float>& pattern =

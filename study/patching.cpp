@@ -176,6 +176,42 @@ findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
   return r;
 }
 
+template <typename T>
+PointGradients<T> point_gradients(const nn::CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t B,
+                                  int64_t n, const std::vector<T>& grad_logits,
+                                  const std::vector<std::string>& points) {
+  const int64_t V = model.shape.vocab;
+  if (static_cast<int64_t>(grad_logits.size()) != B * n * V)
+    throw std::invalid_argument("grad_logits: expected the logits' shape (" + std::to_string(B) + ", " +
+                                std::to_string(n) + ", " + std::to_string(V) + "), " +
+                                std::to_string(B * n * V) + " values, got " +
+                                std::to_string(grad_logits.size()));
+  nn::Hooks<T> hooks;
+  for (const std::string& p : points) {
+    hooks.capture(p);
+    hooks.grad(p);
+  }
+  PointGradients<T> out;
+  {
+    nn::NoParameterGrads<T> frozen(model);
+    out.logits = model.forward(ids, B, n, {}, &hooks);
+    out.logits.backward(grad_logits);
+  }
+  for (const std::string& p : points) {
+    out.values[p] = hooks.captured(p);
+    out.gradients[p] = hooks.gradient(p);
+  }
+  return out;
+}
+
+template PointGradients<float> point_gradients<float>(const nn::CausalLM<float>&, const std::vector<int32_t>&,
+                                                      int64_t, int64_t, const std::vector<float>&,
+                                                      const std::vector<std::string>&);
+template PointGradients<double> point_gradients<double>(const nn::CausalLM<double>&,
+                                                        const std::vector<int32_t>&, int64_t, int64_t,
+                                                        const std::vector<double>&,
+                                                        const std::vector<std::string>&);
+
 findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
                                             const std::vector<int32_t>& clean,
                                             const std::vector<int32_t>& corrupt, int answer, int wrong,
@@ -203,22 +239,12 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
   }
   // The corrupt run's activations and the metric's gradient at each of them, from one backward that
   // computes no parameter gradient (nn::NoParameterGrads): only the activations' gradients are needed.
-  nn::Hooks<float> hooks;
-  for (const std::string& p : points) {
-    hooks.capture(p);
-    hooks.grad(p);
-  }
-  double corrupt_metric = 0;
-  {
-    nn::NoParameterGrads<float> frozen(model);
-    ag::Tensor<float> logits = model.forward(corrupt, 1, T, {}, &hooks);
-    corrupt_metric = logit_diff(logits, 0, answer, wrong);
-    const int64_t V = logits.size(2);
-    std::vector<float> seed(static_cast<size_t>(logits.numel()), 0.0f);
-    seed[(T - 1) * V + answer] = 1.0f;
-    seed[(T - 1) * V + wrong] = -1.0f;
-    logits.backward(seed);
-  }
+  const int64_t V = model.shape.vocab;
+  std::vector<float> seed(static_cast<size_t>(T * V), 0.0f);
+  seed[(T - 1) * V + answer] = 1.0f;
+  seed[(T - 1) * V + wrong] = -1.0f;
+  const PointGradients<float> grads = point_gradients(model, corrupt, 1, T, seed, points);
+  const double corrupt_metric = logit_diff(grads.logits, 0, answer, wrong);
   if (clean_metric == corrupt_metric)
     throw std::invalid_argument("patching: the clean and corrupt runs give the same logit difference (" +
                                 std::to_string(clean_metric) + "); there is nothing to recover");
@@ -228,7 +254,7 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
   // sum over the elements [offset, offset + n) of (clean - corrupt) * grad.
   auto term = [&](const std::string& point, const ag::Tensor<float>& grad, int64_t offset, int64_t n) {
     const float* c = clean_hooks.captured(point).data() + offset;
-    const float* x = hooks.captured(point).data() + offset;
+    const float* x = grads.values.at(point).data() + offset;
     const float* g = grad.data() + offset;
     double s = 0;
     for (int64_t i = 0; i < n; ++i) s += (double(c[i]) - double(x[i])) * double(g[i]);
@@ -236,13 +262,13 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
   };
   findings::PatchEffects e;
   for (int l = 0; l <= L; ++l) {
-    const ag::Tensor<float> g = hooks.gradient(resid_points[l]);  // (1, T, D)
+    const ag::Tensor<float>& g = grads.gradients.at(resid_points[l]);  // (1, T, D)
     for (int64_t t = 0; t < T; ++t) e.resid_pre.push_back({l, int(t), term(resid_points[l], g, t * D, D)});
   }
   for (int l = 0; l < L; ++l)
     for (nn::Point kind : head_kinds) {
       const std::string point = nn::hook_name(kind, l);
-      const ag::Tensor<float> g = hooks.gradient(point);
+      const ag::Tensor<float>& g = grads.gradients.at(point);
       if (kind == nn::Point::attn_pattern) {  // (1, H, T, S): the whole head
         for (int64_t h = 0; h < H; ++h)
           e.head_pattern.push_back({l, int(h), term(point, g, h * T * T, T * T)});

@@ -15,7 +15,9 @@
 // activation; it misses what saturates (a softmax pushed to 0 or 1, a LayerNorm's scale).
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "findings/patching_view.h"
@@ -61,5 +63,21 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
                                             const std::vector<int32_t>& clean,
                                             const std::vector<int32_t>& corrupt, int answer, int wrong,
                                             double* clean_diff = nullptr, double* corrupt_diff = nullptr);
+
+// The gradients at hook points of one forward of ids (B, n): d(sum(grad_logits * logits)) / d(the value
+// at each point), a vector-Jacobian product through the reference forward with the model's parameters
+// frozen (nn::NoParameterGrads: no parameter gradient is computed or touched), with each point's value and
+// the logits. grad_logits holds B * n * V values (the logits' shape, row-major). Throws
+// std::invalid_argument naming grad_logits for another size and a point the model lacks (the forward's
+// error). Attribution patching takes its gradients from here; so does Python's Run.backward.
+template <typename T>
+struct PointGradients {
+  ag::Tensor<T> logits;
+  std::map<std::string, ag::Tensor<T>> values, gradients;
+};
+template <typename T>
+PointGradients<T> point_gradients(const nn::CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t B,
+                                  int64_t n, const std::vector<T>& grad_logits,
+                                  const std::vector<std::string>& points);
 
 }  // namespace study

@@ -13,6 +13,8 @@
 // model.logit_softcap, logits means the logits before the cap (the cap is not linear).
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "findings/lens_view.h"
@@ -31,5 +33,53 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
 // blocks.L.attn.head.H for each head, blocks.L.attn.bias and (with MLPs) blocks.L.mlp, then ln_f.bias and
 // lm_head.bias.
 std::vector<std::string> lens_component_names(const nn::ModelShape& shape);
+
+// TransformerLens's ActivationCache helpers, on the activations of one forward of any batch (B, T): the
+// pieces of the residual stream as a stack (n, B, T, D) in double with one label per row, the final norm
+// applied to a stack, and a stack's direct logit attribution. Each reads only the points it names through
+// `cache` (the value at a hook point, as nn::Hooks captures it; the lookup throws for a point it lacks). A
+// layer is 0..n_layers; n_layers means every block and the final residual. Bad arguments are
+// std::invalid_argument naming them ("layer: ...").
+template <typename T>
+using CacheLookup = std::function<ag::Tensor<T>(const std::string& point)>;
+
+struct ResidualStack {
+  std::vector<std::string> labels;
+  ag::Tensor<double> stack;  // (n, B, T, D)
+};
+
+// blocks.l.resid_pre for l = 0..layer ("l_pre"), with incl_mid resid_mid after each but layer's ("l_mid")
+// and with mlp_input layer's too; layer n_layers ends with the last resid_post ("final_post").
+template <typename T>
+ResidualStack accumulated_resid(const nn::CausalLM<T>& model, const CacheLookup<T>& cache, int layer,
+                                bool incl_mid, bool mlp_input);
+
+// What wrote the stream up to `layer`: embed and pos_embed (incl_embeds), then per block l < layer its
+// attn.out ("l_attn_out", mode "all" or "attn") and mlp.out ("l_mlp_out", mode "all" or "mlp"; not in
+// attention-only models), and with mlp_input layer's attn.out. These sum to blocks.layer.resid_pre (the last
+// resid_post for n_layers; plus layer's attn.out, resid_mid, with mlp_input).
+template <typename T>
+ResidualStack decompose_resid(const nn::CausalLM<T>& model, const CacheLookup<T>& cache, int layer,
+                              bool mlp_input, const std::string& mode, bool incl_embeds);
+
+// Each head's write into the stream, z_h Wo_h^T, for the blocks before `layer` ("LlHh", layer by layer),
+// from blocks.l.attn.z; Wo's bias is not in any head (decompose_resid's attn.out holds it).
+template <typename T>
+ResidualStack stack_head_results(const nn::CausalLM<T>& model, const CacheLookup<T>& cache, int layer);
+
+// A stack (..., B, T, D) through a norm as the forward applied it, without its bias: centred (when the norm
+// centres), times the cached scale at (b, t), times the norm's weight (TransformerLens folds the weight into
+// the next matrix; attograd's models keep it). The norm is ln_f for layer n_layers, else block layer's ln1
+// (ln2 with mlp_input). A model without norms gives the stack unchanged.
+template <typename T>
+ag::Tensor<double> apply_ln_to_stack(const nn::CausalLM<T>& model, const CacheLookup<T>& cache,
+                                     const ag::Tensor<double>& stack, int layer, bool mlp_input);
+
+// stack (..., D) . (W_U[token] - W_U[incorrect]) (W_U[token] alone for incorrect = -1): shape (...). On
+// apply_ln_to_stack's output this is each piece's share of logit[token] - logit[incorrect], the biases of
+// ln_f and the unembedding aside.
+template <typename T>
+ag::Tensor<double> logit_attrs(const nn::CausalLM<T>& model, const ag::Tensor<double>& stack, int token,
+                               int incorrect);
 
 }  // namespace study

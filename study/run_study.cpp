@@ -200,8 +200,10 @@ findings::PhaseChange run_phase_change(const std::string& run_dir) {
   return findings::phase_change(read_score_history(run_dir), eval_loss);
 }
 
-void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>* saes,
-               std::vector<std::string>* pages) {
+namespace {
+
+void read_saes_except(const std::string& run_dir, const std::string& replacing,
+                      std::vector<findings::SaeEvalSummary>* saes, std::vector<std::string>* pages) {
   namespace fs = std::filesystem;
   std::vector<std::string> points;
   std::error_code ec;
@@ -212,6 +214,7 @@ void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>
   std::sort(points.begin(), points.end());
   for (const std::string& point : points) {
     const std::string dir = io::layout::sae_dir(run_dir, point), eval = io::layout::sae_eval_json(dir);
+    if (!replacing.empty() && fs::equivalent(dir, replacing, ec)) continue;
     if (!fs::exists(eval, ec)) continue;  // not evaluated yet (training stopped, or still under way)
     saes->push_back(findings::sae_eval_from_json(io::parse_json(io::read_text_file(eval), eval), eval));
     const std::string page = io::layout::sae_features_html(dir);
@@ -219,7 +222,18 @@ void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>
   }
 }
 
-void write_run_report(const std::string& run_dir, const std::string& title) {
+}  // namespace
+
+void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>* saes,
+               std::vector<std::string>* pages) {
+  read_saes_except(run_dir, "", saes, pages);
+}
+
+namespace {
+
+// What RUN/report.html shows, read from the run folder's files; the SAE folder `replacing` is not read.
+findings::ReportInputs read_report_inputs(const std::string& run_dir, const std::string& title,
+                                          const std::string& replacing = "") {
   findings::ReportInputs in;
   in.title = title;
   const std::string metrics = io::layout::metrics_jsonl(run_dir);
@@ -245,8 +259,19 @@ void write_run_report(const std::string& run_dir, const std::string& title) {
   }
   if (std::filesystem::exists(io::layout::measures_jsonl(run_dir)))
     in.measures = findings::read_measures(io::layout::measures_jsonl(run_dir));
-  read_saes(run_dir, &in.saes, &in.sae_pages);
-  findings::write_report_html(io::layout::report_html(run_dir), in);
+  read_saes_except(run_dir, replacing, &in.saes, &in.sae_pages);
+  return in;
+}
+
+}  // namespace
+
+void write_run_report(const std::string& run_dir, const std::string& title) {
+  findings::write_report_html(io::layout::report_html(run_dir), read_report_inputs(run_dir, title));
+}
+
+void check_run_report(const std::string& run_dir, const std::string& replacing) {
+  (void)read_report_inputs(run_dir, "", replacing);
+  io::check_replaceable(io::layout::report_html(run_dir));
 }
 
 }  // namespace study

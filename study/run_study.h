@@ -104,4 +104,8 @@ void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>
 // attention/*.json, circuits.json, patching/*.json, lens/*.json, fourier/, measures.jsonl, sae/*/eval.json).
 void write_run_report(const std::string& run_dir, const std::string& title);
 
+// What write_run_report would refuse, checked before a tool's long work: every file the report reads (but
+// those of the SAE folder `replacing`, about to be rewritten) and report.html's place.
+void check_run_report(const std::string& run_dir, const std::string& replacing = "");
+
 }  // namespace study

@@ -170,7 +170,11 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
 
   const std::vector<float> effects = decoder_logit_effects(model, sae, point);
   const int64_t V = static_cast<int64_t>(effects.size()) / M;
-  auto name = [&](int64_t id) { return task.token_name(static_cast<int>(id)); };
+  // Every token of the model's vocabulary, which may be larger than the task's: ids the task never uses are
+  // "<id N>", as study::token_label names them.
+  auto name = [&](int64_t id) {
+    return id < task.vocab_size() ? task.token_name(static_cast<int>(id)) : "<id " + std::to_string(id) + ">";
+  };
   features->assign(static_cast<size_t>(M), {});
   std::vector<int64_t> order(static_cast<size_t>(V));
   for (int64_t j = 0; j < M; ++j) {

@@ -133,6 +133,13 @@ Output<SaeOutcome> sae(StudyRun& run, const SaeRequest& request) {
       config.normalize_activations = SaeNormalize::none;
   }
 
+  // Every output checked before the training, so that a bad one fails first, in one line: each file of
+  // the folder must be absent or a regular file, and the run's report must still read every file it shows.
+  for (const std::string& file : {io::layout::sae_model(out), checkpoint, io::layout::sae_eval_json(out),
+                                  io::layout::sae_features_json(out), io::layout::sae_features_html(out)})
+    io::check_replaceable(file);
+  if (in_run) check_run_report(run.dir, out);
+
   ModelActivations source(*run.model, *run.task, request.point, config);
   std::filesystem::create_directories(out);  // once the point is known to be one an SAE can read
   // On resume the scale is the checkpoint's.

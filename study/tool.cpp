@@ -34,7 +34,8 @@ std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const
     if (bos_added && notes && std::find(notes->begin(), notes->end(), note) == notes->end())
       notes->push_back(note);
   } else {
-    const int64_t vocab = run.task->vocab_size();
+    // The model's vocabulary, which may be larger than the task's: ids the task never uses are valid input.
+    const int64_t vocab = run.model->shape.vocab;
     for (int64_t id : input.ids) {
       if (id < 0 || id >= vocab)
         throw RequestError(field + ": " + std::to_string(id) + " is not a token id in 0.." +
@@ -48,7 +49,7 @@ std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const
 
 int token_id(const StudyRun& run, const Token& token, const std::string& field) {
   if (token.name.empty()) {
-    const int64_t vocab = run.task->vocab_size();
+    const int64_t vocab = run.model->shape.vocab;
     if (!token.id || *token.id < 0 || *token.id >= vocab)
       throw RequestError(field + ": token id " + (token.id ? std::to_string(*token.id) : "none") +
                          " is outside the vocabulary 0.." + std::to_string(vocab - 1));
@@ -60,7 +61,8 @@ int token_id(const StudyRun& run, const Token& token, const std::string& field) 
 }
 
 std::string token_label(const StudyRun& run, int id) {
-  return id < run.task->vocab_size() ? run.task->token_name(id) : "<id " + std::to_string(id) + ">";
+  const train::Task& task = *run.task;
+  return id >= 0 && id < task.vocab_size() ? task.token_name(id) : "<id " + std::to_string(id) + ">";
 }
 
 std::vector<std::string> token_labels(const StudyRun& run, const std::vector<int32_t>& ids) {

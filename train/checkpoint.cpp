@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "io/atomic_file.h"
 #include "io/json_read.h"
 #include "io/run_layout.h"
 #include "train/safetensors.h"
@@ -81,6 +82,21 @@ void save_checkpoint(const std::string& run_dir, const Config& config, const nn:
         entry.path().string() != optimizer_path && !io::layout::is_temp_file(name))
       fs::remove(entry.path(), ec);
   }
+}
+
+void save_model_run(const std::string& run_dir, Config config, const nn::CausalLM<float>& model,
+                    int64_t step) {
+  namespace fs = std::filesystem;
+  if (fs::exists(io::layout::model_checkpoint(run_dir)))
+    throw std::invalid_argument("path: " + run_dir +
+                                " already holds a run (checkpoint/model.safetensors); give a new folder");
+  fs::create_directories(io::layout::checkpoint_dir(run_dir));
+  config.output.dir = run_dir;
+  std::vector<OptimParam> params;
+  for (const auto& p : model.named_parameters()) params.push_back({p.name, p.tensor, false});
+  AdamW fresh(params, 0.0);  // zero moments; it only writes them
+  io::write_text_file_atomically(io::layout::config_json(run_dir), to_json(config).dump(2) + "\n");
+  save_checkpoint(run_dir, config, model, fresh, ag::Rng(static_cast<uint64_t>(config.seed)), step);
 }
 
 int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model) {

@@ -23,6 +23,13 @@ namespace train {
 void save_checkpoint(const std::string& run_dir, const Config& config, const nn::CausalLM<float>& model,
                      AdamW& optimizer, const ag::Rng& data_rng, int64_t step);
 
+// A new run folder `run_dir` holding `model` as a checkpoint at `step`: config.json (config with output.dir
+// set to run_dir) and checkpoint/ with zero optimiser moments and the config's data seed, so that every tool
+// opens it and a resume starts the optimiser afresh. Refuses (std::invalid_argument naming `path`) a folder
+// that already holds a model checkpoint.
+void save_model_run(const std::string& run_dir, Config config, const nn::CausalLM<float>& model,
+                    int64_t step);
+
 // The largest weight magnitude a model file may hold: a trained model's weights are a few units at most,
 // and beyond this its forward would overflow float32 into inf and NaN.
 constexpr double kMaxWeightMagnitude = 1e6;

@@ -1,6 +1,7 @@
 #include "train/training_step.h"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "autograd/ops.h"
@@ -30,7 +31,19 @@ TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
                   ? std::make_unique<BatchShards>(*model_, config.train.shards, config.train.scored_rows_only)
                   : nullptr),
       // The data stream is separate from the init stream, so changing the model does not change the data.
-      data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {}
+      data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {
+  // The config was resolved from the task's data when it was read (model.vocab, model.max_len); a data file
+  // changed since then (appended to while the command starts) would give ids or lengths the model lacks.
+  const Task& task = *task_;
+  const bool resolved = config.model.vocab > 0 && config.model.max_len > 0;
+  if (resolved && (task.vocab_size() > config.model.vocab || task.seq_len() > config.model.max_len))
+    throw std::runtime_error(
+        (config.task.path.empty() ? "task " + config.task.kind : "task.path " + config.task.path) +
+        ": changed after the config was read (now " + std::to_string(task.vocab_size()) +
+        " tokens and sequences of " + std::to_string(task.seq_len()) + ", the model takes " +
+        std::to_string(config.model.vocab) + " and " + std::to_string(config.model.max_len) +
+        "); run again once the file is complete");
+}
 
 Batch TrainingStep::next_batch(int64_t step) {
   return task_->training_batch(step, config_.train.batch_size, data_rng_);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <stdexcept>
@@ -204,6 +205,54 @@ BOOST_AUTO_TEST_CASE(a_start_gives_the_bits_of_writing_it_then_accumulating) {
         check_start<float>(s[0], s[1], s[2], s[3], s[4], kind & 1, kind & 2);
         check_start<double>(s[0], s[1], s[2], s[3], s[4], kind & 1, kind & 2);
       }
+  }
+  ag::set_num_threads(1);
+}
+
+// A product of one row (a decoding step) reads B in place rather than packing it; its row must have the
+// bits that the same row gets inside a product of many rows (the packed path), with and without a start,
+// accumulating, over several slices of the inner dimension and split over threads.
+template <typename T>
+void check_one_row(int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad, int start_kind) {
+  constexpr int64_t rows = 9;  // more than any micro-tile's rows: the packed path
+  const Operand<T> a = make_operand<T>(rows, inner, ta, pad, 17 + cols + inner);
+  const Operand<T> b = make_operand<T>(inner, cols, tb, pad, 19 + cols * 3 + inner);
+  const Operand<T> residual = make_operand<T>(rows, cols, false, 0, 23 + cols);
+  const Operand<T> bias = make_operand<T>(1, cols, false, 0, 29 + cols);
+  ag::CStart<T> start;
+  if (start_kind & 1) start.bias = bias.view.data;
+  if (start_kind & 2) start = {start.bias, residual.view.data, cols};
+  const bool accumulate = start_kind == 4;
+  const int64_t ldc = cols + pad;
+  std::vector<T> many(static_cast<size_t>(rows * ldc), T(0.25)), one(static_cast<size_t>(ldc), T(0.25));
+  const int64_t row = 6;
+  if (start_kind == 0 || accumulate) {
+    ag::gemm(rows, cols, inner, a.view, b.view, many.data(), ldc, accumulate);
+    ag::gemm(int64_t(1), cols, inner,
+             ag::MatView<T>{a.view.data + row * a.view.row_stride, a.view.row_stride, a.view.col_stride},
+             b.view, one.data(), ldc, accumulate);
+  } else {
+    ag::gemm(rows, cols, inner, a.view, b.view, many.data(), ldc, start);
+    ag::gemm(int64_t(1), cols, inner,
+             ag::MatView<T>{a.view.data + row * a.view.row_stride, a.view.row_stride, a.view.col_stride},
+             b.view, one.data(), ldc, start.at(row, 0));
+  }
+  BOOST_TEST(std::memcmp(one.data(), many.data() + row * ldc, sizeof(T) * static_cast<size_t>(ldc)) == 0,
+             "1 x " << inner << " x " << cols << " ta " << ta << " tb " << tb << " start " << start_kind
+                    << ": bits differ from the same row in a product of " << rows);
+}
+
+BOOST_AUTO_TEST_CASE(a_product_of_one_row_has_the_bits_of_that_row_in_a_larger_product) {
+  const int64_t shapes[][2] = {{1, 1},    {7, 5},     {16, 8},     {33, 17},
+                               {64, 128}, {100, 515}, {3072, 768}, {40, 1100}};
+  for (int threads : {1, 2}) {
+    ag::set_num_threads(threads);
+    for (const auto& s : shapes)
+      for (int t = 0; t < 4; ++t)
+        for (int start_kind = 0; start_kind < 5; ++start_kind) {
+          check_one_row<float>(s[0], s[1], t & 1, t & 2, (s[0] + t) % 3, start_kind);
+          check_one_row<double>(s[0], s[1], t & 1, t & 2, (s[0] + t) % 3, start_kind);
+        }
   }
   ag::set_num_threads(1);
 }

@@ -76,6 +76,23 @@ BOOST_AUTO_TEST_CASE(a_nul_byte_ends_nothing) {
   write(dir.file("p.json"), std::string("{\"offset\": 1}\0", 14));
   expect_refused("detect '" + fixture_run(dir) + "' --pattern '" + dir.file("p.json") + "'",
                  "p.json: line 1, column 14: a NUL byte, not JSON text");
+  // A sweep file, gradcheck's config, and a line of a sequences file (which used to say only "not a JSON
+  // value"): the same refusal, at the NUL.
+  write(dir.file("w.json"),
+        std::string("{\"base\": \"configs/reverse.json\", \"grid\": {\"seed\": [1]}}\0 {{{", 60));
+  expect_refused("sweep '" + dir.file("w.json") + "' --print-commands",
+                 "w.json: line 1, column 56: a NUL byte, not JSON text");
+  expect_refused("gradcheck '" + dir.file("c.json") + "'",
+                 "c.json: line 1, column 14: a NUL byte, not JSON text");
+  write(dir.file("d.jsonl"),
+        std::string("{\"tokens\": [\"a\", \"b\"]}\n{\"tokens\": [\"a\", \"c\"]}\0 {{{\n", 51));
+  expect_refused("train configs/reverse.json --set task.kind=sequences --set 'task.path=" +
+                     dir.file("d.jsonl") + "' --out '" + dir.file("run") + "'",
+                 "d.jsonl:2: line 1, column 23: a NUL byte, not JSON text");
+  write(dir.file("e.jsonl"), std::string("{\"tokens\": [\"a\", \"b\"]}\n\0\n", 25));
+  expect_refused("train configs/reverse.json --set task.kind=sequences --set 'task.path=" +
+                     dir.file("e.jsonl") + "' --out '" + dir.file("run") + "'",
+                 "e.jsonl:2: line 1, column 1: a NUL byte, not JSON text");
 }
 
 BOOST_AUTO_TEST_CASE(a_sequences_line_nested_deep) {

@@ -128,7 +128,8 @@ BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
         const bool gate_point = row.needs == nn::Needs::gated;
         const bool absent = (variant.attention_only && (mlp_point || gate_point)) ||
                             (!nn::has_norm(variant.norm) && ln_point) ||
-                            (gate_point && !nn::mlp_gated(variant.activation));
+                            (gate_point && !nn::mlp_gated(variant.activation)) ||
+                            row.needs == nn::Needs::on_request;
         BOOST_TEST(present == !absent, nn::hook_name(row.point, l));
       }
     for (const std::string& p : points) hooks.capture(p);
@@ -214,6 +215,33 @@ BOOST_AUTO_TEST_CASE(captured_values_agree_with_each_other) {
     }
     BOOST_TEST(total == 1.0, boost::test_tools::tolerance(1e-12));
   }
+}
+
+// embed + pos_embed is the first residual; attn.result, computed when asked for, sums over heads (plus Wo's
+// bias) to attn.out, leaves the logits as they are when only read, and zeroing one head of it is zeroing
+// that head's z.
+BOOST_AUTO_TEST_CASE(the_embeddings_and_each_heads_result_add_up) {
+  ag::Rng rng(3);
+  const nn::CausalLM<double> model(shape(), rng);
+  nn::Hooks<double> plain;
+  const ag::Tensor<double> base = logits_of(model, kA, &plain);
+  nn::Hooks<double> hooks;
+  for (const char* p :
+       {"embed", "pos_embed", "blocks.0.resid_pre", "blocks.1.attn.result", "blocks.1.attn.out"})
+    hooks.capture(p);
+  BOOST_TEST(max_abs_diff(base, logits_of(model, kA, &hooks)) == 0.0);
+  auto at = [&](const std::string& p) -> const ag::Tensor<double>& { return hooks.captured(p); };
+  BOOST_TEST(max_abs_diff(ag::add(at("embed"), at("pos_embed")), at("blocks.0.resid_pre")) == 0.0);
+  BOOST_TEST((at("blocks.1.attn.result").shape() == ag::Shape{kBatch, kT, 4, 16}));
+  BOOST_TEST(max_abs_diff(ag::add(ag::sum(at("blocks.1.attn.result"), 2), model.blocks[1]->attn.wo.bias),
+                          at("blocks.1.attn.out")) <= 1e-12);
+  const ag::Tensor<double> zero_head = ag::Tensor<double>::zeros({kT, 4, 16});
+  nn::Hooks<double> by_result, by_z;
+  by_result.patch_head("blocks.1.attn.result", 2, {}, zero_head);
+  by_z.patch_head("blocks.1.attn.z", 2, {}, ag::Tensor<double>::zeros({kT, 4, 4}));
+  const ag::Tensor<double> a = logits_of(model, kA, &by_result), b = logits_of(model, kA, &by_z);
+  BOOST_TEST(max_abs_diff(a, b) <= 1e-12);
+  BOOST_TEST(max_abs_diff(a, base) > 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(patching_every_point_with_its_own_value_changes_no_bit) {

@@ -130,10 +130,24 @@ def test_bad_train_arguments(tmp_path):
         attograd.train(3)
     with pytest.raises(attograd.ConfigError):
         attograd.train({"modle": {}}, out=str(tmp_path / "a"))
-    with pytest.raises(ValueError, match="Out of range float"):
+    # What JSON cannot hold is a ConfigError naming where in the dict, as a config file's error would.
+    with pytest.raises(attograd.ConfigError, match="^config: /train/lr: expected a finite number, got nan$"):
         attograd.train({"train": {"lr": float("nan")}}, out=str(tmp_path / "b"))
-    with pytest.raises(TypeError, match="Object of type object is not JSON serializable"):
+    with pytest.raises(attograd.ConfigError, match="^config: /train/lr: expected None, a bool, number, str, "
+                       "list or dict, got object$"):
         attograd.train({"train": {"lr": object()}}, out=str(tmp_path / "c"))
+    with pytest.raises(attograd.ConfigError, match="^config: /name: expected text \\(str\\), got bytes$"):
+        attograd.train({"name": b"x"}, out=str(tmp_path / "c"))
+    with pytest.raises(attograd.ConfigError, match="^config: /seed: integer out of range \\(64 bits\\)"):
+        attograd.train({"seed": 2**70}, out=str(tmp_path / "c"))
+    with pytest.raises(attograd.ConfigError, match="^config: /train: expected text keys, got a key of type int$"):
+        attograd.train({"train": {1: 2}}, out=str(tmp_path / "c"))
+    deep = []
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(attograd.ConfigError, match="nested deeper than 64 levels"):
+        attograd.train({"train": {"betas": deep}}, out=str(tmp_path / "c"))
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
     with pytest.raises(ValueError, match="out: expected a folder, got an empty path"):
         attograd.train({}, out="")
     with pytest.raises(ValueError, match="progress: expected a function"):
@@ -180,14 +194,19 @@ def test_each_hostile_argument_is_one_line(run):
          "f: expected to return a Tensor64, got int"),
         (lambda: attograd.gradcheck(lambda t: t[0], attograd.Tensor64(np.ones(2))), TypeError,
          "inputs: expected a list of Tensor64, got Tensor64"),
-        (lambda: attograd.train({"name": b"x"}, out="/nonexistent/x"), TypeError,
-         "^config: Object of type bytes is not JSON serializable$"),
-        (lambda: run.ablate(mode=b"zero"), TypeError, "^mode: Object of type bytes is not JSON serializable$"),
+        (lambda: attograd.train({"name": b"x"}, out="/nonexistent/x"), attograd.ConfigError,
+         "^config: /name: expected text \\(str\\), got bytes$"),
+        (lambda: run.ablate(mode=b"zero"), ValueError, "^mode: expected text \\(str\\), got bytes$"),
         (lambda: attograd.cross_entropy(t32, [2**40, 0]), ValueError,
          r"targets: class id 1099511627776 at index 0 is outside 0..2"),
         (lambda: attograd.cross_entropy(t32, [1.7, 0]), TypeError,
          "targets: expected integer class ids, got dtype float64"),
         (lambda: attograd.cross_entropy(t32, [-5, 0]), ValueError, "targets: class id -5"),
+        (lambda: attograd.cross_entropy(t32, [0, 2**32 + 1]), ValueError, "targets: class id 4294967297 at index 1"),
+        (lambda: attograd.cross_entropy(t32, [2**70, 0]), TypeError, "targets: expected integer class ids, got "
+                                                                     "dtype object"),
+        (lambda: attograd.cross_entropy(t32, np.array([2**64 - 1, 0], np.uint64)), ValueError,
+         "targets: class id 18446744073709551615 at index 0 is outside 0..2"),
         (lambda: attograd.cross_entropy(t32, [0, 1], ignore_index=2**40), TypeError,
          r"cross_entropy\(\): expected arguments .*got \(Tensor, list, ignore_index=int\)"),
         (lambda: attograd.tanh("x"), TypeError, r"tanh\(\): expected arguments \(a: attograd.Tensor\) or "
@@ -211,3 +230,40 @@ def test_each_hostile_argument_is_one_line(run):
         assert "Unable to cast" not in text and "incompatible function arguments" not in text, (i, text)
         assert re.search(message, text), (i, text)
     assert run.forward([0, 1]).shape[1] == 2  # the run is still fine
+
+
+def test_numbers_and_arguments_are_checked_not_wrapped(run):
+    # NaN passes no range: the request's field is named (tms's sparsity, importance).
+    for field in ("sparsity", "importance"):
+        with pytest.raises(ValueError) as e:
+            attograd.tms(**{field: float("nan")}, steps=1)
+        assert one_line(e) == field + ": expected a finite number, got nan"
+    with pytest.raises(ValueError) as e:
+        run.ablate(mode="resample", k=2**40)
+    assert one_line(e).startswith("k: integer out of range")
+    with pytest.raises(ValueError) as e:
+        run.ablate(mode="resample", seed=-1)
+    assert one_line(e).startswith("seed: expected a non-negative integer")
+    with pytest.raises(ValueError) as e:
+        run.ablate(mode="resample", k=2**70)
+    assert one_line(e).startswith("k: integer out of range (64 bits)")
+
+
+
+def test_ids_beyond_the_task_inside_the_model_are_valid(tmp_path):
+    # reverse's task has 12 tokens; the model 40: ids 12..39 are the model's, shown as <id N>.
+    out = str(tmp_path / "big")
+    attograd.train({"task": {"kind": "reverse", "vocab": 10, "length": 8},
+                    "model": {"vocab": 40, "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32},
+                    "train": {"steps": 3, "batch_size": 8, "eval_size": 16, "threads": 1},
+                    "output": {"attention_every": 0}}, out=out)
+    run = attograd.load_run(out)
+    try:
+        assert run.token_names([0, 35]) == ["BOS", "<id 35>"]
+        r = run.patch("BOS 1 2 SEP", "BOS 3 4 SEP", answer=35, wrong=1)
+        assert r["answer"] == 35
+        with pytest.raises(ValueError) as e:
+            run.patch("BOS 1 2 SEP", "BOS 3 4 SEP", answer=40, wrong=1)
+        assert "0..39" in one_line(e)
+    finally:
+        run.close()

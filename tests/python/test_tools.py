@@ -198,5 +198,5 @@ def test_a_deep_argument_is_one_line_not_a_crash(run):
     deep = []
     for _ in range(100):
         deep = [deep]
-    with pytest.raises(ValueError, match=r"^input: line 1, column \d+: nested deeper than 64 levels$"):
+    with pytest.raises(ValueError, match=r"^input: nested deeper than 64 levels$"):
         run.lens(deep)

@@ -3,7 +3,7 @@
 // the embeddings' terms, the bias terms do not depend on the position, models with and without MLPs; the
 // numbers match an independent PyTorch computation (fixture residual_small.json, made by
 // tests/fixtures/make_residual_fixture.py from the committed induction_small checkpoint) to 1e-4; the JSON
-// round-trips; bad arguments are one-line errors.
+// round-trips; TransformerLens's cache helpers give the lens's numbers; bad arguments are one-line errors.
 #define BOOST_TEST_MODULE residual
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -91,6 +91,77 @@ void check_sums(bool attention_only, int wrong, double tolerance, nn::NormKind n
 }
 
 }  // namespace
+
+// TransformerLens's cache helpers (accumulated_resid, decompose_resid, stack_head_results through
+// apply_ln_to_stack and logit_attrs) give the lens's numbers in float64 (1e-10): each head's attribution is
+// its component, each accumulated row (plus the bias terms) its accumulated value; the decomposition's rows
+// and the head results (plus Wo's biases and the MLPs) sum to the final residual.
+BOOST_AUTO_TEST_CASE(the_cache_helpers_give_the_lens_numbers_in_float64) {
+  for (nn::NormKind norm : {nn::NormKind::layer, nn::NormKind::rms})
+    for (bool attention_only : {false, true}) {
+      ag::Rng rng(3);
+      nn::CausalLM<double> model(shape(attention_only, norm), rng);
+      perturb(model, 11);
+      const findings::LensResult r = study::logit_lens(model, kIds, 7, 3);
+      std::map<std::string, std::vector<double>> comp, acc;
+      for (const auto& c : r.components) comp[c.name].push_back(c.value);
+      for (const auto& a : r.accumulated) acc[a.point].push_back(a.value);
+      nn::Hooks<double> hooks;
+      for (const std::string& p : model.hook_points()) hooks.capture(p);
+      const int64_t T_ = static_cast<int64_t>(kIds.size()), L = 2, H = 4, D = 16;
+      {
+        ag::NoGradScope no_grad;
+        model.forward(kIds, 1, T_, {}, &hooks);
+      }
+      const study::CacheLookup<double> cache = [&](const std::string& p) { return hooks.captured(p); };
+      std::vector<double> bias(T_, 0.0);
+      for (const char* b : {"ln_f.bias", "lm_head.bias"})
+        if (comp.count(b))
+          for (int64_t t = 0; t < T_; ++t) bias[t] += comp[b][t];
+
+      const study::ResidualStack heads = study::stack_head_results(model, cache, L);
+      BOOST_TEST_REQUIRE((heads.stack.shape() == ag::Shape{L * H, 1, T_, D}));
+      const ag::Tensor<double> head_attrs =
+          study::logit_attrs(model, study::apply_ln_to_stack(model, cache, heads.stack, L, false), 7, 3);
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t h = 0; h < H; ++h) {
+          BOOST_TEST(heads.labels[l * H + h] == "L" + std::to_string(l) + "H" + std::to_string(h));
+          const std::vector<double>& want =
+              comp["blocks." + std::to_string(l) + ".attn.head." + std::to_string(h)];
+          for (int64_t t = 0; t < T_; ++t)
+            BOOST_TEST(std::fabs(head_attrs.data()[(l * H + h) * T_ + t] - want[t]) <= 1e-10);
+        }
+      const study::ResidualStack accumulated = study::accumulated_resid(model, cache, L, false, false);
+      const ag::Tensor<double> acc_attrs = study::logit_attrs(
+          model, study::apply_ln_to_stack(model, cache, accumulated.stack, L, false), 7, 3);
+      const std::vector<std::string> points = {"blocks.0.resid_pre", "blocks.1.resid_pre",
+                                               "blocks.1.resid_post"};
+      BOOST_TEST((accumulated.labels == std::vector<std::string>{"0_pre", "1_pre", "final_post"}));
+      for (size_t i = 0; i < points.size(); ++i)
+        for (int64_t t = 0; t < T_; ++t)
+          BOOST_TEST(std::fabs(acc_attrs.data()[i * T_ + t] + bias[t] - acc[points[i]][t]) <= 1e-10);
+
+      // The pieces sum to the final residual.
+      const study::ResidualStack parts = study::decompose_resid(model, cache, L, false, "all", true);
+      BOOST_TEST(parts.labels.size() == (attention_only ? 4u : 6u));
+      const ag::Tensor<double>& final = hooks.captured("blocks.1.resid_post");
+      std::vector<double> by_parts(T_ * D, 0.0), by_heads(T_ * D, 0.0);
+      for (int64_t i = 0; i < parts.stack.numel(); ++i) by_parts[i % (T_ * D)] += parts.stack.data()[i];
+      for (int64_t i = 0; i < heads.stack.numel(); ++i) by_heads[i % (T_ * D)] += heads.stack.data()[i];
+      for (int64_t i = 0; i < T_ * D; ++i) {
+        by_heads[i] += hooks.captured("embed").data()[i] + hooks.captured("pos_embed").data()[i];
+        for (int64_t l = 0; l < L; ++l) {
+          by_heads[i] += model.blocks[l]->attn.wo.bias.data()[i % D];
+          if (!attention_only)
+            by_heads[i] += hooks.captured("blocks." + std::to_string(l) + ".mlp.out").data()[i];
+        }
+        BOOST_TEST(std::fabs(by_parts[i] - final.data()[i]) <= 1e-10);
+        BOOST_TEST(std::fabs(by_heads[i] - final.data()[i]) <= 1e-10);
+      }
+      BOOST_CHECK_THROW(study::accumulated_resid(model, cache, L + 1, false, false), std::invalid_argument);
+      BOOST_CHECK_THROW(study::decompose_resid(model, cache, L, false, "heads", true), std::invalid_argument);
+    }
+}
 
 BOOST_AUTO_TEST_CASE(components_sum_to_the_metric_in_float64_within_1e_10) {
   for (bool attention_only : {false, true})

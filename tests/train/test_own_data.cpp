@@ -17,6 +17,7 @@
 #include "train/config.h"
 #include "train/model_factory.h"
 #include "train/tasks.h"
+#include "train/training_step.h"
 
 using train::Batch;
 using train::Task;
@@ -392,4 +393,28 @@ BOOST_AUTO_TEST_CASE(text_names_its_characters_and_draws_windows_from_its_own_re
   config.length = 100;
   BOOST_TEST(data_error(config).find("each side needs a window of task.length + 1 = 101") !=
              std::string::npos);
+}
+
+// A sequences file appended to between reading the config (which resolves model.vocab and max_len from it)
+// and building the training: one line naming the file, where the embedding used to fail on an id it lacks
+// ("embedding: id 8220 is outside [0, V)"), naming nothing.
+BOOST_AUTO_TEST_CASE(a_data_file_changed_after_the_config_was_read_is_named) {
+  testing::TempDir dir;
+  const std::string path = dir.file("data.jsonl"), config_path = dir.file("c.json");
+  write(path, ten_lines());
+  write(config_path, "{\"task\": {\"kind\": \"sequences\", \"path\": \"" + path +
+                         "\", \"train_fraction\": 0.5}, \"model\": {\"d_model\": 16, \"n_heads\": 2, "
+                         "\"n_layers\": 1, \"d_ff\": 32}}");
+  const train::Config config = train::load_config(config_path);
+  std::ofstream(path, std::ios::app) << "{\"tokens\": [\"BOS\", \"new\", \"y\", \"z\"]}\n";
+  try {
+    train::TrainingStep step(config);
+    BOOST_FAIL("a data file that changed under the command was trained on");
+  } catch (const std::exception& e) {
+    BOOST_TEST(std::string(e.what()).find("task.path " + path + ": changed after the config was read") == 0,
+               e.what());
+  }
+  // Unchanged, the same config trains.
+  write(path, ten_lines());
+  BOOST_CHECK_NO_THROW(train::TrainingStep{config});
 }
