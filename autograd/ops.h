@@ -74,6 +74,9 @@ Tensor<T> relu(const Tensor<T>& a);
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch's approximate="tanh".
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& a);
+// SiLU (swish): x * sigmoid(x), as torch's F.silu; SwiGLU's gate.
+template <typename T>
+Tensor<T> silu(const Tensor<T>& a);
 
 // ---- Matrix products (ops_matmul.cpp; the fused gelu_linear and layer_norm_linear in ops_linear_fused.cpp)
 // ---- a (..., M, K) x b (..., K, N) -> (..., M, N). b may be 2-d (K, N): then a's leading dims are flattened

@@ -1,6 +1,6 @@
-// Unary elementwise functions: exp, log, rsqrt, sqrt, pow with a scalar exponent, tanh, relu and GELU (tanh
-// form), each forward with its backward. All of them are one Eigen array expression over the whole contiguous
-// buffer, which Eigen vectorises.
+// Unary elementwise functions: exp, log, rsqrt, sqrt, pow with a scalar exponent, tanh, relu, GELU (tanh
+// form) and SiLU, each forward with its backward. All of them are one Eigen array expression over the whole
+// contiguous buffer, which Eigen vectorises.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -121,6 +121,17 @@ Tensor<T> gelu(const Tensor<T>& a) {
       });
 }
 
+template <typename T>
+Tensor<T> silu(const Tensor<T>& a) {
+  // y = x s, s = sigmoid(x) = 1 / (1 + exp(-x)); dy/dx = s (1 + x (1 - s)), s recomputed from x.
+  return unary(
+      a, "silu", [](In<T> x, Out<T> y) { y = x / (T(1) + (-x).exp()); },
+      [](In<T> x, In<T>, In<T> dy, auto&& put) {
+        const Scratch<T> s = T(1) / (T(1) + (-x).exp());
+        put(dy * s * (T(1) + x * (T(1) - s)));
+      });
+}
+
 template Tensor<float> exp<float>(const Tensor<float>&);
 template Tensor<double> exp<double>(const Tensor<double>&);
 template Tensor<float> log<float>(const Tensor<float>&);
@@ -137,5 +148,7 @@ template Tensor<float> relu<float>(const Tensor<float>&);
 template Tensor<double> relu<double>(const Tensor<double>&);
 template Tensor<float> gelu<float>(const Tensor<float>&);
 template Tensor<double> gelu<double>(const Tensor<double>&);
+template Tensor<float> silu<float>(const Tensor<float>&);
+template Tensor<double> silu<double>(const Tensor<double>&);
 
 }  // namespace ag

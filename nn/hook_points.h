@@ -43,6 +43,7 @@ enum class Point {
   ln2_scale,
   ln2_out,
   mlp_pre,
+  mlp_gate,
   mlp_post,
   mlp_out,
   resid_post,
@@ -59,6 +60,7 @@ enum class Needs {
   mlp_norm,    // both
   learned,     // models with learned positions (model.positions "learned")
   on_request,  // every model, computed only when a hook is registered at it; not in hook_point_names()
+  gated,       // blocks with a gated MLP (model.activation swiglu or geglu: mlp_gated)
 };
 
 struct HookPoint {
@@ -105,9 +107,12 @@ inline constexpr HookPoint kHookPoints[] = {
      "1 / sqrt(var + eps), the factor ln2 multiplies the centred residual by (RMSNorm: 1 / sqrt(mean(x^2) + "
      "eps), the residual itself)"},
     {Point::ln2_out, "ln2.out", true, Needs::mlp_norm, "(B, T, D)", 1, -1, "ln2's output, the MLP's input"},
-    {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1, "fc1's output, before the activation"},
+    {Point::mlp_pre, "mlp.pre", true, Needs::mlp, "(B, T, F)", 1, -1,
+     "fc1's output, before the activation (gated: the up projection the gate multiplies)"},
+    {Point::mlp_gate, "mlp.gate", true, Needs::gated, "(B, T, F)", 1, -1,
+     "the gate's output gate(x), before its activation (silu or gelu)"},
     {Point::mlp_post, "mlp.post", true, Needs::mlp, "(B, T, F)", 1, -1,
-     "the activation's output (GELU or ReLU), fc2's input"},
+     "the activation's output, fc2's input (gated: act(mlp.gate) * mlp.pre)"},
     {Point::mlp_out, "mlp.out", true, Needs::mlp, "(B, T, D)", 1, -1, "the MLP's output"},
     {Point::resid_post, "resid_post", true, Needs::always, "(B, T, D)", 1, -1,
      "the residual stream leaving block L: resid_mid + mlp.out (resid_mid without an MLP)"},
@@ -154,6 +159,8 @@ inline const char* needs_note(Needs needs) {
       return " (computed only when a hook asks for it; not in hook_points())";
     case Needs::learned:
       return " (not in models without learned positions)";
+    case Needs::gated:
+      return " (only in gated MLPs: model.activation swiglu or geglu)";
     default:
       return "";
   }
@@ -171,6 +178,8 @@ inline bool model_has(const HookPoint& row, const ModelShape& shape) {
       return mlp && has_norm(shape.norm);
     case Needs::learned:
       return shape.positions == PositionKind::learned;
+    case Needs::gated:
+      return mlp && mlp_gated(shape.activation);
     default:
       return true;
   }

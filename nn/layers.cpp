@@ -14,6 +14,12 @@ Linear<T>::Linear(int64_t in, int64_t out, ag::Rng& rng, bool with_bias)
 }
 
 template <typename T>
+Linear<T>::Linear(ag::Tensor<T>& tied_weight, bool with_bias) : weight(tied_weight) {
+  if (with_bias)
+    bias = this->register_parameter("bias", ag::Tensor<T>::zeros({tied_weight.size(0)}), ParamKind::kBias);
+}
+
+template <typename T>
 Embedding<T>::Embedding(int64_t vocab, int64_t dim, ag::Rng& rng)
     : weight(this->register_parameter("weight", xavier_normal<T>({vocab, dim}, vocab, dim, rng),
                                       ParamKind::kEmbedding)) {}
@@ -68,14 +74,26 @@ ag::Tensor<T> activate(Activation activation, const ag::Tensor<T>& x) {
       return ag::gelu(x);
     case Activation::relu:
       return ag::relu(x);
+    case Activation::relu2: {
+      const ag::Tensor<T> r = ag::relu(x);
+      return r * r;
+    }
+    case Activation::swiglu:
+      return ag::silu(x);
+    case Activation::geglu:
+      return ag::gelu(x);
   }
   throw std::invalid_argument("activate: unknown activation " + std::to_string(static_cast<int>(activation)));
 }
 
 template <typename T>
 MLP<T>::MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng, Activation activation_, bool bias)
-    : fc1(d_model, d_ff, rng, bias), fc2(d_ff, d_model, rng, bias), activation(activation_) {
+    : fc1(d_model, d_ff, rng, bias),
+      gate(mlp_gated(activation_) ? std::make_unique<Linear<T>>(d_model, d_ff, rng, bias) : nullptr),
+      fc2(d_ff, d_model, rng, bias),
+      activation(activation_) {
   this->register_module("fc1", &fc1);
+  if (gate) this->register_module("gate", gate.get());
   this->register_module("fc2", &fc2);
 }
 

@@ -22,6 +22,9 @@ template <typename T>
 class Linear : public Module<T> {
  public:
   Linear(int64_t in, int64_t out, ag::Rng& rng, bool bias = true);
+  // A Linear whose weight (out, in) is another module's registered parameter (tied: lm_head reading
+  // tok_emb's weight): nothing is drawn and only the bias, if any, is this module's parameter.
+  Linear(ag::Tensor<T>& tied_weight, bool bias);
   // x (..., in) -> x W^T + b (..., out)
   ag::Tensor<T> forward(const ag::Tensor<T>& x) const { return ag::linear(x, weight, bias); }
 
@@ -132,23 +135,29 @@ class RMSNorm : public Norm<T> {
 template <typename T>
 std::unique_ptr<Norm<T>> make_norm(NormKind kind, int64_t dim, double eps = 1e-5);
 
-// The activation function of a kind.
+// The activation function of a kind: of a gated kind, the gate's (silu for swiglu, gelu for geglu).
 template <typename T>
 ag::Tensor<T> activate(Activation activation, const ag::Tensor<T>& x);
 
-// fc2(act(fc1(x))): d_model -> d_ff -> d_model, with hooks at mlp.pre, mlp.post and mlp.out.
+// fc2(act(fc1(x))): d_model -> d_ff -> d_model, with hooks at mlp.pre, mlp.post and mlp.out; gated
+// (mlp_gated(activation)): fc2(act(gate(x)) * fc1(x)), fc1 the up projection and fc2 the down, with a hook
+// at mlp.gate (gate(x), before its activation) too.
 template <typename T>
 class MLP : public Module<T> {
  public:
-  // bias false: fc1 and fc2 without biases.
+  // bias false: fc1, gate and fc2 without biases. Parameters are drawn in the order fc1, gate, fc2.
   MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng, Activation activation = Activation::gelu,
       bool bias = true);
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const HookSite<T>& at = {}) const {
-    const ag::Tensor<T> pre = at(Point::mlp_pre, fc1.forward(x));               // (B, T, F)
-    const ag::Tensor<T> post = at(Point::mlp_post, activate(activation, pre));  // (B, T, F)
-    return at(Point::mlp_out, fc2.forward(post));                               // (B, T, D)
+    const ag::Tensor<T> pre = at(Point::mlp_pre, fc1.forward(x));  // (B, T, F)
+    const ag::Tensor<T> post =
+        gate ? at(Point::mlp_post, activate(activation, at(Point::mlp_gate, gate->forward(x))) * pre)
+             : at(Point::mlp_post, activate(activation, pre));  // (B, T, F)
+    return at(Point::mlp_out, fc2.forward(post));               // (B, T, D)
   }
-  Linear<T> fc1, fc2;
+  Linear<T> fc1;
+  std::unique_ptr<Linear<T>> gate;  // null unless gated
+  Linear<T> fc2;
   Activation activation;
 };
 

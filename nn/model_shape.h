@@ -17,8 +17,28 @@ namespace nn {
 //   layer  LayerNorm: (x - mean x) / sqrt(mean((x - mean x)^2) + eps) * weight + bias;
 //   rms    RMSNorm: x / sqrt(mean(x^2) + eps) * weight (no centring, no bias; Llama's).
 enum class NormKind { none, layer, rms };
-// The MLP's nonlinearity: GELU (its tanh approximation) or ReLU.
-enum class Activation { gelu, relu };
+// The MLP's nonlinearity, act in mlp(x) = fc2(act(fc1(x))), or a gated MLP's (up fc1, gate, down fc2):
+//   gelu    GELU, its tanh approximation;
+//   relu    ReLU;
+//   relu2   ReLU squared, relu(h)^2 (Primer; modded-nanogpt);
+//   swiglu  gated: fc2(silu(gate(x)) * fc1(x)), silu(g) = g * sigmoid(g) (Llama's SwiGLU);
+//   geglu   gated: fc2(gelu(gate(x)) * fc1(x)), GELU's tanh approximation.
+enum class Activation { gelu, relu, relu2, swiglu, geglu };
+
+// Whether the MLP is gated: a third Linear `gate` (d_model -> d_ff) whose activation multiplies fc1's
+// output; the mlp.gate hook point exists.
+constexpr bool mlp_gated(Activation activation) {
+  switch (activation) {
+    case Activation::gelu:
+    case Activation::relu:
+    case Activation::relu2:
+      return false;
+    case Activation::swiglu:
+    case Activation::geglu:
+      return true;
+  }
+  return false;
+}
 // How attention knows positions:
 //   learned  a learned embedding pos_emb (max_len, D) added to the token embedding (GPT-2's);
 //   rotary   no position embedding: each head's queries and keys are rotated by their position after the
@@ -96,6 +116,11 @@ struct ModelShape {
   double rotary_base = 10000;                 // rotary: pair i turns by base^(-2i / rotary_dims) a position
   AttnScale attn_scale = AttnScale::sqrt_dk;  // the factor on q k^T
   bool qk_norm = false;  // each head's q and k RMS-normalised (a learned weight per dk, shared by the heads)
+  // The block's wiring, the unembedding and the logits (docs/architecture.md "Model"):
+  bool parallel = false;  // attention and MLP both read the block's input, h + attn(ln1(h)) + mlp(ln2(h))
+                          // (GPT-NeoX's two norms); false: the MLP reads resid_mid
+  bool tie_embeddings = false;  // the unembedding is tok_emb's weight (lm_head.weight is tok_emb.weight)
+  double logit_softcap = 0;     // > 0: logits = c * tanh(logits / c) (Gemma 2, modded-nanogpt); 0: off
 };
 
 // rotary: the dims of each head that are rotated, the first rotary_fraction * dk (rounded down; the config

@@ -11,8 +11,10 @@
 //     output is recomputed in backward instead of kept;
 //   - GELU with fc2 is one op (ag::gelu_linear): GELU's output is never kept;
 //   - rotary positions turn q and k with one op each (ag::rotary) between their products and attention.
-// With the norm kind none each norm is the identity and those products are plain ag::linear; with ReLU,
-// fc2 reads ag::relu's output.
+// With the norm kind none each norm is the identity and those products are plain ag::linear; with RMSNorm
+// each norm is ag::rms_norm before a plain product. With ReLU or ReLU^2, fc2 reads the activation's output;
+// a gated MLP (SwiGLU, GEGLU) computes ln2 once, the gate and fc1 as two products, and fc2 reads
+// act(gate) * fc1's output.
 #pragma once
 
 #include "nn/transformer.h"
@@ -36,16 +38,22 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
 // ln1(h), attention's input (h itself with the norm kind none).
 template <typename T>
 ag::Tensor<T> attention_input(const TransformerBlock<T>& block, const ag::Tensor<T>& h);
-// resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only).
+// resid_mid + mlp(ln2(resid_mid)): the block's second half (resid_mid itself when attention_only); a
+// parallel block's MLP reads ln2(block_input) instead (block_input, the block's resid_pre, is read only
+// then).
 template <typename T>
-ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid);
+ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>& resid_mid,
+                           const ag::Tensor<T>& block_input);
+// c * tanh(logits / c) for a cap c > 0 (model.logit_softcap); the logits themselves for 0.
+template <typename T>
+ag::Tensor<T> soft_cap(const ag::Tensor<T>& logits, double cap);
 // A Linear's q or k output (B, T, D) at positions first_position .. first_position + T - 1 as attention
 // reads it: each head normalised by `norm` (the attention's q_norm or k_norm, ag::rms_norm) when given, then
 // turned by the positions when the attention has rotary positions (ag::rotary); else y itself.
 template <typename T>
 ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>& y,
                          int64_t first_position = 0, const RMSNorm<T>* norm = nullptr);
-// lm_head(ln_f(h)): the logits.
+// lm_head(ln_f(h)), soft-capped: the logits.
 template <typename T>
 ag::Tensor<T> unembed(const CausalLM<T>& model, const ag::Tensor<T>& h);
 

@@ -18,6 +18,7 @@ TransformerBlock<T>::TransformerBlock(const ModelShape& s, ag::Rng& rng)
     mlp = std::make_unique<MLP<T>>(s.d_model, s.d_ff, rng, s.activation, s.bias);
     this->register_module("mlp", mlp.get());
   }
+  parallel = s.parallel;
 }
 
 template <typename T>
@@ -27,7 +28,10 @@ ag::Tensor<T> TransformerBlock<T>::forward(const ag::Tensor<T>& x, const ag::Ten
   const ag::Tensor<T> attn_in = ln1->forward(resid_pre, at, Point::ln1_scale, Point::ln1_out);
   const ag::Tensor<T> resid_mid = at(Point::resid_mid, resid_pre + attn.forward(attn_in, mask, at));
   if (!mlp) return at(Point::resid_post, resid_mid);
-  const ag::Tensor<T> mlp_in = ln2->forward(resid_mid, at, Point::ln2_scale, Point::ln2_out);
+  // Parallel (GPT-NeoX): the MLP reads the block's input, as attention does; resid_mid is still
+  // resid_pre + attn.out, which only later blocks read.
+  const ag::Tensor<T> mlp_in =
+      ln2->forward(parallel ? resid_pre : resid_mid, at, Point::ln2_scale, Point::ln2_out);
   return at(Point::resid_post, resid_mid + mlp->forward(mlp_in, at));
 }
 
@@ -48,7 +52,8 @@ CausalLM<T>::CausalLM(const ModelShape& s, ag::Rng& rng)
       pos_emb(has_pos_emb(s.positions) ? std::make_unique<Embedding<T>>(s.max_len, s.d_model, rng) : nullptr),
       blocks(make_blocks<T>(s, rng)),
       ln_f(make_norm<T>(s.norm, s.d_model, s.norm_eps)),
-      lm_head(s.d_model, s.vocab, rng, s.bias) {
+      lm_head(s.tie_embeddings ? Linear<T>(tok_emb.weight, s.bias)
+                               : Linear<T>(s.d_model, s.vocab, rng, s.bias)) {
   this->register_module("tok_emb", &tok_emb);
   if (pos_emb) this->register_module("pos_emb", pos_emb.get());
   for (size_t i = 0; i < blocks.size(); ++i)
@@ -105,7 +110,7 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
   for (size_t l = 0; l < blocks.size(); ++l)
     h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
   const ag::Tensor<T> final = ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out);
-  return at(Point::logits, lm_head.forward(final));
+  return at(Point::logits, soft_cap(lm_head.forward(final), shape.logit_softcap));
 }
 
 template <typename T>
@@ -136,7 +141,7 @@ ag::Tensor<T> CausalLM<T>::forward_cached(const std::vector<int32_t>& ids, KVCac
     const ag::Tensor<T> q = positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), past, a.q_norm.get());
     ag::Tensor<T> z = ag::Tensor<T>::empty({1, n, shape.d_model});  // the heads side by side
     cache.attend(static_cast<int64_t>(l), q.data(), n, a.score_scale(), z.data());
-    h = mlp_residual(block, ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h));
+    h = mlp_residual(block, ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h), /*block_input=*/h);
   }
   ag::Tensor<T> logits = unembed(*this, h);
   cache.advance(n);

@@ -2,7 +2,9 @@
 //   h = tok_emb[tokens] + pos_emb[positions]   (tok_emb[tokens] alone with rotary or no positions)
 //   per block: h = h + attn(ln1(h));  h = h + mlp(ln2(h))   (no ln2 and mlp if attention_only)
 //   logits = lm_head(ln_f(h))
-// ln1, ln2 and ln_f are norms of shape.norm (nn::Norm); of kind none each is the identity.
+// shape.parallel: per block h = h + attn(ln1(h)) + mlp(ln2(h)), both norms of the block's input;
+// shape.tie_embeddings: lm_head's weight is tok_emb.weight; shape.logit_softcap c > 0: logits = c
+// tanh(logits/c). ln1, ln2 and ln_f are norms of shape.norm (nn::Norm); of kind none each is the identity.
 // Parameter names (and so checkpoint names) follow docs/architecture.md's table through the Module registry.
 // The modules' forwards are the reference: plain ops, a hook at every point of nn/hook_points.h. Training
 // runs nn/training_forward.cpp, the same function with fused ops and no hooks; CausalLM::forward picks it
@@ -31,6 +33,7 @@ class TransformerBlock : public Module<T> {
   MultiHeadAttention<T> attn;
   std::unique_ptr<Norm<T>> ln2;  // null when attention_only
   std::unique_ptr<MLP<T>> mlp;   // null when attention_only
+  bool parallel = false;         // shape.parallel: ln2 reads resid_pre, not resid_mid
 };
 
 template <typename T>
@@ -71,7 +74,7 @@ class CausalLM : public Module<T> {
   std::unique_ptr<Embedding<T>> pos_emb;  // null unless shape.positions is learned (has_pos_emb)
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks;
   std::unique_ptr<Norm<T>> ln_f;
-  Linear<T> lm_head;
+  Linear<T> lm_head;  // tie_embeddings: its weight is tok_emb.weight, and only its bias is its own
 };
 
 }  // namespace nn

@@ -267,6 +267,7 @@ void bind_tensor(py::module_& m, const char* name, const char* dtype) {
   m.def("tanh", &ag::tanh<T>, py::arg("a"));
   m.def("relu", &ag::relu<T>, py::arg("a"));
   m.def("gelu", &ag::gelu<T>, py::arg("a"));
+  m.def("silu", &ag::silu<T>, py::arg("a"));
   m.def("exp", &ag::exp<T>, py::arg("a"));
   m.def("log", &ag::log<T>, py::arg("a"));
   m.def("sqrt", &ag::sqrt<T>, py::arg("a"));

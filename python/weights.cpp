@@ -64,15 +64,21 @@ def _checked(value, name, shape):
     return a.astype(_np.float32)
 
 
-def _whole(param, transpose=False):
-    """A parameter held as one array in every model: (get, set) in TransformerLens's layout."""
-    def get(self):
+def _whole(wanted, transpose=False, tied=None):
+    """A parameter held as one array in every model: (get, set) in TransformerLens's layout. tied: the
+    parameter it is when the model has no `wanted` of its own (model.tie_embeddings: W_U is W_E^T)."""
+    def which(self):
         p = self.parameters()
+        return tied if wanted not in p and tied in p else wanted
+
+    def get(self):
+        p, param = self.parameters(), which(self)
         if param not in p:
             raise AttributeError(param + ": not in this model")
         return (p[param].T if transpose else p[param]).copy()
 
     def set(self, value, name=None):
+        param = which(self)
         if param not in self.parameters():
             raise ValueError(f"{name}: this model has no {param}")
         shape = self.parameters()[param].shape
@@ -128,7 +134,7 @@ def _bias_heads(b, run):
 _props = {
     "W_E": _whole("tok_emb.weight"),
     "W_pos": _whole("pos_emb.weight"),
-    "W_U": _whole("lm_head.weight", transpose=True),
+    "W_U": _whole("lm_head.weight", transpose=True, tied="tok_emb.weight"),
     "b_U": _whole("lm_head.bias"),
 }
 for _x in "QKV":
@@ -145,6 +151,12 @@ _props["W_in"] = _per_layer("blocks.{}.mlp.fc1.weight", lambda w, r: w.T, lambda
                             lambda r: (_shape(r)[0], _shape(r)[2], r.config["model"]["d_ff"]))
 _props["b_in"] = _per_layer("blocks.{}.mlp.fc1.bias", lambda b, r: b, lambda a, r: a,
                             lambda r: (_shape(r)[0], r.config["model"]["d_ff"]))
+# A gated MLP's gate (model.activation swiglu or geglu), TransformerLens's W_gate; b_gate its bias.
+_props["W_gate"] = _per_layer("blocks.{}.mlp.gate.weight", lambda w, r: w.T,
+                              lambda a, r: _np.ascontiguousarray(a.T),
+                              lambda r: (_shape(r)[0], _shape(r)[2], r.config["model"]["d_ff"]))
+_props["b_gate"] = _per_layer("blocks.{}.mlp.gate.bias", lambda b, r: b, lambda a, r: a,
+                              lambda r: (_shape(r)[0], r.config["model"]["d_ff"]))
 _props["W_out"] = _per_layer("blocks.{}.mlp.fc2.weight", lambda w, r: w.T, lambda a, r: _np.ascontiguousarray(a.T),
                              lambda r: (_shape(r)[0], r.config["model"]["d_ff"], _shape(r)[2]))
 _props["b_out"] = _per_layer("blocks.{}.mlp.fc2.bias", lambda b, r: b, lambda a, r: a,
@@ -156,6 +168,7 @@ _SHAPES = {
     "W_V": "(n_layers, n_heads, d_model, d_head)", "W_O": "(n_layers, n_heads, d_head, d_model)",
     "b_Q": "(n_layers, n_heads, d_head)", "b_K": "(n_layers, n_heads, d_head)", "b_V": "(n_layers, n_heads, d_head)",
     "b_O": "(n_layers, d_model)", "W_in": "(n_layers, d_model, d_mlp)", "b_in": "(n_layers, d_mlp)",
+    "W_gate": "(n_layers, d_model, d_mlp)", "b_gate": "(n_layers, d_mlp)",
     "W_out": "(n_layers, d_mlp, d_model)", "b_out": "(n_layers, d_model)",
 }
 

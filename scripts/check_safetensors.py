@@ -159,8 +159,11 @@ def check_model(state_dict, metadata, forward_json=None):
     max_len = state_dict["pos_emb.weight"].shape[0] if "pos_emb.weight" in state_dict else None
     layers = {int(m.group(1)) for k in state_dict for m in [re.match(r"blocks\.(\d+)\.", k)] if m}
     d_ff = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if "blocks.0.mlp.fc1.weight" in state_dict else None
-    # Without a config, the names say what they can; the activation and the head count cannot be seen.
+    # Without a config, the names say what they can; the activation and the head count cannot be seen (a
+    # gate says the MLP is gated, read as SwiGLU: GEGLU has the same names).
     model = {"n_layers": max(layers) + 1 if layers else 0, "n_heads": 1,
+             "activation": "swiglu" if any(k.endswith(".mlp.gate.weight") for k in state_dict) else "gelu",
+             "tie_embeddings": "lm_head.weight" not in state_dict,
              "attention_only": not any(k.endswith(".mlp.fc1.weight") for k in state_dict),
              "norm": ("layer" if "ln_f.bias" in state_dict else "rms") if "ln_f.weight" in state_dict else "none",
              "bias": "lm_head.bias" in state_dict}
@@ -185,7 +188,8 @@ def check_model(state_dict, metadata, forward_json=None):
     o = module.options
     print(f"model: vocab={vocab} max_len={max_len} d_model={d_model} d_ff={o['d_ff']} n_layers={o['n_layers']} "
           f"n_heads={o['n_heads']} attention_only={o['attention_only']} norm={o['norm']} "
-          f"activation={o['activation']} bias={o['bias']}")
+          f"activation={o['activation']} bias={o['bias']} parallel={o['parallel']} "
+          f"tie_embeddings={o['tie_embeddings']} logit_softcap={o['logit_softcap']}")
     expected = list(module.state_dict())
     problems = [f"missing tensor ({n})" for n in expected if n not in state_dict]
     problems += [f"unexpected tensor ({n})" for n in state_dict if n not in set(expected)]

@@ -64,20 +64,31 @@ void centre(ag::Tensor<T>& W, int axis) {
 template <typename T>
 std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model) {
   ag::Rng rng(0);  // the values are overwritten below
-  auto out = std::make_unique<nn::CausalLM<T>>(model.shape, rng);
+  // Tied embeddings are untied in the copy: the fold and the centring change the embedding and the
+  // unembedding differently.
+  nn::ModelShape shape = model.shape;
+  shape.tie_embeddings = false;
+  auto out = std::make_unique<nn::CausalLM<T>>(shape, rng);
   const auto from = model.named_parameters();
   const auto to = out->named_parameters();
-  for (size_t i = 0; i < from.size(); ++i) to[i].tensor->assign(from[i].tensor->to_vector());
+  for (size_t i = 0, j = 0; i < to.size(); ++i) {
+    if (model.shape.tie_embeddings && to[i].tensor == &out->lm_head.weight) {
+      to[i].tensor->assign(model.lm_head.weight.to_vector());
+      continue;
+    }
+    to[i].tensor->assign(from[j++].tensor->to_vector());
+  }
   nn::CausalLM<T>& m = *out;
   // The identity norm (kind none) folds nothing.
   auto fold_all = [](nn::Norm<T>& norm, std::initializer_list<nn::Linear<T>*> readers) {
     if (!norm.normalises()) return;
-    for (nn::Linear<T>* reader : readers) fold(norm, *reader);
+    for (nn::Linear<T>* reader : readers)
+      if (reader) fold(norm, *reader);  // a null reader: the gate of an MLP without one
     finish_fold(norm);
   };
   for (auto& block : m.blocks) {
     fold_all(*block->ln1, {&block->attn.wq, &block->attn.wk, &block->attn.wv});
-    if (block->mlp) fold_all(*block->ln2, {&block->mlp->fc1});
+    if (block->mlp) fold_all(*block->ln2, {&block->mlp->fc1, block->mlp->gate.get()});
   }
   fold_all(*m.ln_f, {&m.lm_head});
   // Writers to the stream, centred over d_model, when every reader of the stream (each a norm of the same
@@ -94,9 +105,12 @@ std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model)
       }
     }
   }
-  // The unembedding, centred over the vocabulary.
-  centre(m.lm_head.weight, 0);
-  if (m.lm_head.bias.defined()) centre(m.lm_head.bias, 1);
+  // The unembedding, centred over the vocabulary: a constant added to every logit changes no probability,
+  // unless the logits are soft-capped (tanh is not shift-invariant), when it stays as it is.
+  if (m.shape.logit_softcap <= 0) {
+    centre(m.lm_head.weight, 0);
+    if (m.lm_head.bias.defined()) centre(m.lm_head.bias, 1);
+  }
   return out;
 }
 

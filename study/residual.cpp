@@ -139,7 +139,9 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
     const T* row = logits.data() + t * V;
     double m = 0;
     for (int64_t v = 0; v < V; ++v) m += u[v] * double(row[v]);
-    r.actual.push_back(m);
+    // Soft-capped logits are not linear in the stream: the metric is read before the cap, where the last
+    // resid_post's value is exact.
+    r.actual.push_back(model.shape.logit_softcap > 0 ? acc.back()[t] : m);
   }
   for (size_t p = 0; p < points.size(); ++p)
     for (int64_t t = 0; t < n; ++t) r.accumulated.push_back({points[p], static_cast<int>(t), acc[p][t]});

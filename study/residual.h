@@ -10,7 +10,7 @@
 // The components (embed, pos_embed (learned positions only), each head's z_h W_O^h, each layer's attention
 // bias, each MLP's output) sum to the last resid_post, so they and the bias terms sum to m(t), as does the
 // last accumulated value. The activations come from one reference forward (nn/hooks.h); the arithmetic is in
-// double.
+// double. With model.logit_softcap, logits means the logits before the cap (the cap is not linear).
 #pragma once
 
 #include <functional>

@@ -106,14 +106,30 @@ const Table<ModelConfig>& model_fields() {
        "learned weight of that size shared by the heads (Qwen3's: after the projection, before rotary "
        "positions); eps `norm_eps`"},
       {"activation",
-       io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"}, {nn::Activation::relu, "relu"}}),
-       "the MLP's nonlinearity (GELU is the tanh approximation)"},
+       io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"},
+                                            {nn::Activation::relu, "relu"},
+                                            {nn::Activation::relu2, "relu2"},
+                                            {nn::Activation::swiglu, "swiglu"},
+                                            {nn::Activation::geglu, "geglu"}}),
+       "the MLP's nonlinearity (GELU is the tanh approximation); relu2 is ReLU squared; swiglu and geglu are "
+       "gated MLPs, fc2(act(gate(x)) * fc1(x)) with act silu (Llama's SwiGLU) or GELU, a third Linear "
+       "`gate`"},
       {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},
       {"max_len", &ModelConfig::max_len,
        "the longest sequence the model reads (rows of the position embedding with learned positions)",
        rule("0, or >= the task's T"), kFixed, "the task's T"},
       {"vocab", &ModelConfig::vocab, "rows of the token embedding and the logits",
        rule("0, or >= the task's vocabulary (values + special tokens)"), kFixed, "the task's vocabulary"},
+      // The block's wiring, the unembedding and the logits (issue 41).
+      {"parallel", &ModelConfig::parallel,
+       "attention and the MLP both read the block's input, h + attn(ln1(h)) + mlp(ln2(h)), with two norms "
+       "(GPT-NeoX's and Pythia's parallel residual); false: the MLP reads h + attn(ln1(h))"},
+      {"tie_embeddings", &ModelConfig::tie_embeddings,
+       "the unembedding is the token embedding's weight (lm_head.weight is tok_emb.weight: one parameter, "
+       "its gradient the sum of both uses; lm_head keeps its own bias)"},
+      {"logit_softcap", &ModelConfig::logit_softcap,
+       "c > 0 caps the logits smoothly, c * tanh(logits / c) (Gemma 2, modded-nanogpt); 0 = off",
+       at_least(0)},
   };
   return fields;
 }
@@ -135,6 +151,15 @@ const Table<TrainConfig>& train_fields() {
        "biases, LayerNorm or embeddings), \"all\" every parameter (torch.optim.AdamW's)",
        one_of({"weights", "all"})},
       {"betas", &TrainConfig::betas, "AdamW's moment decay rates [beta1, beta2]", at_least(0).below(1)},
+      {"optimizer", &TrainConfig::optimizer,
+       "\"adamw\" every parameter; \"muon\" the hidden 2-D weight matrices (attention's and the MLP's) "
+       "by Muon (Nesterov momentum 0.95, orthogonalised by five Newton-Schulz iterations, scaled by "
+       "sqrt(max(1, rows / cols))) and the rest (embeddings, norms, biases, the unembedding) by AdamW",
+       one_of({"adamw", "muon"})},
+      {"muon_lr", &TrainConfig::muon_lr,
+       "Muon's peak learning rate (optimizer \"muon\"), on the schedule of `train.lr`: warmup and decay "
+       "scale both alike",
+       above(0)},
       {"scored_rows_only", &TrainConfig::scored_rows_only,
        "run the last block's MLP and the unembedding on the scored positions only: the same loss and "
        "gradients up to float rounding (fewer rows summed), faster when few positions are scored"},

@@ -101,10 +101,15 @@ double parameter_count(const ModelConfig& m) {
   // A norm's weight and its bias, where it has them.
   const double ln = D * ((nn::has_norm(m.norm) ? 1 : 0) + (nn::norm_has_bias(m.norm) ? 1 : 0));
   const double b = m.bias ? 1 : 0;
-  const double attention = ln + 4 * (D * D + b * D);                             // ln1, wq wk wv wo
-  const double mlp = m.attention_only ? 0 : ln + D * F + b * F + F * D + b * D;  // ln2, fc1, fc2
+  const double dk = m.n_heads > 0 ? D / m.n_heads : 0;
+  const double qk_norm = m.qk_norm ? 2 * dk : 0;                // q_norm and k_norm weights
+  const double attention = ln + 4 * (D * D + b * D) + qk_norm;  // ln1, wq wk wv wo
+  const double gates = nn::mlp_gated(m.activation) ? 2 : 1;     // fc1, and the gate of a gated MLP
+  const double mlp =
+      m.attention_only ? 0 : ln + gates * (D * F + b * F) + F * D + b * D;  // ln2, fc1, gate, fc2
+  const double unembedding = m.tie_embeddings ? 0 : D * V;                  // tied: tok_emb's weight
   const double positions = nn::has_pos_emb(m.positions) ? static_cast<double>(m.max_len) * D : 0;
-  return V * D + positions + m.n_layers * (attention + mlp) + ln + D * V + b * V;
+  return V * D + positions + m.n_layers * (attention + mlp) + ln + unembedding + b * V;
 }
 
 double estimate_memory_bytes(const Config& config, int seq_len) {

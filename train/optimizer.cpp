@@ -57,7 +57,38 @@ double norm_of_spans(const std::vector<OptimParam>& params, const std::vector<Sp
   return std::sqrt(sq);
 }
 
+// Muon's step on one matrix W (rows x cols, row-major) with gradient g (times grad_scale) and momentum M.
+void muon_step(float* w, const float* grad, float* momentum, int64_t rows, int64_t cols, float grad_scale,
+               float lr, float decay) {
+  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  constexpr float kBeta = 0.95f, kA = 3.4445f, kB = -4.7750f, kC = 2.0315f;
+  const int64_t n = rows * cols;
+  FloatArray m(momentum, n);
+  const auto g = Eigen::Map<const Eigen::ArrayXf>(grad, n) * grad_scale;
+  m = kBeta * m + (1 - kBeta) * g;
+  RowMatrix u(rows, cols);
+  Eigen::Map<Eigen::ArrayXf>(u.data(), n) = (1 - kBeta) * g + kBeta * m;  // Nesterov
+  const bool tall = rows > cols;
+  RowMatrix x = tall ? RowMatrix(u.transpose()) : u;  // (short side) x (long side)
+  x /= x.norm() + 1e-7f;
+  for (int i = 0; i < 5; ++i) {
+    const RowMatrix a = x * x.transpose();
+    const RowMatrix b = kB * a + kC * a * a;
+    x = kA * x + b * x;
+  }
+  const float scale = lr * std::sqrt(std::max(1.0f, static_cast<float>(rows) / static_cast<float>(cols)));
+  Eigen::Map<RowMatrix> W(w, rows, cols);
+  if (tall)
+    W = W * decay - scale * x.transpose();
+  else
+    W = W * decay - scale * x;
+}
+
 }  // namespace
+
+bool is_muon_matrix(const std::string& name, nn::ParamKind kind, int64_t dims) {
+  return kind == nn::ParamKind::kWeight && dims == 2 && name != "lm_head.weight";
+}
 
 bool uses_weight_decay(nn::ParamKind kind, const std::string& decay) {
   return decay == "all" || kind == nn::ParamKind::kWeight;
@@ -71,7 +102,7 @@ AdamW::AdamW(std::vector<OptimParam> params, double weight_decay, double beta1, 
   }
 }
 
-void AdamW::step(double lr, float grad_scale) {
+void AdamW::step(double lr, float grad_scale, double muon_lr) {
   ++t_;
   const double bc1 = 1 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1 - std::pow(beta2_, static_cast<double>(t_));
@@ -79,7 +110,10 @@ void AdamW::step(double lr, float grad_scale) {
   const float inv_sqrt_bc2 = static_cast<float>(1 / std::sqrt(bc2));
   const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_),
               eps = static_cast<float>(eps_);
-  const std::vector<Span> spans = spans_of(params_);
+  std::vector<Span> spans = spans_of(params_);
+  spans.erase(
+      std::remove_if(spans.begin(), spans.end(), [&](const Span& s) { return params_[s.param].muon; }),
+      spans.end());
   // Per span (small enough to stay in L1): m, then v, then w, each one vectorised sweep (Eigen's sqrt,
   // unlike std::sqrt, sets no errno, so it vectorises); elements are independent, so the split over
   // threads changes nothing.
@@ -94,6 +128,20 @@ void AdamW::step(double lr, float grad_scale) {
       m = b1 * m + (1 - b1) * g;
       v = b2 * v + (1 - b2) * g.square();
       w = w * decay - step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
+    }
+  });
+  // Muon's matrices, one per thread at a time; each matrix's arithmetic is the same on any thread.
+  std::vector<size_t> muon;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].muon && params_[i].tensor->has_grad()) muon.push_back(i);
+  if (muon.empty()) return;
+  ag::parallel_for(static_cast<int64_t>(muon.size()), 1 << 20, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const OptimParam& op = params_[muon[k]];
+      ag::Tensor<float>& p = *op.tensor;
+      const float decay = op.decay ? static_cast<float>(1 - muon_lr * weight_decay_) : 1.0f;
+      muon_step(p.data(), p.grad(), m_[muon[k]].data(), p.size(0), p.size(1), grad_scale,
+                static_cast<float>(muon_lr), decay);
     }
   });
 }

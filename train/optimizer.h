@@ -1,5 +1,6 @@
-// AdamW (bias-corrected, decoupled weight decay), the learning-rate schedule, and global-norm gradient
-// clipping: what one training step does to the parameters after backward().
+// AdamW (bias-corrected, decoupled weight decay) with Muon for the hidden matrices when train.optimizer
+// is "muon", the learning-rate schedule, and global-norm gradient clipping: what one training step does to
+// the parameters after backward().
 #pragma once
 
 #include <string>
@@ -14,8 +15,14 @@ namespace train {
 struct OptimParam {
   std::string name;
   ag::Tensor<float>* tensor;
-  bool decay;  // weight decay applies
+  bool decay;         // weight decay applies
+  bool muon = false;  // a hidden 2-D weight that train.optimizer "muon" updates by Muon (is_muon_matrix)
 };
+
+// Whether train.optimizer "muon" updates a parameter by Muon: a Linear or attention weight matrix
+// (nn::ParamKind::kWeight, 2-D) inside the blocks; the unembedding lm_head.weight, the embeddings, the norms
+// and the biases stay with AdamW (Keller Jordan's and modded-nanogpt's split).
+bool is_muon_matrix(const std::string& name, nn::ParamKind kind, int64_t dims);
 
 // Whether weight decay applies to a parameter of this kind (declared where the module registers it) under
 // train.decay: "all" every parameter (torch.optim.AdamW's default); "weights" the weight matrices only
@@ -32,7 +39,14 @@ class AdamW {
   // left as it is), in PyTorch's order: p *= 1 - lr*wd; m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2)
   // + eps). grad_scale is clipping's factor (clip_factor): folded into this pass, the clip costs no pass
   // of its own over the gradients, with the same bits as scaling them first.
-  void step(double lr, float grad_scale = 1.0f);
+  //
+  // Parameters marked muon take Muon's step instead, at muon_lr: their first moments hold the momentum
+  // buffer M (their second moments stay 0). With G the clipped gradient, M = 0.95 M + 0.05 G, the Nesterov
+  // update U = 0.05 G + 0.95 M, orthogonalised: X = U / (|U|_F + 1e-7) (transposed when it has more rows
+  // than columns), five times X = a X + (b A + c A^2) X with A = X X^T and (a, b, c) = (3.4445, -4.7750,
+  // 2.0315) (Keller Jordan's quintic); then p *= 1 - muon_lr * wd (when decayed), p -= muon_lr *
+  // sqrt(max(1, rows / cols)) * X (modded-nanogpt's scale). In float32, one matrix at a time.
+  void step(double lr, float grad_scale = 1.0f, double muon_lr = 0);
 
   const std::vector<OptimParam>& params() const { return params_; }
   int64_t steps_taken() const { return t_; }

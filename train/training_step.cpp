@@ -10,10 +10,11 @@
 namespace train {
 
 namespace {
-std::vector<OptimParam> optim_params(nn::CausalLM<float>& model, const std::string& decay) {
+std::vector<OptimParam> optim_params(nn::CausalLM<float>& model, const TrainConfig& train) {
   std::vector<OptimParam> params;
   for (auto& p : model.named_parameters())
-    params.push_back({p.name, p.tensor, uses_weight_decay(p.kind, decay)});
+    params.push_back({p.name, p.tensor, uses_weight_decay(p.kind, train.decay),
+                      train.optimizer == "muon" && is_muon_matrix(p.name, p.kind, p.tensor->dim())});
   return params;
 }
 }  // namespace
@@ -22,7 +23,7 @@ TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
     : config_(config),
       task_(make_task(config.task, config.seed)),
       model_(make_model<float>(config)),
-      params_(optim_params(*model_, config.train.decay)),
+      params_(optim_params(*model_, config.train)),
       optimizer_(with_optimizer ? std::make_unique<AdamW>(params_, config.train.weight_decay,
                                                           config.train.betas[0], config.train.betas[1])
                                 : nullptr),
@@ -62,7 +63,9 @@ TrainingStep::Result TrainingStep::run(const Batch& batch, int64_t step) {
     throw TrainingDiverged("loss became " + std::string(std::isnan(r.loss) ? "NaN" : "Inf") + " at step " +
                            std::to_string(step + 1));
   r.grad_norm = grad_norm(params_);
-  optimizer_->step(r.lr, clip_factor(r.grad_norm, config_.train.grad_clip));
+  // Muon's rate follows train.lr's schedule (warmup and decay scale both alike).
+  optimizer_->step(r.lr, clip_factor(r.grad_norm, config_.train.grad_clip),
+                   r.lr / config_.train.lr * config_.train.muon_lr);
   return r;
 }
 

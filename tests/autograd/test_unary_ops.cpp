@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE unary_ops
 #include <boost/test/unit_test.hpp>
 
-// exp, log, rsqrt, sqrt, pow, tanh, relu and gelu: forward values against PyTorch, float64 gradient checks,
-// and the float32 path against float64.
+// exp, log, rsqrt, sqrt, pow, tanh, relu, gelu and silu: forward values against PyTorch, float64 gradient
+// checks, and the float32 path against float64.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -37,6 +37,13 @@ const std::vector<double> kGelu = {-0.015084266089998577, -0.15880800939172324, 
 const std::vector<double> kGeluGrad = {-0.037951576212666177, -0.082964083845782521, 0.26770454836119817,
                                        0.65745814919569956,   0.97635721865610403,   1.127710793151433,
                                        1.0115841666309695};
+// x = the same; s = F.silu(x); s.sum().backward(); x.grad
+const std::vector<double> kSilu = {-0.18964545005310887, -0.2689414213699951, -0.1276672449565023,
+                                   0.1099667994624956,   0.46773144051771626, 1.2263617142904655,
+                                   2.8577223804672998};
+const std::vector<double> kSiluGrad = {-0.09940111134152683, 0.07232948812851325, 0.3522199896811173,
+                                       0.59933731185485,     0.8233867834733425,  1.041294154299143,
+                                       1.0881041060151693};
 const std::vector<double> kLogX = {0.1, 0.5, 1.0, 2.0, 10.0};
 const std::vector<double> kLog = {-2.3025850929940455, -0.69314718055994529, 0, 0.69314718055994529,
                                   2.3025850929940459};
@@ -74,6 +81,20 @@ BOOST_AUTO_TEST_CASE(gelu_gradient_matches_torch) {
   auto xf = tensor_of<float>(kX, true);
   ag::gelu(xf).backward(std::vector<float>(kX.size(), 1.0f));
   check_close(xf.grad_tensor().values(), kGeluGrad, 1e-5, "gelu grad float32");
+}
+
+BOOST_AUTO_TEST_CASE(silu_values_and_gradient_match_torch) {
+  auto x = tensor_of<double>(kX, true);
+  auto y = ag::silu(x);
+  check_close(y.values(), kSilu, 1e-14, "silu");
+  y.backward(std::vector<double>(kX.size(), 1.0));
+  check_close(x.grad_tensor().values(), kSiluGrad, 1e-14, "silu grad");
+  auto xf = tensor_of<float>(kX, true);
+  auto yf = ag::silu(xf);
+  check_close(yf.values(), kSilu, 1e-6, "silu float32");
+  yf.backward(std::vector<float>(kX.size(), 1.0f));
+  check_close(xf.grad_tensor().values(), kSiluGrad, 1e-5, "silu grad float32");
+  check_gradients("silu", [](const auto& in) { return ag::silu(in[0]); }, {random_tensor({3, 5}, 9, 3.0)});
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_exp) {

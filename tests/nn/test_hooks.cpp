@@ -43,7 +43,7 @@ std::vector<nn::ModelShape> variants() {
   bare.norm = nn::NormKind::none;
   bare.activation = nn::Activation::relu;
   bare.bias = false;
-  nn::ModelShape rms = shape();
+  nn::ModelShape rms = shape(), relu2 = shape(), swiglu = shape(), geglu = shape();
   rms.norm = nn::NormKind::rms;
   nn::ModelShape rotary = shape();  // 2 of each head's 4 dims: partial rotary
   rotary.positions = nn::PositionKind::rotary;
@@ -55,7 +55,21 @@ std::vector<nn::ModelShape> variants() {
   unscaled.attn_scale = nn::AttnScale::none;
   nn::ModelShape qk = rotary;
   qk.qk_norm = true;
-  return {shape(), shape(/*attention_only=*/true), bare, rms, rotary, nope, unscaled, qk};
+  relu2.activation = nn::Activation::relu2;
+  swiglu.activation = nn::Activation::swiglu, swiglu.norm = nn::NormKind::rms;
+  geglu.activation = nn::Activation::geglu, geglu.bias = false;
+  nn::ModelShape parallel = shape(), tied = shape(), combined = swiglu;
+  parallel.parallel = true;
+  tied.tie_embeddings = true, tied.logit_softcap = 2.0;
+  combined.parallel = true, combined.tie_embeddings = true, combined.logit_softcap = 3.0,
+  combined.bias = false;
+  return {shape(),  shape(/*attention_only=*/true),
+          bare,     rms,
+          rotary,   nope,
+          unscaled, qk,
+          relu2,    swiglu,
+          geglu,    parallel,
+          tied,     combined};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};
@@ -127,8 +141,10 @@ BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
         const bool present = std::count(points.begin(), points.end(), nn::hook_name(row.point, l)) == 1;
         const bool mlp_point = row.needs == nn::Needs::mlp || row.needs == nn::Needs::mlp_norm;
         const bool ln_point = row.needs == nn::Needs::norm || row.needs == nn::Needs::mlp_norm;
+        const bool gate_point = row.needs == nn::Needs::gated;
         const bool absent =
-            (variant.attention_only && mlp_point) || (!nn::has_norm(variant.norm) && ln_point) ||
+            (variant.attention_only && (mlp_point || gate_point)) ||
+            (!nn::has_norm(variant.norm) && ln_point) || (gate_point && !nn::mlp_gated(variant.activation)) ||
             row.needs == nn::Needs::on_request ||
             (row.needs == nn::Needs::learned && variant.positions != nn::PositionKind::learned);
         BOOST_TEST(present == !absent, nn::hook_name(row.point, l));

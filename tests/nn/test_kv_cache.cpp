@@ -58,17 +58,22 @@ std::vector<nn::ModelShape> shapes() {
   unscaled.attn_scale = nn::AttnScale::none;
   nn::ModelShape qk = rotary(shape(2, 4, 32, false), 0.5);
   qk.qk_norm = true;
-  return {unscaled,
-          qk,
-          shape(1, 1, 16, false),
-          shape(2, 4, 16, false),
-          shape(3, 2, 20, false),
-          shape(2, 3, 12, true),
-          shape(1, 2, 32, true),
-          shape(3, 4, 32, false),
-          rotary(shape(2, 4, 16, false), 1.0),
-          rotary(shape(3, 2, 20, true), 0.6),
-          nope};
+  std::vector<nn::ModelShape> all = {shape(1, 1, 16, false), shape(2, 4, 16, false), shape(3, 2, 20, false),
+                                     shape(2, 3, 12, true),  shape(1, 2, 32, true),  shape(3, 4, 32, false)};
+  // The model options whose MLP differs: a gated MLP (SwiGLU, ln2 feeding two products) and ReLU^2.
+  nn::ModelShape gated = shape(2, 4, 16, false), relu2 = shape(1, 2, 32, false);
+  gated.activation = nn::Activation::swiglu;
+  relu2.activation = nn::Activation::relu2;
+  all.push_back(gated);
+  all.push_back(relu2);
+  // Parallel blocks, tied embeddings and soft-capped logits.
+  nn::ModelShape wired = shape(2, 4, 16, false);
+  wired.parallel = true, wired.tie_embeddings = true, wired.logit_softcap = 2.0;
+  all.push_back(wired);
+  for (const nn::ModelShape& s :
+       {unscaled, qk, rotary(shape(2, 4, 16, false), 1.0), rotary(shape(3, 2, 20, true), 0.6), nope})
+    all.push_back(s);
+  return all;
 }
 
 std::vector<int32_t> sequence(int64_t n, int64_t vocab, uint64_t seed) {

@@ -1,6 +1,7 @@
 // nn/ modules: parameter names and init, attention semantics (masks, fully masked rows), and a float64
 // gradient check of every module, up to a whole CausalLM's loss with causal and padding masks.
 #define BOOST_TEST_MODULE modules
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -55,6 +56,25 @@ BOOST_AUTO_TEST_CASE(causal_lm_parameters_have_the_checkpoint_names_of_design_md
   // vocab*d + max_len*d + layers*(2 LN + 4 attn + mlp) + ln_f + lm_head
   const int64_t per_block = 2 * 16 + 4 * (16 * 16 + 16) + 2 * 16 + (32 * 16 + 32) + (16 * 32 + 16);
   BOOST_TEST(model.parameter_count() == 11 * 16 + 8 * 16 + 2 * per_block + 2 * 16 + 11 * 16 + 11);
+}
+
+// Tied embeddings: lm_head reads tok_emb's weight, has no weight parameter of its own, and the one
+// parameter's gradient is the sum of both uses (the whole-model gradcheck below checks the sum).
+BOOST_AUTO_TEST_CASE(tied_embeddings_share_one_parameter) {
+  ag::Rng rng(1), untied_rng(1);
+  nn::ModelShape s{11, 8, 16, 2, 2, 32, false};
+  nn::CausalLM<float> untied(s, untied_rng);
+  s.tie_embeddings = true;
+  nn::CausalLM<float> model(s, rng);
+  BOOST_TEST(&model.lm_head.weight == &model.tok_emb.weight);
+  std::vector<std::string> names;
+  for (auto& p : model.named_parameters()) names.push_back(p.name);
+  BOOST_TEST(std::count(names.begin(), names.end(), "lm_head.weight") == 0);
+  BOOST_TEST(names.back() == "lm_head.bias");
+  BOOST_TEST(model.parameter_count() == untied.parameter_count() - 11 * 16);
+  // The draws before lm_head are the untied model's: tying changes nothing else.
+  BOOST_TEST(model.tok_emb.weight.values() == untied.tok_emb.weight.values());
+  BOOST_TEST(model.blocks[1]->mlp->fc2.weight.values() == untied.blocks[1]->mlp->fc2.weight.values());
 }
 
 BOOST_AUTO_TEST_CASE(xavier_init_has_the_lesson_std_and_is_seeded) {
@@ -134,6 +154,14 @@ BOOST_AUTO_TEST_CASE(gradcheck_linear_embedding_layernorm_mlp) {
   BOOST_TEST((rms.named_parameters()[0].kind == nn::ParamKind::kNorm));
   nn::MLP<double> mlp(4, 8, rng);
   check_module(mlp, random_tensor({2, 3, 4}, 32), [&](const D& x) { return mlp.forward(x); });
+  BOOST_TEST(!mlp.gate);
+  for (nn::Activation a : {nn::Activation::relu2, nn::Activation::swiglu, nn::Activation::geglu}) {
+    nn::MLP<double> m(4, 8, rng, a);
+    BOOST_TEST(bool(m.gate) == nn::mlp_gated(a));
+    BOOST_TEST(m.named_parameters().size() == (nn::mlp_gated(a) ? 6u : 4u));
+    if (m.gate) BOOST_TEST(m.named_parameters()[2].name == "gate.weight");  // fc1, gate, fc2
+    check_module(m, random_tensor({2, 3, 4}, 34), [&](const D& x) { return m.forward(x); });
+  }
   nn::Embedding<double> emb(5, 3, rng);
   check_gradients([&](const Inputs&) { return emb.forward({0, 4, 4, 2}, {2, 2}); }, {emb.weight});
 }
@@ -154,9 +182,15 @@ BOOST_AUTO_TEST_CASE(gradcheck_transformer_blocks) {
   nn::ModelShape attention_only = s, bare = s;
   attention_only.attention_only = true;
   bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
-  nn::ModelShape rms = s;
+  nn::ModelShape rms = s, relu2 = s, swiglu = s, geglu = s;
   rms.norm = nn::NormKind::rms;
-  for (const nn::ModelShape& shape : {s, attention_only, bare, rms}) {
+  relu2.activation = nn::Activation::relu2;
+  swiglu.activation = nn::Activation::swiglu, swiglu.norm = nn::NormKind::rms;  // Llama's pair
+  geglu.activation = nn::Activation::geglu, geglu.bias = false;
+  nn::ModelShape parallel = s, parallel_swiglu = swiglu;
+  parallel.parallel = true, parallel_swiglu.parallel = true;
+  for (const nn::ModelShape& shape :
+       {s, attention_only, bare, rms, relu2, swiglu, geglu, parallel, parallel_swiglu}) {
     nn::TransformerBlock<double> block(shape, rng);
     check_module(block, random_tensor({2, 5, 8}, 50),
                  [&](const D& x) { return block.forward(x, nn::causal_mask<double>(5)); });
@@ -169,7 +203,18 @@ BOOST_AUTO_TEST_CASE(gradcheck_whole_causal_lm_loss_with_causal_and_padding_mask
   bare.norm = nn::NormKind::none, bare.activation = nn::Activation::relu, bare.bias = false;
   nn::ModelShape rms = s;  // RMSNorm with Llama 1's eps
   rms.norm = nn::NormKind::rms, rms.norm_eps = 1e-6;
-  for (const nn::ModelShape& shape : {s, bare, rms}) {
+  nn::ModelShape relu2 = s, swiglu = s, geglu = s;
+  relu2.activation = nn::Activation::relu2;
+  swiglu.activation = nn::Activation::swiglu, swiglu.norm = nn::NormKind::rms,
+  swiglu.bias = false;  // Llama's
+  geglu.activation = nn::Activation::geglu;
+  nn::ModelShape parallel = s, tied = s, softcap = s;
+  parallel.parallel = true;
+  tied.tie_embeddings = true;
+  softcap.logit_softcap = 1.5;  // the perturbed logits reach past it: tanh is far from linear there
+  nn::ModelShape all = swiglu;  // every option of this part of issue 41 together
+  all.parallel = true, all.tie_embeddings = true, all.logit_softcap = 1.5;
+  for (const nn::ModelShape& shape : {s, bare, rms, relu2, swiglu, geglu, parallel, tied, softcap, all}) {
     ag::Rng rng(6);
     nn::CausalLM<double> model(shape, rng);
     std::vector<D> params = parameters_of(model);

@@ -1,6 +1,7 @@
 // PyTorch parity in float32 against committed float64 references (tests/fixtures/, made by
 // make_fixtures.py): the lesson's nn.MultiheadAttention, and 2-layer / attention-only CausalLMs, and the
-// 2-layer model with each model option (RMSNorm, rotary and no positions, unscaled attention, QK-norm), with
+// 2-layer model with each model option (RMSNorm; rotary and no positions, unscaled attention, QK-norm;
+// ReLU^2, SwiGLU, GEGLU; parallel, tied, soft-capped), with
 // logits, loss, attention weights and every parameter gradient. Each tensor's error is reported.
 #define BOOST_TEST_MODULE pytorch_parity
 #include <boost/test/unit_test.hpp>
@@ -104,6 +105,19 @@ void check_causal_lm(const std::string& file, bool reference) {
     BOOST_REQUIRE_MESSAGE(scale == "sqrt_dk" || scale == "none", file << ": attn_scale " << scale);
     shape.attn_scale = scale == "none" ? nn::AttnScale::none : nn::AttnScale::sqrt_dk;
   }
+  if (m.contains("activation")) {
+    const std::string a = m.at("activation");
+    const std::map<std::string, nn::Activation> kinds = {{"gelu", nn::Activation::gelu},
+                                                         {"relu", nn::Activation::relu},
+                                                         {"relu2", nn::Activation::relu2},
+                                                         {"swiglu", nn::Activation::swiglu},
+                                                         {"geglu", nn::Activation::geglu}};
+    BOOST_REQUIRE_MESSAGE(kinds.count(a) == 1, file << ": activation " << a);
+    shape.activation = kinds.at(a);
+  }
+  if (m.contains("parallel")) shape.parallel = m.at("parallel");
+  if (m.contains("tie_embeddings")) shape.tie_embeddings = m.at("tie_embeddings");
+  if (m.contains("logit_softcap")) shape.logit_softcap = m.at("logit_softcap");
   ag::Rng rng(0);
   nn::CausalLM<float> model(shape, rng);
   load_parameters(model, fx);
@@ -159,6 +173,23 @@ BOOST_AUTO_TEST_CASE(unscaled_attention_causal_lm_matches_torch) {
 BOOST_AUTO_TEST_CASE(qk_norm_rotary_causal_lm_matches_torch) {
   check_causal_lm("causal_lm_qk_norm.json", /*reference=*/true);
   check_causal_lm("causal_lm_qk_norm.json", /*reference=*/false);
+}
+
+BOOST_AUTO_TEST_CASE(relu2_swiglu_and_geglu_causal_lms_match_torch) {
+  for (const std::string file : {"causal_lm_relu2.json", "causal_lm_swiglu.json", "causal_lm_geglu.json"}) {
+    check_causal_lm(file, /*reference=*/true);
+    check_causal_lm(file, /*reference=*/false);
+  }
+}
+
+// Parallel attention and MLP, tied embeddings (one parameter: its gradient sums both uses), soft-capped
+// logits.
+BOOST_AUTO_TEST_CASE(parallel_tied_and_softcap_causal_lms_match_torch) {
+  for (const std::string file :
+       {"causal_lm_parallel.json", "causal_lm_tied.json", "causal_lm_softcap.json"}) {
+    check_causal_lm(file, /*reference=*/true);
+    check_causal_lm(file, /*reference=*/false);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(attention_only_causal_lm_matches_torch) {

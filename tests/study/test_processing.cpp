@@ -146,6 +146,59 @@ BOOST_AUTO_TEST_CASE(same_log_probs_with_rms_norm) {
   }
 }
 
+// A gated MLP: ln2 is folded into fc1 and the gate alike (LayerNorm and RMSNorm).
+BOOST_AUTO_TEST_CASE(same_log_probs_with_a_gated_mlp) {
+  for (nn::NormKind norm : {nn::NormKind::layer, nn::NormKind::rms}) {
+    nn::ModelShape s = shape(false);
+    s.norm = norm, s.activation = nn::Activation::swiglu;
+    ag::Rng rng(4);
+    nn::CausalLM<double> model(s, rng);
+    perturb(model);
+    const auto processed = study::processed_weights(model);
+    BOOST_TEST(worst_difference(model, *processed, kIds, 2) <= 1e-10);
+    BOOST_TEST((processed->blocks[0]->mlp->gate->weight.to_vector() !=
+                model.blocks[0]->mlp->gate->weight.to_vector()));
+    for (double w : processed->blocks[0]->ln2->weight.to_vector()) BOOST_TEST(w == 1.0);
+  }
+}
+
+// Parallel blocks fold as sequential ones; tied embeddings come back untied (the embedding is centred as a
+// writer, the unembedding over the vocabulary); soft-capped logits keep their unembedding uncentred (a
+// shift of every logit changes the capped probabilities).
+BOOST_AUTO_TEST_CASE(same_log_probs_with_parallel_blocks_tied_embeddings_and_a_softcap) {
+  nn::ModelShape s = shape(false);
+  s.parallel = true, s.tie_embeddings = true, s.logit_softcap = 2.0;
+  auto row_mean = [](const ag::Tensor<double>& W, int64_t r) {
+    double sum = 0;
+    for (int64_t c = 0; c < W.size(1); ++c) sum += W.data()[r * W.size(1) + c];
+    return sum / double(W.size(1));
+  };
+  auto column_mean = [](const ag::Tensor<double>& W, int64_t c) {
+    double sum = 0;
+    for (int64_t r = 0; r < W.size(0); ++r) sum += W.data()[r * W.size(1) + c];
+    return sum / double(W.size(0));
+  };
+  ag::Rng rng(4);
+  nn::CausalLM<double> model(s, rng);
+  perturb(model);
+  const auto processed = study::processed_weights(model);
+  BOOST_TEST(worst_difference(model, *processed, kIds, 2) <= 1e-10);
+  BOOST_TEST(!processed->shape.tie_embeddings);
+  BOOST_TEST(&processed->lm_head.weight != &processed->tok_emb.weight);
+  BOOST_TEST(std::fabs(row_mean(processed->tok_emb.weight, 1)) < 1e-10);  // a centred writer
+  // ln_f folded in, not centred over the vocabulary: lm_head's columns keep their means.
+  BOOST_TEST((processed->lm_head.weight.to_vector() != model.tok_emb.weight.to_vector()));
+  BOOST_TEST(std::fabs(column_mean(processed->lm_head.weight, 0)) > 1e-6);
+  // Without the cap the same model's unembedding is centred.
+  s.logit_softcap = 0;
+  ag::Rng again(4);
+  nn::CausalLM<double> uncapped(s, again);
+  perturb(uncapped);
+  const auto centred = study::processed_weights(uncapped);
+  BOOST_TEST(worst_difference(uncapped, *centred, kIds, 2) <= 1e-10);
+  BOOST_TEST(std::fabs(column_mean(centred->lm_head.weight, 0)) < 1e-10);
+}
+
 BOOST_AUTO_TEST_CASE(same_log_probs_on_a_trained_checkpoint) {
   const train::LoadedRun run =
       train::load_run(std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/induction_small");

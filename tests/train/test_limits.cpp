@@ -128,6 +128,12 @@ BOOST_AUTO_TEST_CASE(parameter_count_matches_the_built_model) {
                  static_cast<double>(train::make_model<float>(c)->parameter_count()));
     }
   }
+  // The options that change the count: a gated MLP's gate, tied embeddings' one matrix.
+  Config c = small_config();
+  c.model.vocab = 23, c.model.max_len = 11;
+  c.model.activation = nn::Activation::swiglu, c.model.tie_embeddings = true;
+  BOOST_TEST(train::parameter_count(c.model) ==
+             static_cast<double>(train::make_model<float>(c)->parameter_count()));
 }
 
 BOOST_AUTO_TEST_CASE(sizes_beyond_memory_name_the_field_and_the_estimate) {

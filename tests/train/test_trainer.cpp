@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "io/run_layout.h"
 #include "train/checkpoint.h"
+#include "train/optimizer.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
 
@@ -124,6 +125,44 @@ BOOST_AUTO_TEST_CASE(stopping_at_any_step_and_resuming_equals_an_uninterrupted_r
     BOOST_TEST(losses(run + "/metrics.jsonl") == losses(dir.file("full/metrics.jsonl")),
                boost::test_tools::per_element());
   }
+}
+
+// train.optimizer "muon": its momentum is the optimizer checkpoint's first moment of each hidden matrix, so
+// stopping and resuming gives the uninterrupted run's bytes; one and two threads give the same bits; and the
+// hidden matrices move differently from AdamW's run (Muon updated them), while the rest follow AdamW.
+BOOST_AUTO_TEST_CASE(muon_resumes_bit_exactly_and_is_the_same_bits_for_any_thread_count) {
+  testing::TempDir dir;
+  auto config = [](int threads) {
+    train::Config c = small_config(threads);
+    c.train.optimizer = "muon";
+    return c;
+  };
+  const train::TrainResult full = train::train_model(config(2), {dir.file("full"), false, nullptr, {}});
+  for (int64_t stop : {15, 27}) {
+    const std::string run = dir.file("stopped-" + std::to_string(stop));
+    std::atomic<bool> flag{false};
+    StopAt observer(stop, flag);
+    BOOST_TEST(train::train_model(config(2), {run, false, &flag, {&observer}}).interrupted);
+    const train::TrainResult resumed = train::train_model(config(2), {run, true, nullptr, {}});
+    BOOST_TEST(resumed.last_loss == full.last_loss, "stopped at " << stop);
+    BOOST_TEST(io::read_text_file(run + "/checkpoint/model.safetensors") ==
+                   io::read_text_file(dir.file("full/checkpoint/model.safetensors")),
+               "model bytes differ after stopping at " << stop);
+  }
+  train::train_model(config(1), {dir.file("one"), false, nullptr, {}});
+  const train::SafetensorsFile one = train::read_safetensors(dir.file("one/checkpoint/model.safetensors"));
+  const train::SafetensorsFile two = train::read_safetensors(dir.file("full/checkpoint/model.safetensors"));
+  BOOST_REQUIRE_EQUAL(one.tensors.size(), two.tensors.size());
+  for (size_t i = 0; i < one.tensors.size(); ++i) BOOST_TEST(one.tensors[i].data == two.tensors[i].data);
+  // Against AdamW from the same init: every tensor moved differently (the AdamW ones through the model).
+  train::train_model(small_config(2), {dir.file("adamw"), false, nullptr, {}});
+  const train::SafetensorsFile adamw =
+      train::read_safetensors(dir.file("adamw/checkpoint/model.safetensors"));
+  BOOST_TEST(adamw.find("blocks.0.attn.wq.weight")->data != two.find("blocks.0.attn.wq.weight")->data);
+  BOOST_TEST(train::is_muon_matrix("blocks.0.mlp.fc1.weight", nn::ParamKind::kWeight, 2));
+  BOOST_TEST(!train::is_muon_matrix("lm_head.weight", nn::ParamKind::kWeight, 2));
+  BOOST_TEST(!train::is_muon_matrix("tok_emb.weight", nn::ParamKind::kEmbedding, 2));
+  BOOST_TEST(!train::is_muon_matrix("blocks.0.mlp.fc1.bias", nn::ParamKind::kBias, 1));
 }
 
 // A finite dataset (modadd, half of its 121 pairs) in batches of 16 that straddle epochs, and in full
