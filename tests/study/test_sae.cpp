@@ -6,9 +6,9 @@
 // zero-ablated, CE recovered, KL) matches it to 1e-4; training is the same bits for the same seed and a
 // resumed training is bit-exact (with an activation scale); the scale brings the mean norm to sqrt(d_in)
 // and folds into the saved parameters exactly (ReLU and TopK), an old checkpoint without it resumes with
-// scale 1; the default config explains the MLP of every committed config with one (EV >= 0.8 on short
-// runs); TMS's dense regime stores 2 of 5 features; the Hungarian matching is optimal (against brute
-// force); an SAE recovers a small synthetic dictionary; bad configs and files are one-line errors.
+// scale 1 (the default config on every committed config's MLP: test_sae_defaults.cpp); TMS's dense regime
+// stores 2 of 5 features; the Hungarian matching is optimal (against brute force); an SAE recovers a small
+// synthetic dictionary; bad configs and files are one-line errors.
 #define BOOST_TEST_MODULE sae
 #include <boost/test/unit_test.hpp>
 #include <cstring>
@@ -186,47 +186,6 @@ BOOST_AUTO_TEST_CASE(training_is_deterministic_and_resumes_bit_exactly) {
     for (int64_t k = 0; k < W.size(1); ++k) n += double(W.data()[r * 8 + k]) * W.data()[r * 8 + k];
     BOOST_TEST(std::sqrt(n) == 1.0, boost::test_tools::tolerance(1e-5));
   }
-}
-
-// The default config explains the MLP of every committed config that has one: on each config's model
-// (narrowed to d_model 32, d_ff 64 and trained 100 steps, so the test takes seconds), an SAE with every
-// default but a shorter training (400 steps of 256 tokens) reaches explained variance >= 0.8 at every
-// layer's blocks.L.mlp.post.
-BOOST_AUTO_TEST_CASE(default_config_explains_every_committed_mlp) {
-  testing::TempDir tmp;
-  int checked = 0;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(std::string(ATTOGRAD_SOURCE_DIR) + "/configs")) {
-    if (entry.path().extension() != ".json") continue;
-    const std::string name = entry.path().stem().string();
-    if (train::load_config(entry.path().string()).model.attention_only) continue;
-    const train::Config config = train::load_config(
-        entry.path().string(), {"model.d_model=32", "model.n_heads=2", "model.d_ff=64", "train.steps=100",
-                                "train.warmup=5", "train.eval_every=10000", "train.eval_size=32",
-                                "output.attention_every=0", "output.checkpoint_every=10000"});
-    train::train_model(config, {tmp.file(name), false, nullptr, {}});
-    const train::LoadedRun run = train::load_run(tmp.file(name));
-    study::SaeConfig c;
-    c.steps = 400;
-    c.batch_size = 256;
-    c.buffer_tokens = 8192;
-    c.eval_sequences = 32;
-    const train::Batch held_out = run.task->eval_set(run.config.seed, c.eval_sequences);
-    for (int layer = 0; layer < config.model.n_layers; ++layer) {
-      const std::string point = "blocks." + std::to_string(layer) + ".mlp.post";
-      study::ModelActivations source(*run.model, *run.task, point, c);
-      study::SaeTrainer trainer(c, source.d_in(), source.mean(), source.norm_scale());
-      for (int64_t step = 0; step < c.steps; ++step) trainer.step(source.batch(step));
-      const study::SaeEval e =
-          study::evaluate_sae(*run.model, *run.task, trainer.raw_params(), c, point, held_out, nullptr);
-      BOOST_TEST(e.explained_variance >= 0.8,
-                 name << " " << point << ": explained variance " << e.explained_variance << ", L0 " << e.l0);
-      BOOST_TEST_MESSAGE(name << " " << point << ": explained variance " << e.explained_variance << ", L0 "
-                              << e.l0 << ", CE recovered " << e.ce_loss_recovered);
-      ++checked;
-    }
-  }
-  BOOST_TEST(checked >= 8);
 }
 
 // Normalisation: the scale brings the mean row norm to sqrt(d_in); folded into the parameters, the SAE on
