@@ -53,6 +53,35 @@ std::vector<double> log_probs(const float* logits, int64_t V) {
   return out;
 }
 
+void SplicedLoss::add(const std::vector<int32_t>& targets, const ag::Tensor<float>& clean,
+                      const ag::Tensor<float>& spliced, const ag::Tensor<float>& zeroed) {
+  const int64_t V = clean.size(2);
+  for (int64_t i = 0; i < static_cast<int64_t>(targets.size()); ++i) {
+    const int32_t tgt = targets[i];
+    if (tgt < 0) continue;
+    ++scored;
+    const std::vector<double> lc = log_probs(clean.data() + i * V, V);
+    const std::vector<double> ls = log_probs(spliced.data() + i * V, V);
+    const std::vector<double> lz = log_probs(zeroed.data() + i * V, V);
+    ce[0] -= lc[tgt];
+    ce[1] -= ls[tgt];
+    ce[2] -= lz[tgt];
+    for (int64_t v = 0; v < V; ++v) kl += std::exp(lc[v]) * (lc[v] - ls[v]);
+  }
+}
+
+SplicedLoss::Means SplicedLoss::means() const {
+  Means m;
+  if (scored == 0) return m;
+  m.clean = ce[0] / scored;
+  m.spliced = ce[1] / scored;
+  m.zeroed = ce[2] / scored;
+  m.kl = kl / scored;
+  const double gap = m.zeroed - m.clean;
+  m.recovered = gap != 0 ? (m.zeroed - m.spliced) / gap : 0;
+  return m;
+}
+
 SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, const SaeParams<float>& sae,
                      const SaeConfig& config, const std::string& point, const train::Batch& held_out,
                      std::vector<findings::SaeFeature>* features, int top_tokens) {
@@ -70,8 +99,7 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
   std::vector<std::vector<Best>> best(features ? static_cast<size_t>(M) : 0);
   std::vector<double> sum_x(static_cast<size_t>(D), 0.0);
   double sq_x = 0, sq_err = 0, l0 = 0;
-  double ce[3] = {0, 0, 0}, kl = 0;
-  int64_t scored = 0;
+  SplicedLoss loss;
   for (int b0 = 0; b0 < held_out.B; b0 += kChunk) {
     const train::Batch chunk = slice(held_out, b0, std::min(held_out.B, b0 + kChunk));
     const ActivationRows rows = capture_rows(model, chunk, point, skip_bos);
@@ -126,19 +154,7 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
       });
       spliced[mode] = model.forward(chunk.inputs, chunk.B, chunk.T, chunk.is_padding, &hooks);
     }
-    const int64_t V = clean.size(2);
-    for (int64_t i = 0; i < static_cast<int64_t>(chunk.targets.size()); ++i) {
-      const int32_t tgt = chunk.targets[i];
-      if (tgt < 0) continue;
-      ++scored;
-      const std::vector<double> lc = log_probs(clean.data() + i * V, V);
-      const std::vector<double> ls = log_probs(spliced[0].data() + i * V, V);
-      const std::vector<double> lz = log_probs(spliced[1].data() + i * V, V);
-      ce[0] -= lc[tgt];
-      ce[1] -= ls[tgt];
-      ce[2] -= lz[tgt];
-      for (int64_t v = 0; v < V; ++v) kl += std::exp(lc[v]) * (lc[v] - ls[v]);
-    }
+    loss.add(chunk.targets, clean, spliced[0], spliced[1]);
   }
   if (e.tokens == 0)
     throw std::invalid_argument("point " + point + ": the held-out sequences have no token to evaluate");
@@ -160,14 +176,12 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
       ++e.density_histogram[1 + bin];
     }
   }
-  if (scored > 0) {
-    e.ce_clean = ce[0] / scored;
-    e.ce_with_sae = ce[1] / scored;
-    e.ce_zero_ablation = ce[2] / scored;
-    e.kl = kl / scored;
-    const double gap = e.ce_zero_ablation - e.ce_clean;
-    e.ce_loss_recovered = gap != 0 ? (e.ce_zero_ablation - e.ce_with_sae) / gap : 0;
-  }
+  const SplicedLoss::Means m = loss.means();
+  e.ce_clean = m.clean;
+  e.ce_with_sae = m.spliced;
+  e.ce_zero_ablation = m.zeroed;
+  e.kl = m.kl;
+  e.ce_loss_recovered = m.recovered;
   if (!features) return e;
 
   const std::vector<float> effects = decoder_logit_effects(model, sae, point);

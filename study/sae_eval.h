@@ -40,6 +40,26 @@ train::Batch slice(const train::Batch& batch, int b0, int b1);
 // Log-softmax of one row of logits (V values), in double.
 std::vector<double> log_probs(const float* logits, int64_t V);
 
+// The next-token losses SAELens reports for a dictionary spliced into the model: summed over the scored
+// targets of each chunk, the cross-entropy of the clean, the spliced and the zero-ablated logits, and
+// KL(clean || spliced); then their means and the CE loss recovered. Shared by the SAE's and the
+// transcoders' evaluations.
+struct SplicedLoss {
+  double ce[3] = {0, 0, 0};  // clean, spliced, zero-ablated
+  double kl = 0;
+  int64_t scored = 0;
+
+  // One chunk's three forwards, (B, T, V) each, at its targets (negative: not scored).
+  void add(const std::vector<int32_t>& targets, const ag::Tensor<float>& clean,
+           const ag::Tensor<float>& spliced, const ag::Tensor<float>& zeroed);
+  struct Means {
+    double clean = 0, spliced = 0, zeroed = 0, kl = 0;
+    double recovered = 0;  // (zeroed - spliced) / (zeroed - clean), 0 when the two are equal
+  };
+  // All 0 when no target was scored.
+  Means means() const;
+};
+
 // The logit effect of each decoder direction at `point`: W_U diag(ln_f.weight) (the direction written into
 // the residual stream: itself, or fc2's weight times it for blocks.L.mlp.post), (d_sae, V).
 std::vector<float> decoder_logit_effects(const nn::CausalLM<float>& model, const SaeParams<float>& sae,

@@ -123,8 +123,7 @@ findings::TranscoderEval evaluate_transcoders(const nn::CausalLM<float>& model,
     stats[l].sum_y.assign(transcoders[l].d_out(), 0.0);
     stats[l].active.assign(transcoders[l].d_sae(), 0);
   }
-  double ce[3] = {0, 0, 0}, kl = 0;
-  int64_t scored = 0;
+  SplicedLoss loss;
   for (int b0 = 0; b0 < held_out.B; b0 += kChunk) {
     const train::Batch chunk = slice(held_out, b0, std::min(held_out.B, b0 + kChunk));
     const std::vector<int64_t> kept = kept_tokens(chunk, config.skip_bos);
@@ -189,19 +188,7 @@ findings::TranscoderEval evaluate_transcoders(const nn::CausalLM<float>& model,
       }
       replaced[mode] = model.forward(chunk.inputs, chunk.B, chunk.T, chunk.is_padding, &hooks);
     }
-    const int64_t V = clean.size(2);
-    for (int64_t i = 0; i < static_cast<int64_t>(chunk.targets.size()); ++i) {
-      const int32_t tgt = chunk.targets[i];
-      if (tgt < 0) continue;
-      ++scored;
-      const std::vector<double> lc = log_probs(clean.data() + i * V, V);
-      const std::vector<double> lr = log_probs(replaced[0].data() + i * V, V);
-      const std::vector<double> lz = log_probs(replaced[1].data() + i * V, V);
-      ce[0] -= lc[tgt];
-      ce[1] -= lr[tgt];
-      ce[2] -= lz[tgt];
-      for (int64_t v = 0; v < V; ++v) kl += std::exp(lc[v]) * (lc[v] - lr[v]);
-    }
+    loss.add(chunk.targets, clean, replaced[0], replaced[1]);
   }
   if (e.tokens == 0)
     throw RequestError("the held-out sequences have no token to evaluate the transcoders on");
@@ -226,14 +213,12 @@ findings::TranscoderEval evaluate_transcoders(const nn::CausalLM<float>& model,
     le.dead = std::count(s.active.begin(), s.active.end(), 0);
     e.layers.push_back(le);
   }
-  if (scored > 0) {
-    e.ce_clean = ce[0] / scored;
-    e.ce_replaced = ce[1] / scored;
-    e.ce_zero_ablation = ce[2] / scored;
-    e.kl = kl / scored;
-    const double gap = e.ce_zero_ablation - e.ce_clean;
-    e.ce_loss_recovered = gap != 0 ? (e.ce_zero_ablation - e.ce_replaced) / gap : 0;
-  }
+  const SplicedLoss::Means m = loss.means();
+  e.ce_clean = m.clean;
+  e.ce_replaced = m.spliced;
+  e.ce_zero_ablation = m.zeroed;
+  e.kl = m.kl;
+  e.ce_loss_recovered = m.recovered;
   return e;
 }
 
