@@ -17,6 +17,17 @@ uint64_t stream_seed(uint64_t seed, uint64_t salt, int64_t index) {
   return seed ^ salt ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
 }
 
+// The positions a dictionary reads, in order: every (sequence, position) of the batch but padding (and
+// position 0 when skip_bos), into rows.seq and rows.pos.
+void select_positions(const train::Batch& batch, bool skip_bos, ActivationRows& rows) {
+  for (int b = 0; b < batch.B; ++b)
+    for (int t = skip_bos ? 1 : 0; t < batch.T; ++t) {
+      if (!batch.is_padding.empty() && batch.is_padding[static_cast<size_t>(b) * batch.T + t]) continue;
+      rows.seq.push_back(b);
+      rows.pos.push_back(t);
+    }
+}
+
 }  // namespace
 
 ActivationRows capture_rows(const nn::CausalLM<float>& model, const train::Batch& batch,
@@ -31,12 +42,7 @@ ActivationRows capture_rows(const nn::CausalLM<float>& model, const train::Batch
                                 "blocks.L.mlp.post or blocks.L.resid_post");
   ActivationRows rows;
   rows.d = a.size(2);
-  for (int b = 0; b < batch.B; ++b)
-    for (int t = skip_bos ? 1 : 0; t < batch.T; ++t) {
-      if (!batch.is_padding.empty() && batch.is_padding[static_cast<size_t>(b) * batch.T + t]) continue;
-      rows.seq.push_back(b);
-      rows.pos.push_back(t);
-    }
+  select_positions(batch, skip_bos, rows);
   rows.data.resize(static_cast<size_t>(rows.rows() * rows.d));
   for (int64_t r = 0; r < rows.rows(); ++r) {
     const float* src = a.data() + (static_cast<int64_t>(rows.seq[r]) * batch.T + rows.pos[r]) * rows.d;
@@ -62,12 +68,7 @@ ActivationRows capture_row_pairs(const nn::CausalLM<float>& model, const train::
   *d_first = d0;
   ActivationRows rows;
   rows.d = d0 + d1;
-  for (int b = 0; b < batch.B; ++b)
-    for (int t = skip_bos ? 1 : 0; t < batch.T; ++t) {
-      if (!batch.is_padding.empty() && batch.is_padding[static_cast<size_t>(b) * batch.T + t]) continue;
-      rows.seq.push_back(b);
-      rows.pos.push_back(t);
-    }
+  select_positions(batch, skip_bos, rows);
   rows.data.resize(static_cast<size_t>(rows.rows() * rows.d));
   for (int64_t r = 0; r < rows.rows(); ++r) {
     const int64_t at = static_cast<int64_t>(rows.seq[r]) * batch.T + rows.pos[r];
