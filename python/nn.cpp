@@ -86,6 +86,28 @@ py::dict tensor_dict(const Module& m) {
   return out;
 }
 
+// Sets every parameter of `m` from {name: array}, each name and shape checked before any is written.
+void load_state(const Module& m, py::handle state) {
+  if (!py::isinstance<py::dict>(state))
+    throw py::type_error("state_dict: expected a dict {name: array}, got " + type_name(state));
+  const py::dict d = py::reinterpret_borrow<py::dict>(state);
+  const auto params = m.named_parameters();
+  std::vector<std::vector<float>> values;
+  for (const auto& p : params) {
+    if (!d.contains(py::str(p.name)))
+      throw std::invalid_argument("state_dict: missing parameter '" + p.name + "'");
+    values.push_back(
+        tensor_from_array<float>(d[py::str(p.name)], "state_dict[" + p.name + "]", &p.tensor->shape())
+            .to_vector());
+  }
+  for (const auto& [key, value] : d) {
+    const std::string name = py::str(key).cast<std::string>();
+    if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == name; }))
+      throw std::invalid_argument("state_dict: unknown parameter '" + name + "'");
+  }
+  for (size_t i = 0; i < params.size(); ++i) params[i].tensor->assign(values[i]);
+}
+
 // Module's methods on every bound module class.
 template <typename C>
 void module_methods(C& c) {
@@ -106,28 +128,7 @@ void module_methods(C& c) {
           },
           "{name: float32 array}, a copy of every parameter.")
       .def(
-          "load_state_dict",
-          [](M& m, py::handle state) {
-            if (!py::isinstance<py::dict>(state))
-              throw py::type_error("state_dict: expected a dict {name: array}, got " + type_name(state));
-            const py::dict d = py::reinterpret_borrow<py::dict>(state);
-            const auto params = m.named_parameters();
-            std::vector<std::vector<float>> values;
-            for (const auto& p : params) {
-              if (!d.contains(py::str(p.name)))
-                throw std::invalid_argument("state_dict: missing parameter '" + p.name + "'");
-              values.push_back(tensor_from_array<float>(d[py::str(p.name)], "state_dict[" + p.name + "]",
-                                                        &p.tensor->shape())
-                                   .to_vector());
-            }
-            for (const auto& [key, value] : d) {
-              const std::string name = py::str(key).cast<std::string>();
-              if (std::none_of(params.begin(), params.end(), [&](const auto& p) { return p.name == name; }))
-                throw std::invalid_argument("state_dict: unknown parameter '" + name + "'");
-            }
-            for (size_t i = 0; i < params.size(); ++i) params[i].tensor->assign(values[i]);
-          },
-          py::arg("state_dict"),
+          "load_state_dict", [](M& m, py::handle state) { load_state(m, state); }, py::arg("state_dict"),
           "Sets every parameter from {name: array} (each name and shape checked first).")
       .def(
           "zero_grad", [](M& m) { m.zero_grad(); }, "Clears every parameter's gradient.")
@@ -446,6 +447,10 @@ void bind_nn(py::module_& m) {
       .def("parameters", [](const PyCausalLM& s) { return tensor_list(*s.model); })
       .def("named_parameters", [](const PyCausalLM& s) { return tensor_dict(*s.model); })
       .def("zero_grad", [](PyCausalLM& s) { s.model->zero_grad(); })
+      .def(
+          "load_state_dict", [](PyCausalLM& s, py::handle state) { load_state(*s.model, state); },
+          py::arg("state_dict"),
+          "Sets every parameter from {name: array} (each name and shape checked first).")
       .def_property_readonly("parameter_count",
                              [](const PyCausalLM& s) { return s.model->parameter_count(); })
       .def_property_readonly("config",

@@ -130,6 +130,12 @@ def test_modules_shapes_and_parameters():
     lm = attograd.nn.CausalLM(reverse_config())
     assert lm.parameter_count == sum(v.size for v in lm.state_dict().values())
     assert len(lm.blocks) == 1 and "ln1.weight" in lm.blocks[0].named_parameters()
+    # load_state_dict writes every parameter: a model of another seed becomes this one.
+    other = attograd.nn.CausalLM(reverse_config(), seed=7)
+    assert not np.array_equal(other.state_dict()["tok_emb.weight"], lm.state_dict()["tok_emb.weight"])
+    other.load_state_dict(lm.state_dict())
+    ids = np.arange(2, 10, dtype=np.int32)[None]
+    np.testing.assert_array_equal(other(ids).numpy(), lm(ids).numpy())
     # The block shares the model's parameters.
     assert np.array_equal(lm.blocks[0].named_parameters()["attn.wq.weight"].numpy(),
                           lm.state_dict()["blocks.0.attn.wq.weight"])
