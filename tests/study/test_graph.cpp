@@ -202,7 +202,7 @@ BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
   const auto out = study::graph(open, r);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BOOST_TEST_MESSAGE("induction graph (" << ids.size() << " tokens): " << seconds << " s");
-  BOOST_TEST(out.wrote.size() == 2u);
+  BOOST_TEST(out.wrote.size() == 4u);  // graph.json, adjacency.npy, graph.html, report.html
   check_schema(nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "g")))));
   BOOST_TEST(out.result.replacement_score == 1.0);  // no error node
   BOOST_TEST(out.result.completeness_score == 1.0);
@@ -277,7 +277,7 @@ BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
   g.input.ids.assign(b.inputs.begin(), b.inputs.begin() + b.T);
   g.save = "first";
   const auto out = study::graph(run, g);
-  BOOST_TEST(out.wrote.size() == 2u);
+  BOOST_TEST(out.wrote.size() == 4u);  // graph.json, adjacency.npy, graph.html, report.html
   check_schema(
       nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "first")))));
   const int64_t n = static_cast<int64_t>(out.result.nodes.size());
