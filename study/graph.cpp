@@ -246,7 +246,12 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
       pre[l] = x * m.W_enc[l];
       pre[l].rowwise() += m.b_enc[l].transpose();
       Mat act = pre[l].cwiseMax(0.0);
-      if (tc.activation == SaeActivation::topk)
+      if (tc.params.threshold.defined()) {  // JumpReLU, BatchTopK: the features above their threshold
+        const Vec theta = to_vec(tc.params.threshold);
+        for (int t = 0; t < T; ++t)
+          for (int64_t j = 0; j < M; ++j)
+            if (!(pre[l](t, j) > theta[j])) act(t, j) = 0;
+      } else if (tc.activation == SaeActivation::topk)
         for (int t = 0; t < T; ++t) {
           std::vector<int64_t> order(M);
           std::iota(order.begin(), order.end(), 0);

@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(gradients_match_pytorch_and_finite_differences_in_float64) 
     }
     const ag::GradcheckResult r = ag::gradcheck(
         [&](const std::vector<ag::Tensor<double>>& in) {
-          study::SaeParams<double> q{in[0], in[1], in[2], in[3], {}, false};
+          study::SaeParams<double> q{in[0], in[1], in[2], in[3], {}, false, {}};
           return study::sae_forward(q, x, act, l1, k).loss;
         },
         {p.W_enc.detach().set_requires_grad(true), p.b_enc.detach().set_requires_grad(true),
