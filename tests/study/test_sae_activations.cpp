@@ -4,7 +4,7 @@
 // whole JumpReLU loss (MSE + L0) has finite-difference gradients for every weight and the definition's for
 // log_threshold through the trainer's exp; each activation trains through `attograd sae`'s trainer
 // with a loss that falls, saves its threshold, reloads it and fires about k features per token (BatchTopK);
-// and a transcoder with each feeds an exact attribution graph.
+// and a checkpoint resumes each bit-exactly.
 #define BOOST_TEST_MODULE sae_activations
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -240,5 +240,48 @@ BOOST_AUTO_TEST_CASE(batchtopk_and_jumprelu_train_save_and_reload) {
     else
       BOOST_TEST(last_l0 == float(c.k));
     if (act == study::SaeActivation::batchtopk) BOOST_TEST(std::abs(l0 - c.k) < 0.5 * c.k, "L0 " << l0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_training_equals_an_uninterrupted_one) {
+  // JumpReLU's log_threshold (and its AdamW moments) and BatchTopK's moving threshold are in the checkpoint:
+  // 20 steps, a checkpoint, 20 more in a fresh trainer equal 40 in one.
+  const int64_t D = 8, N = 64;
+  auto batch = [&](uint64_t seed) {
+    ag::Rng r(seed);
+    ag::Tensor<float> x = ag::Tensor<float>::empty({N, D});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(r.normal());
+    return x;
+  };
+  testing::TempDir tmp;
+  for (const auto act : {study::SaeActivation::batchtopk, study::SaeActivation::jumprelu}) {
+    study::SaeConfig c;
+    c.activation = act;
+    c.d_sae = 32;
+    c.k = 3;
+    c.steps = 40;
+    c.batch_size = N;
+    c.resample_every = 15;  // a resampling falls in each half
+    c.warmup = 0;
+    c.lr = 1e-2;
+    c.jumprelu_bandwidth = 0.05;
+    c.jumprelu_init_threshold = 0.1;
+    study::SaeTrainer whole(c, D, {}, 1.f), first(c, D, {}, 1.f), second(c, D, {}, 1.f);
+    for (int s = 0; s < 40; ++s) whole.step(batch(s));
+    for (int s = 0; s < 20; ++s) first.step(batch(s));
+    const std::string path = tmp.file("checkpoint.safetensors");
+    first.save_checkpoint(path, {});
+    second.load_checkpoint(path);
+    for (int s = 20; s < 40; ++s) second.step(batch(s));
+    const study::SaeParams<float> a = whole.raw_params(), b = second.raw_params();
+    BOOST_TEST(a.W_enc.to_vector() == b.W_enc.to_vector());
+    BOOST_TEST(a.W_dec.to_vector() == b.W_dec.to_vector());
+    BOOST_TEST(a.b_enc.to_vector() == b.b_enc.to_vector());
+    BOOST_TEST_REQUIRE(a.threshold.defined());
+    BOOST_TEST(a.threshold.to_vector() == b.threshold.to_vector());
+    double moved = 0;  // the threshold left its start
+    for (const float t : a.threshold.to_vector())
+      moved = std::max(moved, std::abs(t - (act == study::SaeActivation::jumprelu ? 0.1 : 0.0)));
+    BOOST_TEST(moved > 1e-3);
   }
 }
