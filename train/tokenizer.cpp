@@ -29,6 +29,8 @@ constexpr const char* kGpt2Pattern =
 // Bounds on what a file may declare, far above any published tokenizer (Llama 3: 128,256 tokens).
 constexpr size_t kMaxTokens = size_t(1) << 22;
 constexpr size_t kMaxTokenBytes = 1024;
+// Words up to this long are merged every time rather than looked up in encode's cache.
+constexpr size_t kUncachedBytes = 3;
 
 // GPT-2's byte-to-unicode table: the printable bytes stand for themselves, the other 68 for the code points
 // 256, 257, ... in byte order, so every token is printable text.
@@ -117,6 +119,50 @@ struct Pattern {
   }
 };
 
+// The merges as a flat open-addressing table (linear probing, a power-of-two size at most half full):
+// the merge loop's one lookup per candidate pair is its hottest line.
+class MergeTable {
+ public:
+  struct Merge {
+    int32_t rank = -1;  // -1: an empty slot
+    int32_t id = 0;
+  };
+  void reserve(size_t n) {
+    size_t size = 16;
+    shift_ = 60;
+    while (size < 2 * n) size *= 2, --shift_;
+    keys_.assign(size, 0);
+    values_.assign(size, Merge{});
+    mask_ = size - 1;
+  }
+  // Keeps the first merge of a pair (the lowest rank), as a file listing a pair twice means.
+  void insert(uint64_t key, Merge m) {
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (values_[i].rank < 0) {
+        keys_[i] = key;
+        values_[i] = m;
+        return;
+      }
+      if (keys_[i] == key) return;
+    }
+  }
+  const Merge* find(uint64_t key) const {
+    if (keys_.empty()) return nullptr;
+    for (size_t i = slot(key);; i = (i + 1) & mask_) {
+      if (values_[i].rank < 0) return nullptr;
+      if (keys_[i] == key) return &values_[i];
+    }
+  }
+
+ private:
+  // Fibonacci hashing: the product's top bits depend on every bit of both ids.
+  size_t slot(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+  std::vector<uint64_t> keys_;
+  std::vector<Merge> values_;
+  size_t mask_ = 0;
+  int shift_ = 60;
+};
+
 // How a Split step treats its matches: kept as words (Isolated) or dropped (Removed).
 enum class SplitBehavior { kIsolated, kRemoved };
 
@@ -133,12 +179,8 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> added;      // id -> 1 for an added token
   std::array<int32_t, 256> byte_id{};
   std::unordered_map<std::string, int32_t> by_bytes;  // for ignore_merges
-  struct Merge {
-    int32_t rank;
-    int32_t id;
-  };
-  std::unordered_map<uint64_t, Merge> merges;  // (left id << 32 | right id) -> rank and result
-  std::vector<Step> steps;                     // the pre-tokenizer, applied in order
+  MergeTable merges;                                  // (left id << 32 | right id) -> rank and result
+  std::vector<Step> steps;                            // the pre-tokenizer, applied in order
   bool add_prefix_space = false;
   bool ignore_merges = false;
   // The added tokens' texts, longest first, each with its id.
@@ -251,9 +293,9 @@ void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>& o
   const auto push = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const int32_t a = symbols[static_cast<size_t>(left)].id, b = symbols[static_cast<size_t>(right)].id;
-    const auto it = merges.find(static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b));
-    if (it == merges.end()) return;
-    heap.push_back({it->second.rank, left, right, a, b, it->second.id});
+    const MergeTable::Merge* m = merges.find(static_cast<uint64_t>(a) << 32 | static_cast<uint32_t>(b));
+    if (!m) return;
+    heap.push_back({m->rank, left, right, a, b, m->id});
     std::push_heap(heap.begin(), heap.end(), std::greater<Candidate>());
   };
   for (int32_t i = 0; i + 1 < n; ++i) push(i, i + 1);
@@ -319,6 +361,7 @@ void build(Tokenizer::Impl& t, const Doc& doc, const std::vector<std::pair<std::
                              "'): a byte-level vocabulary has all 256");
     t.byte_id[static_cast<size_t>(b)] = it->second;
   }
+  t.merges.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     const auto a = id_of.find(merges[i].first), b = id_of.find(merges[i].second);
     const auto ab = id_of.find(merges[i].first + merges[i].second);
@@ -327,7 +370,7 @@ void build(Tokenizer::Impl& t, const Doc& doc, const std::vector<std::pair<std::
                                 bpe_token_name(merges[i].second) +
                                 "', which (or whose result) is not in the vocabulary");
     const uint64_t key = static_cast<uint64_t>(a->second) << 32 | static_cast<uint32_t>(b->second);
-    t.merges.emplace(key, Tokenizer::Impl::Merge{static_cast<int32_t>(i), ab->second});
+    t.merges.insert(key, {static_cast<int32_t>(i), ab->second});
   }
   for (size_t id = 0; id < size; ++id) t.by_bytes.emplace(t.bytes[id], static_cast<int32_t>(id));
 }
@@ -587,6 +630,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   // The largest ovector any step needs: every pattern's own match data would do, one shared is enough
   // because split only reads the whole match (pair 0).
   const std::function<void(std::string_view)> word = [&](std::string_view w) {
+    // A short word merges faster than the cache finds it.
+    if (w.size() <= kUncachedBytes) {
+      t.encode_word(w, out);
+      return;
+    }
     const auto it = cache.find(w);
     if (it != cache.end()) {
       out.insert(out.end(), cached.begin() + it->second.first,
