@@ -38,15 +38,18 @@ template <typename Request>
 using Inputs = std::vector<std::pair<
     const char*, std::variant<Sequence Request::*, Token Request::*, std::optional<int> Request::*>>>;
 
-// A sequence: a string of token names or an array of ids, not empty.
+// A sequence: a string of token names, an array of ids or {"prompt": TEXT}, not empty.
 void read_sequence(const io::Section& root, const char* key, const json& value, Sequence& s) {
   if (value.is_string()) {
     root.read(key, s.tokens);
   } else if (value.is_array()) {
     root.read(key, s.ids);
+  } else if (value.is_object() && value.size() == 1 && value.contains("prompt")) {
+    root.section(key).read("prompt", s.text);
   } else {
-    io::field_fail(root.pointer(key), "expected token names (a string) or ids (an array of integers), got " +
-                                          io::describe(value));
+    io::field_fail(root.pointer(key),
+                   "expected token names (a string), ids (an array of integers) or {\"prompt\": TEXT}, got " +
+                       io::describe(value));
   }
   if (s.empty()) io::field_fail(root.pointer(key), "expected token names or ids, got none");
 }
@@ -118,7 +121,11 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   tool.name = name;
   tool.python_name = name;
   tool.summary = summary;
-  for (const auto& input : inputs) tool.fields.push_back(input.first);
+  for (const auto& input : inputs) {
+    tool.fields.push_back(input.first);
+    if (tool.prompt_field.empty() && std::holds_alternative<Sequence Request::*>(input.second))
+      tool.prompt_field = input.first;
+  }
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
   tool.reads_run = std::is_invocable_v<Run, StudyRun&, const Request&>;
   tool.call = [name = tool.name, fields, inputs, run](StudyRun* open, const json& j) -> json {
