@@ -48,6 +48,11 @@ Config validate(const json& document, bool for_this_machine) {
   task.read_fields(task_fields(), config.task);
   if (auto problem = find_task_problem(config.task))
     fail(task.pointer(problem->field.c_str()), problem->message);
+  // A config to train (this machine's, or a resume's) needs data: refused before a run folder is made.
+  if (for_this_machine && task_is_data_less(config.task))
+    fail(task.pointer("kind"), "\"" + config.task.kind +
+                                   "\" has no training data (an imported model's task); train on a text task "
+                                   "(unit \"bpe\", the same tokenizer)");
   // pretrained's tokenizer stays relative to the run folder it is in.
   const bool in_run_folder = task_needs_run_folder(config.task);
   for (std::string* file : {&config.task.path, &config.task.vocab_file, &config.task.tokenizer}) {

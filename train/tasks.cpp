@@ -88,6 +88,11 @@ double log10_distinct_sequences(const TaskConfig& config) {
   return kind->log10_distinct_sequences(config);
 }
 
+bool task_is_data_less(const TaskConfig& config) {
+  const TaskKind* kind = find_kind(config.kind);
+  return kind && kind->data_less;
+}
+
 bool task_needs_run_folder(const TaskConfig& config) {
   const TaskKind* kind = find_kind(config.kind);
   return kind && kind->data_less && !config.tokenizer.empty() &&

@@ -68,6 +68,8 @@ double log10_distinct_sequences(const TaskConfig& config);
 // `folder` is the run folder a data-less kind's relative task.tokenizer is read from (pretrained's
 // "tokenizer.json"); empty: the current folder.
 std::unique_ptr<Task> make_task(const TaskConfig& config, uint64_t seed, const std::string& folder = "");
+// Whether the config's task is of a data-less kind (pretrained), which no run can train on.
+bool task_is_data_less(const TaskConfig& config);
 // Whether the config's task reads its tokenizer from the run folder (a data-less kind with a relative
 // task.tokenizer), so that only make_task with the folder can build it.
 bool task_needs_run_folder(const TaskConfig& config);

@@ -115,6 +115,12 @@ BOOST_AUTO_TEST_CASE(pretrained_configs_say_what_is_missing) {
                         0) == 0);
   BOOST_TEST(error_for({{"kind", "text"}, {"path", "README.md"}, {"unit", "bpe"}}, model)
                  .rfind("c.json: /task/tokenizer: unit \"bpe\" reads its tokens from a tokenizer", 0) == 0);
+  // A config to train (load_config, a resume's overrides) is refused before any folder is made.
+  const nlohmann::json pretrained = {{"task", {{"kind", "pretrained"}, {"tokenizer", "tokenizer.json"}}},
+                                     {"model", model}};
+  BOOST_TEST(error_of([&] {
+               train::from_json(pretrained, "c.json", {});
+             }).rfind("c.json: /task/kind: \"pretrained\" has no training data", 0) == 0);
   // An absolute tokenizer path is read when the config is: its errors name the file and field.
   BOOST_TEST(error_for({{"kind", "pretrained"}, {"tokenizer", kFixtures + "missing.json"}}, model) ==
              "c.json: /task/tokenizer: " + kFixtures + "missing.json: cannot read (not a regular file)");
