@@ -188,7 +188,8 @@ struct Tokenizer::Impl {
   std::array<uint8_t, 256> added_first{};  // 1 for a byte an added token starts with
   std::optional<int32_t> bos;
 
-  // Splits text[begin, end) by steps[k..] and appends each word's ids to `out`.
+  // Splits `text` by steps[k..] and hands each word to `word`. One match data serves every pattern:
+  // split reads only the whole match (pair 0) and reads it before recursing.
   void split(std::string_view text, size_t k, pcre2_match_data* md,
              const std::function<void(std::string_view)>& word) const;
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
@@ -625,12 +626,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   // Each distinct word is merged once per call.
   std::unordered_map<std::string_view, std::pair<uint32_t, uint32_t>> cache;
   std::vector<int32_t> cached;
-  pcre2_match_data* md = nullptr;
-  if (!t.steps.empty()) md = pcre2_match_data_create_from_pattern(t.steps[0].pattern->code, nullptr);
-  // The largest ovector any step needs: every pattern's own match data would do, one shared is enough
-  // because split only reads the whole match (pair 0).
+  const std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
+      t.steps.empty() ? nullptr : pcre2_match_data_create_from_pattern(t.steps[0].pattern->code, nullptr),
+      pcre2_match_data_free);
   const std::function<void(std::string_view)> word = [&](std::string_view w) {
-    // A short word merges faster than the cache finds it.
+    // A short word merges about as fast as the cache finds it.
     if (w.size() <= kUncachedBytes) {
       t.encode_word(w, out);
       return;
@@ -650,7 +650,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::string prefixed;
   const auto piece = [&](std::string_view p) {
     if (p.empty()) return;
-    t.split(p, 0, md, word);
+    t.split(p, 0, md.get(), word);
   };
   if (t.add_prefix_space && !text.empty() && text[0] != ' ') {
     prefixed = " " + std::string(text);
@@ -674,7 +674,6 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     if (!matched) ++i;
   }
   piece(text.substr(start));
-  if (md) pcre2_match_data_free(md);
   return out;
 }
 
