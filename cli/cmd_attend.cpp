@@ -31,7 +31,7 @@ Command add_attend(CLI::App& app) {
   sub->add_option("--svg", a->request.svg, "also write the shown heads as an SVG picture to FILE");
   sub->add_flag("--json", a->json, "print one JSON object (ids, tokens, attention of the shown heads)");
   return [a] {
-    if (!a->input.given()) throw UsageError("attend: give --tokens or --ids");
+    if (!a->input.given()) throw UsageError("attend: give --prompt, --tokens or --ids");
     study::StudyRun run = study::open_run(a->run);
     a->request.input = a->input.sequence("attend", run);
     a->request.layer = a->pick.layer();

@@ -31,7 +31,11 @@ Command add_detect(CLI::App& app) {
                                  "one input as token names (BOS added) instead of held-out sequences");
   auto* n = add_number(sub, "--n", a->request.n, "held-out sequences (default: the config's train.eval_size)",
                        io::at_least(1));
+  auto* prompt = sub->add_option("--prompt", a->request.input.text,
+                                 "one input as text for the run's tokenizer (BOS added) instead of held-out "
+                                 "sequences");
   tokens->excludes(n);
+  prompt->excludes(n)->excludes(tokens);
   sub->add_flag("--json", a->json,
                 "print one JSON object: pattern, mode, sequences, heads [{layer, head, score}]");
   return [a] {

@@ -22,7 +22,7 @@ Command add_forward(CLI::App& app) {
                   "input as raw token ids, e.g. \"0 5 3 6\"");
   sub->add_flag("--json", a->json, "print one JSON object (ids, tokens, logits, predictions, attention)");
   return [a] {
-    if (!a->input.given()) throw UsageError("forward: give --tokens or --ids");
+    if (!a->input.given()) throw UsageError("forward: give --prompt, --tokens or --ids");
     study::StudyRun run = study::open_run(a->run);
     a->request.input = a->input.sequence("forward", run);
     const auto out = study::forward(run, a->request);

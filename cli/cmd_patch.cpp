@@ -1,4 +1,5 @@
-// attograd patch RUN --clean TOKENS --corrupt TOKENS [--answer TOK --wrong TOK] [--attribution] [--json]
+// attograd patch RUN --clean TOKENS|--clean-prompt TEXT --corrupt TOKENS|--corrupt-prompt TEXT [--answer TOK
+// --wrong TOK] [--attribution] [--json]
 // [--save NAME]: parses the flags into a study::PatchRequest, calls study::patch (denoising activation
 // patching, study/patching.h) and prints its tables or JSON.
 #include "cli/commands.h"
@@ -26,10 +27,16 @@ Command add_patch(CLI::App& app) {
       "Example (induction): attograd patch runs/induction --clean \"BOS 5 9 3 7 12 5\" --corrupt \"BOS 5 9 3 "
       "20 12 5\"");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
-  sub->add_option("--clean", a->request.clean.tokens, "clean input as the task's token names (BOS added)")
-      ->required();
-  sub->add_option("--corrupt", a->request.corrupt.tokens, "corrupt input, same length as --clean")
-      ->required();
+  auto* clean = sub->add_option("--clean", a->request.clean.tokens,
+                                "clean input as the task's token names (BOS added)");
+  auto* clean_text = sub->add_option("--clean-prompt", a->request.clean.text,
+                                     "clean input as text for the run's tokenizer (BOS as for --clean)");
+  auto* corrupt =
+      sub->add_option("--corrupt", a->request.corrupt.tokens, "corrupt input, same length as --clean");
+  auto* corrupt_text = sub->add_option("--corrupt-prompt", a->request.corrupt.text,
+                                       "corrupt input as text for the run's tokenizer");
+  clean->excludes(clean_text);
+  corrupt->excludes(corrupt_text);
   sub->add_option("--answer", a->request.answer.name,
                   "token whose logit the metric rewards (default: top on clean)");
   sub->add_option("--wrong", a->request.wrong.name,
@@ -41,6 +48,8 @@ Command add_patch(CLI::App& app) {
   add_save_option(sub, a->request.save,
                   io::layout::patching_stem("RUN", "NAME") + ".json and .svg (and rebuild report.html)");
   return [a] {
+    if (a->request.clean.empty() || a->request.corrupt.empty())
+      throw UsageError("patch: give --clean or --clean-prompt, and --corrupt or --corrupt-prompt");
     study::StudyRun run = study::open_run(a->run);
     const auto out = study::patch(run, a->request);
     const findings::PatchingResult& r = out.result;

@@ -55,7 +55,10 @@ int run(const TrainArgs& a) {
   // A text model's windows are never all right: its held-out number is the loss in bits per character.
   if (r.final_eval && config.task.kind == "text")
     std::printf(", held-out loss %.4f (%.4f bits per %s)", r.final_eval->loss,
-                r.final_eval->loss / std::log(2.0), config.task.unit == "byte" ? "byte" : "character");
+                r.final_eval->loss / std::log(2.0),
+                config.task.unit == "byte"  ? "byte"
+                : config.task.unit == "bpe" ? "token"
+                                            : "character");
   else if (r.final_eval)
     std::printf(", held-out exact match %.2f%% (loss %.4f)", 100 * r.final_eval->acc, r.final_eval->loss);
   std::printf("\nrun folder: %s (report: %s)\n", run_dir.c_str(), io::layout::report_html(run_dir).c_str());

@@ -29,14 +29,19 @@ int print_output(bool json, const nlohmann::json& result, const std::string& hea
 void InputOptions::add_to(CLI::App* sub, const std::string& tokens_help, const std::string& ids_help) {
   auto* tokens = sub->add_option("--tokens", tokens_, tokens_help);
   auto* ids = sub->add_option("--ids", ids_, ids_help);
+  auto* prompt = sub->add_option("--prompt", prompt_,
+                                 "input as text, encoded by the run's tokenizer (text and pretrained tasks; "
+                                 "BOS as for --tokens)");
   tokens->excludes(ids);
+  prompt->excludes(tokens)->excludes(ids);
 }
 
 study::Sequence InputOptions::sequence(const std::string& tool, const study::StudyRun& run) const {
-  if (tokens_.empty() && ids_.empty()) throw UsageError(tool + ": give --tokens or --ids");
+  if (!given()) throw UsageError(tool + ": give --prompt, --tokens or --ids");
   study::Sequence s;
+  s.text = prompt_;
   s.tokens = tokens_;
-  if (tokens_.empty())
+  if (prompt_.empty() && tokens_.empty())
     for (int32_t id : train::parse_token_ids(static_cast<int>(run.model->shape.vocab), ids_, "--ids"))
       s.ids.push_back(id);
   return s;

@@ -59,14 +59,14 @@ class InputOptions {
  public:
   static constexpr const char* kIdsHelp = "input as raw token ids, e.g. \"0 5 3 6\", taken as given";
   void add_to(CLI::App* sub, const std::string& tokens_help, const std::string& ids_help = kIdsHelp);
-  // The input given; UsageError when neither flag was given. --ids words are plain decimal ids of the run's
-  // task ("--ids: '+3' is not a token id in 0..11" otherwise).
+  // The input given; UsageError when no flag was given. --ids words are plain decimal ids of the run's
+  // task ("--ids: '+3' is not a token id in 0..11" otherwise); --prompt is text for the run's tokenizer.
   study::Sequence sequence(const std::string& tool, const study::StudyRun& run) const;
-  // Whether either flag was given (to say so before opening the run).
-  bool given() const { return !tokens_.empty() || !ids_.empty(); }
+  // Whether any flag was given (to say so before opening the run).
+  bool given() const { return !prompt_.empty() || !tokens_.empty() || !ids_.empty(); }
 
  private:
-  std::string tokens_, ids_;
+  std::string prompt_, tokens_, ids_;
 };
 
 // --layer L and --head H, each unset when the command line leaves it out.

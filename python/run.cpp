@@ -24,6 +24,7 @@
 #include "train/model_factory.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
+#include "train/tokenizer.h"
 
 namespace pyag {
 
@@ -382,8 +383,10 @@ py::object token_names(const Run& r, py::handle ids_value) {
   return std::move(out);
 }
 
-// The BOS rule of every front end: token names get BOS put in front when missing (train::input_from_names),
-// ids are taken as given. A list of texts is a batch; each must come to the same length.
+// The BOS rule of every front end: text and token names get BOS put in front when missing
+// (train::input_from_names), ids are taken as given. A task with a tokenizer (text with unit bpe,
+// pretrained) encodes the text itself; the other kinds read token names. A list of texts is a batch; each
+// must come to the same length.
 py::array to_tokens(const Run& r, py::handle text, bool prepend_bos) {
   const auto run = r.get();
   std::vector<std::string> texts;
@@ -405,7 +408,13 @@ py::array to_tokens(const Run& r, py::handle text, bool prepend_bos) {
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::string argument = texts.size() == 1 ? "text" : "text[" + std::to_string(i) + "]";
     std::vector<int32_t> ids;
-    if (prepend_bos) {
+    if (run->task->tokenizer()) {  // text with unit bpe, pretrained: the text itself
+      ids = run->task->tokenizer()->encode(texts[i]);
+      const std::optional<int> bos = run->task->bos_id();
+      if (prepend_bos && bos && (ids.empty() || ids.front() != *bos)) ids.insert(ids.begin(), *bos);
+      if (ids.empty()) throw std::invalid_argument(argument + ": the text encodes to no tokens");
+      train::check_input_length(*run, ids.size(), argument);
+    } else if (prepend_bos) {
       ids = train::input_from_names(*run, texts[i], argument, nullptr);
     } else {
       ids = train::parse_token_names(*run->task, texts[i], argument);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string>
 
+#include "python/convert.h"
 #include "python/run.h"
 
 namespace pyag {
@@ -32,6 +33,17 @@ nlohmann::json request_from_args(const study::Tool& tool, const py::args& args, 
   for (size_t i = 0; i < args.size(); ++i) request[tool.fields[i]] = to_json(tool.fields[i], args[i]);
   for (const auto& [key, value] : kwargs) {
     const std::string name = py::str(key).cast<std::string>();
+    // prompt=TEXT: the first input sequence as text for the run's tokenizer (generate has its own prompt).
+    if (name == "prompt" && !tool.prompt_field.empty() &&
+        std::find(tool.fields.begin(), tool.fields.end(), name) == tool.fields.end()) {
+      if (request.contains(tool.prompt_field))
+        throw py::type_error(tool.python_name + "() got both prompt and " + tool.prompt_field);
+      if (!py::isinstance<py::str>(value))
+        throw py::type_error(tool.python_name + "() argument 'prompt': expected text (str), got " +
+                             type_name(value));
+      request[tool.prompt_field] = {{"prompt", value.cast<std::string>()}};
+      continue;
+    }
     if (std::find(tool.fields.begin(), tool.fields.end(), name) == tool.fields.end())
       throw py::type_error(tool.python_name + "() got an unexpected keyword argument '" + name + "'");
     if (request.contains(name))

@@ -45,7 +45,7 @@ train::Batch repeated_random_batch(const train::Task& task, uint64_t seed, int n
   const int half = std::max(1, (T - 1) / 2);
   // Value tokens are the ones whose names parse as numbers; specials (BOS, SEP, ...) come first. A task
   // with its own token names (a sequence file, text) has no such split: every token but BOS.
-  const std::optional<int> bos = task.token_id("BOS");
+  const std::optional<int> bos = task.bos_id();
   std::vector<int32_t> values;
   for (int id = 0; id < task.vocab_size(); ++id) {
     const std::string name = task.token_name(id);

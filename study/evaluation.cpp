@@ -29,7 +29,8 @@ Output<findings::EvalReport> evaluate(StudyRun& run, const EvalRequest& request)
   out.result.n = r.n;
   if (run.config.task.kind == "text") {
     out.result.bits_per_token = r.loss / std::log(2.0);
-    out.result.unit = run.config.task.unit == "byte" ? "byte" : "character";
+    const std::string& unit = run.config.task.unit;
+    out.result.unit = unit == "byte" ? "byte" : unit == "bpe" ? "token" : "character";
   }
   return out;
 }

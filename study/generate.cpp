@@ -64,7 +64,7 @@ Output<findings::GenerateResult> generate(StudyRun& run, const GenerateRequest& 
     prompt = prompt_ids(*run.task, *request.prompt);
     if (prompt.empty()) throw RequestError("prompt: expected at least one token");
     // As input_ids: every sequence of a task with BOS starts with it.
-    const std::optional<int> bos = run.task->token_id("BOS");
+    const std::optional<int> bos = run.task->bos_id();
     if (bos && prompt.front() != *bos) {
       prompt.insert(prompt.begin(), *bos);
       out.notes.push_back(bos_note(run));

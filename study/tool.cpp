@@ -24,9 +24,24 @@ std::string bos_note(const StudyRun& run) {
 
 std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const std::string& field, Bos bos,
                                std::vector<std::string>* notes) {
-  if (input.empty()) throw RequestError(field + ": expected token names or ids, got none");
+  if (input.empty()) throw RequestError(field + ": expected text, token names or ids, got none");
   std::vector<int32_t> ids;
-  if (!input.tokens.empty()) {
+  if (!input.text.empty()) {
+    std::optional<std::vector<int32_t>> encoded;
+    try {
+      encoded = run.task->encode_text(input.text);
+    } catch (const std::invalid_argument& e) {
+      throw RequestError(field + ": " + e.what());
+    }
+    ids = encoded ? std::move(*encoded) : train::parse_token_names(*run.task, input.text, field);
+    if (ids.empty()) throw RequestError(field + ": the text encodes to no tokens");
+    const std::optional<int> bos_id = run.task->bos_id();
+    if (bos == Bos::kAdd && bos_id && ids.front() != *bos_id) {
+      ids.insert(ids.begin(), *bos_id);
+      const std::string note = bos_note(run);
+      if (notes && std::find(notes->begin(), notes->end(), note) == notes->end()) notes->push_back(note);
+    }
+  } else if (!input.tokens.empty()) {
     bool bos_added = false;
     ids = bos == Bos::kAdd ? train::input_from_names(run, input.tokens, field, &bos_added)
                            : train::parse_token_names(*run.task, input.tokens, field);

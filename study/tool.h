@@ -52,12 +52,14 @@ struct Output {
   std::vector<std::string> notes;
 };
 
-// An input sequence as a request holds it: token names ("BOS 3 1 4", split on white space) or, when
-// `tokens` is empty, raw token ids.
+// An input sequence as a request holds it: text (`--prompt`, JSON {"prompt": TEXT}: encoded by the task's
+// tokenizer, a text task's characters or bytes; token names for the other kinds), token names ("BOS 3 1
+// 4", split on white space) or raw token ids, the first of them that is not empty.
 struct Sequence {
+  std::string text;
   std::string tokens;
   std::vector<int64_t> ids;
-  bool empty() const { return tokens.empty() && ids.empty(); }
+  bool empty() const { return text.empty() && tokens.empty() && ids.empty(); }
 };
 
 // A token as a request holds it: its name, or (when `name` is empty and `id` is set) its id. Empty when
@@ -76,7 +78,8 @@ enum class Bos { kAdd, kAsGiven };
 std::string bos_note(const StudyRun& run);
 
 // The ids of `input`, checked against the vocabulary and max_len; errors name `field`. Ids are always taken
-// as given. When BOS was put in front, bos_note(run) is added to `notes` (once).
+// as given; text and token names get the task's BOS (train::Task::bos_id) put in front when `bos` says so
+// and it is missing. When BOS was put in front, bos_note(run) is added to `notes` (once).
 std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const std::string& field,
                                Bos bos = Bos::kAdd, std::vector<std::string>* notes = nullptr);
 

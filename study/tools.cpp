@@ -40,15 +40,18 @@ using Inputs = std::vector<
     std::pair<const char*, std::variant<Sequence Request::*, Token Request::*, std::optional<int> Request::*,
                                         std::vector<Sequence> Request::*>>>;
 
-// A sequence: a string of token names or an array of ids, not empty.
+// A sequence: a string of token names, an array of ids or {"prompt": TEXT}, not empty.
 void read_sequence(const io::Section& root, const char* key, const json& value, Sequence& s) {
   if (value.is_string()) {
     root.read(key, s.tokens);
   } else if (value.is_array()) {
     root.read(key, s.ids);
+  } else if (value.is_object() && value.size() == 1 && value.contains("prompt")) {
+    root.section(key).read("prompt", s.text);
   } else {
-    io::field_fail(root.pointer(key), "expected token names (a string) or ids (an array of integers), got " +
-                                          io::describe(value));
+    io::field_fail(root.pointer(key),
+                   "expected token names (a string), ids (an array of integers) or {\"prompt\": TEXT}, got " +
+                       io::describe(value));
   }
   if (s.empty()) io::field_fail(root.pointer(key), "expected token names or ids, got none");
 }
@@ -151,8 +154,12 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   tool.python_name = name;
   tool.summary = summary;
   using List = std::vector<Sequence> Request::*;
-  for (const auto& input : inputs)
-    if (!std::holds_alternative<List>(input.second)) tool.fields.push_back(input.first);
+  for (const auto& input : inputs) {
+    if (std::holds_alternative<List>(input.second)) continue;
+    tool.fields.push_back(input.first);
+    if (tool.prompt_field.empty() && std::holds_alternative<Sequence Request::*>(input.second))
+      tool.prompt_field = input.first;
+  }
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
   for (const auto& input : inputs)
     if (std::holds_alternative<List>(input.second)) tool.fields.push_back(input.first);

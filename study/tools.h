@@ -23,6 +23,8 @@ struct Tool {
   // The request's fields in order: its input sequences, then its table's rows (Python binds them in this
   // order, so the first ones may be given positionally).
   std::vector<std::string> fields;
+  // The first input sequence, which Python's `prompt=TEXT` gives as {"prompt": TEXT}; empty when none.
+  std::string prompt_field;
   // Whether the tool reads a trained run (Python: a method of Run) or stands alone (a module function).
   bool reads_run = true;
   // The call: `run` is the open run when reads_run, else null. Errors are RequestError (a bad request),

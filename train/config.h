@@ -43,7 +43,10 @@ struct TaskConfig {
   // from the current folder and stored absolute, so the run's config.json finds it from anywhere.
   std::string path;
   std::string vocab_file;     // sequences: the vocabulary, one token a line; empty = the file's tokens
-  std::string unit = "char";  // text: "char" (each distinct character a token) or "byte"
+  std::string unit = "char";  // text: "char" (each distinct character a token), "byte" or "bpe"
+  // The byte-level BPE tokenizer (train/tokenizer.h) of text with unit "bpe" (a path like task.path, stored
+  // absolute) and of pretrained (a path relative to the run folder, e.g. "tokenizer.json", kept as written).
+  std::string tokenizer;
   // The fraction of a finite dataset trained on, the rest held out, split by the seed; 0 = the kind's own
   // split (a built-in kind's endless stream with its fixed hold-out; text: the last 10% held out).
   double train_fraction = 0;

@@ -48,15 +48,27 @@ Config validate(const json& document, bool for_this_machine) {
   task.read_fields(task_fields(), config.task);
   if (auto problem = find_task_problem(config.task))
     fail(task.pointer(problem->field.c_str()), problem->message);
-  for (std::string* file : {&config.task.path, &config.task.vocab_file}) {
+  // A config to train (this machine's, or a resume's) needs data: refused before a run folder is made.
+  if (for_this_machine && task_is_data_less(config.task))
+    fail(task.pointer("kind"), "\"" + config.task.kind +
+                                   "\" has no training data (an imported model's task); train on a text task "
+                                   "(unit \"bpe\", the same tokenizer)");
+  // pretrained's tokenizer stays relative to the run folder it is in.
+  const bool in_run_folder = task_needs_run_folder(config.task);
+  for (std::string* file : {&config.task.path, &config.task.vocab_file, &config.task.tokenizer}) {
     std::error_code ec;
-    if (!file->empty()) *file = std::filesystem::absolute(*file, ec).lexically_normal().string();
+    if (!file->empty() && !(in_run_folder && file == &config.task.tokenizer))
+      *file = std::filesystem::absolute(*file, ec).lexically_normal().string();
   }
+  // A task that reads the run folder is built by load_run, which knows the folder; here its T is
+  // task.length and its vocabulary model.vocab, which must then be given.
   std::unique_ptr<Task> resolved_task;
-  try {
-    resolved_task = make_task(config.task, config.seed);
-  } catch (const TaskDataError& e) {
-    fail(task.pointer(e.field().c_str()), e.message());
+  if (!in_run_folder) {
+    try {
+      resolved_task = make_task(config.task, config.seed);
+    } catch (const TaskDataError& e) {
+      fail(task.pointer(e.field().c_str()), e.message());
+    }
   }
 
   const Section model = root.section("model");
@@ -83,11 +95,15 @@ Config validate(const json& document, bool for_this_machine) {
                                                  std::to_string(dims) +
                                                  " rotary dims; they must be even and >= 2");
   }
-  const int seq_len = resolved_task->seq_len();
-  const int task_vocab = resolved_task->vocab_size();
+  if (!resolved_task && m.vocab == 0)
+    fail(model.pointer("vocab"),
+         "0 (follow the task) needs the task's tokenizer, which is read from the run "
+         "folder: give the model's vocabulary");
+  const int seq_len = resolved_task ? resolved_task->seq_len() : config.task.length;
+  const int task_vocab = resolved_task ? resolved_task->vocab_size() : static_cast<int>(m.vocab);
   if (m.max_len == 0) m.max_len = seq_len;
   if (m.max_len < seq_len) {
-    const std::string note = resolved_task->longest_sequence_note();
+    const std::string note = resolved_task ? resolved_task->longest_sequence_note() : "";
     fail(model.pointer("max_len"),
          std::to_string(m.max_len) + " is shorter than the task's sequence length " +
              std::to_string(seq_len) + (note.empty() ? "" : " (" + note + ")") + " (0 = follow the task)");
@@ -101,7 +117,7 @@ Config validate(const json& document, bool for_this_machine) {
   const Section train = root.section("train");
   TrainConfig& r = config.train;
   train.read_fields(train_fields(), r);
-  if (r.batch_size == 0 && !resolved_task->finite()) {
+  if (r.batch_size == 0 && !(resolved_task && resolved_task->finite())) {
     fail(train.pointer("batch_size"),
          "0 (the whole training set) needs a finite dataset: task.train_fraction, or a sequences file");
   }

@@ -48,7 +48,11 @@ const Table<TaskConfig>& task_fields() {
        rule("a regular file, for sequences and text only")},
       {"vocab_file", &TaskConfig::vocab_file, "sequences: the vocabulary, one token a line, in id order",
        rule("a regular file, for sequences only"), kFixed, "the sorted tokens of the file"},
-      {"unit", &TaskConfig::unit, "text: what a token is", one_of({"char", "byte"})},
+      {"unit", &TaskConfig::unit, "text: what a token is", one_of({"char", "byte", "bpe"})},
+      {"tokenizer", &TaskConfig::tokenizer,
+       "the tokenizer.json (or folder of vocab.json and merges.txt) of text with unit bpe (stored absolute) "
+       "and of pretrained (relative to the run folder)",
+       rule("a byte-level BPE tokenizer file, for text with unit bpe and pretrained only")},
       {"train_fraction", &TaskConfig::train_fraction,
        "the fraction of a finite dataset trained on, split by the seed; the rest is held out",
        at_least(0).below(1), kFixed,

@@ -44,7 +44,10 @@ void check_memory(const Config& config, int seq_len) {
   const double needed = estimate_memory_bytes(config, seq_len);
   if (needed <= limit) return;
   const Config defaults;
-  const int task_vocab = make_task(config.task, config.seed)->vocab_size();
+  // A task read from the run folder cannot be built here: its vocabulary is the model's.
+  const int task_vocab = task_needs_run_folder(config.task)
+                             ? static_cast<int>(config.model.vocab)
+                             : make_task(config.task, config.seed)->vocab_size();
   struct Candidate {
     const char* pointer;
     int64_t value;

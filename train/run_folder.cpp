@@ -23,7 +23,7 @@ LoadedRun load_run(const std::string& run_dir) {
   run.dir = run_dir;
   // The checkpoint carries its own config, so the model is rebuilt exactly as it was trained.
   run.config = config_from_checkpoint(path);
-  run.task = make_task(run.config.task, run.config.seed);
+  run.task = make_task(run.config.task, run.config.seed, run_dir);
   run.model = make_model<float>(run.config);
   run.step = load_model_checkpoint(path, *run.model);
   return run;
@@ -53,7 +53,7 @@ int held_out_count(const LoadedRun& run, int n, const std::string& argument) {
 std::vector<int32_t> input_from_names(const LoadedRun& run, const std::string& text,
                                       const std::string& argument, bool* bos_added) {
   std::vector<int32_t> ids = parse_token_names(*run.task, text, argument);
-  const std::optional<int> bos = run.task->token_id("BOS");
+  const std::optional<int> bos = run.task->bos_id();
   const bool add = bos && ids.front() != *bos;
   if (add) ids.insert(ids.begin(), *bos);
   if (bos_added) *bos_added = add;

@@ -31,6 +31,8 @@
 
 namespace train {
 
+class Tokenizer;
+
 // B sequences of T model inputs, in the causal-LM convention: inputs are the sequence minus its last token,
 // targets[b*T + t] is the token at t+1 where position t is scored and -1 where it is not.
 struct Batch {
@@ -80,11 +82,16 @@ class Task {
   std::string token_name(int id) const;
   // The id of a token name as token_name prints it; nothing for an unknown name.
   std::optional<int> token_id(const std::string& name) const;
+  // The token every sequence starts with, which a tool puts in front of an input that lacks it: the token
+  // named "BOS", or a tokenizer's own (Llama's "<s>"); nothing when the kind has none.
+  virtual std::optional<int> bos_id() const { return token_id("BOS"); }
   // Text kinds: the ids of a piece of text (one per character or byte); throws std::invalid_argument naming
   // the first character outside the vocabulary. Nothing for every other kind, whose inputs are token names.
   virtual std::optional<std::vector<int32_t>> encode_text(const std::string& /*text*/) const {
     return std::nullopt;
   }
+  // The byte-level BPE tokenizer of text with unit "bpe" and of pretrained; null for the other kinds.
+  virtual const Tokenizer* tokenizer() const { return nullptr; }
   // Text kinds: the text of a list of ids; other kinds: the token names joined by spaces.
   virtual std::string decode(const std::vector<int32_t>& ids) const;
 

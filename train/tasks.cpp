@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <stdexcept>
 
 namespace train {
@@ -43,6 +44,9 @@ std::optional<TaskProblem> find_task_problem(const TaskConfig& config) {
   }
   if (config.train_fraction < 0 || config.train_fraction >= 1 || std::isnan(config.train_fraction))
     return TaskProblem{"train_fraction", "must be in (0, 1), or 0 for the kind's own split"};
+  if (kind->data_less) return kind->check(config);
+  if (!config.tokenizer.empty() && config.kind != "text")
+    return TaskProblem{"tokenizer", "only text (unit \"bpe\") and pretrained read a tokenizer"};
   if (kind->reads_file) {
     if (config.path.empty())
       return TaskProblem{"path", config.kind + " reads its data from a file: set task.path"};
@@ -84,11 +88,26 @@ double log10_distinct_sequences(const TaskConfig& config) {
   return kind->log10_distinct_sequences(config);
 }
 
-std::unique_ptr<Task> make_task(const TaskConfig& config, uint64_t seed) {
+bool task_is_data_less(const TaskConfig& config) {
+  const TaskKind* kind = find_kind(config.kind);
+  return kind && kind->data_less;
+}
+
+bool task_needs_run_folder(const TaskConfig& config) {
+  const TaskKind* kind = find_kind(config.kind);
+  return kind && kind->data_less && !config.tokenizer.empty() &&
+         !std::filesystem::path(config.tokenizer).is_absolute();
+}
+
+std::unique_ptr<Task> make_task(const TaskConfig& config, uint64_t seed, const std::string& folder) {
   if (auto problem = find_task_problem(config)) {
     throw std::invalid_argument("/task/" + problem->field + ": " + problem->message);
   }
-  std::unique_ptr<Task> task = find_kind(config.kind)->make(config);
+  TaskConfig resolved = config;
+  if (task_needs_run_folder(config))
+    resolved.tokenizer =
+        (std::filesystem::path(folder.empty() ? "." : folder) / config.tokenizer).lexically_normal().string();
+  std::unique_ptr<Task> task = find_kind(config.kind)->make(resolved);
   task->prepare(seed);
   return task;
 }

@@ -37,6 +37,8 @@ struct TaskKind {
   int min_length = 1;
   // The kind reads its data from task.path: task.vocab and task.length do not apply, the file says.
   bool reads_file = false;
+  // The kind has no data (pretrained, an imported model's): no task.path, its own check says what it reads.
+  bool data_less = false;
   // The kind's own rule, checked after the shared ranges; nullptr when it has none.
   Check check = nullptr;
   // log10 of how many distinct sequences the kind can draw at this config (enough to tell whether a
@@ -63,6 +65,13 @@ double log10_distinct_sequences(const TaskConfig& config);
 // The task a config describes, its finite dataset split by `seed` (the run's seed) where it has one.
 // Throws std::invalid_argument when find_task_problem finds a problem, TaskDataError (also an
 // invalid_argument) for a bad data file or split.
-std::unique_ptr<Task> make_task(const TaskConfig& config, uint64_t seed);
+// `folder` is the run folder a data-less kind's relative task.tokenizer is read from (pretrained's
+// "tokenizer.json"); empty: the current folder.
+std::unique_ptr<Task> make_task(const TaskConfig& config, uint64_t seed, const std::string& folder = "");
+// Whether the config's task is of a data-less kind (pretrained), which no run can train on.
+bool task_is_data_less(const TaskConfig& config);
+// Whether the config's task reads its tokenizer from the run folder (a data-less kind with a relative
+// task.tokenizer), so that only make_task with the folder can build it.
+bool task_needs_run_folder(const TaskConfig& config);
 
 }  // namespace train

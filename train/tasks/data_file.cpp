@@ -7,11 +7,35 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "train/task.h"
 
 namespace train {
 namespace tasks {
+
+std::shared_ptr<const Tokenizer> load_task_tokenizer(const std::string& path, const std::string& field) {
+  try {
+    return std::make_shared<const Tokenizer>(Tokenizer::load(path));
+  } catch (const TokenizerError& e) {
+    throw TaskDataError(field, e.what());
+  }
+}
+
+std::vector<std::string> tokenizer_token_names(const Tokenizer& tokenizer) {
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(tokenizer.vocab_size()));
+  std::unordered_set<std::string> seen;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    std::string name = bpe_token_name(tokenizer.token_bytes(id));
+    if (!seen.insert(name).second) {
+      name += "#" + std::to_string(id);
+      seen.insert(name);
+    }
+    names.push_back(std::move(name));
+  }
+  return names;
+}
 
 std::string read_data_file(const std::string& path, int64_t max_bytes, const std::string& field) {
   struct stat st {};

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "train/task.h"
+#include "train/tokenizer.h"
 
 namespace train {
 namespace tasks {
@@ -22,6 +23,12 @@ std::string text_token_name(uint32_t code_point, bool is_byte);
 
 // Appends a code point (at most 0x10FFFF) to `out` as UTF-8.
 void append_utf8(std::string& out, uint32_t code_point);
+
+// A task's tokenizer (task.tokenizer, train/tokenizer.h); its errors become TaskDataError(field, ...).
+std::shared_ptr<const Tokenizer> load_task_tokenizer(const std::string& path, const std::string& field);
+// The token table of a tokenizer's vocabulary: bpe_token_name of each token's bytes, with "#ID" after a
+// name an earlier id already has (an added token spelled as a vocabulary token).
+std::vector<std::string> tokenizer_token_names(const Tokenizer& tokenizer);
 
 // The kinds that read a file, built from the file's text (what their registry entries do after
 // read_data_file; the fuzz targets call these directly). Throw TaskDataError; prepare() is the caller's.

@@ -43,6 +43,7 @@ TaskKind counting_task();     // train/tasks/counting.cpp
 TaskKind random_task();       // train/tasks/random.cpp
 TaskKind sequences_task();    // train/tasks/sequences.cpp
 TaskKind text_task();         // train/tasks/text.cpp
+TaskKind pretrained_task();   // train/tasks/pretrained.cpp
 
 }  // namespace tasks
 
@@ -60,6 +61,7 @@ const std::vector<TaskKind>& task_registry() {
       tasks::random_task(),
       tasks::sequences_task(),
       tasks::text_task(),
+      tasks::pretrained_task(),
   };
   // clang-format on
   return kinds;

@@ -1,7 +1,9 @@
 // text: a UTF-8 text file (task.path) as a character- or byte-level language model, as nanoGPT's
 // shakespeare_char: every distinct character (task.unit "char") or byte ("byte") a token, the tokens sorted
-// by code point; training windows of T + 1 tokens (T = task.length) drawn uniformly from the first 90% of
-// the file (or task.train_fraction of it), held-out windows from the rest; every position scored.
+// by code point; or (unit "bpe") the file encoded by a byte-level BPE tokenizer (task.tokenizer), whose
+// whole vocabulary is the task's, in the tokenizer's ids; training windows of T + 1 tokens (T = task.length)
+// drawn uniformly from the first 90% of the file (or task.train_fraction of it), held-out windows from the
+// rest; every position scored.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -58,10 +60,13 @@ std::vector<uint32_t> decode_utf8(const std::string& text, const std::string& pa
 
 class TextTask : public Task {
  public:
-  TextTask(const TaskConfig& config, std::vector<uint32_t> vocab, std::vector<int32_t> ids)
-      : Task(config, names_of(vocab, config.unit == "byte"), config.length),
+  TextTask(const TaskConfig& config, std::vector<uint32_t> vocab, std::vector<int32_t> ids,
+           std::shared_ptr<const Tokenizer> bpe = nullptr)
+      : Task(config, bpe ? tokenizer_token_names(*bpe) : names_of(vocab, config.unit == "byte"),
+             config.length),
         code_points_(std::move(vocab)),
-        ids_(std::move(ids)) {
+        ids_(std::move(ids)),
+        bpe_(std::move(bpe)) {
     const double fraction = config.train_fraction > 0 ? config.train_fraction : kDefaultTrainFraction;
     cut_ = static_cast<int64_t>(fraction * static_cast<double>(ids_.size()));
     const int64_t window = seq_len() + 1;
@@ -76,6 +81,7 @@ class TextTask : public Task {
   }
 
   std::optional<std::vector<int32_t>> encode_text(const std::string& text) const override {
+    if (bpe_) return bpe_->encode(text);
     std::vector<uint32_t> units;
     if (config().unit == "byte") {
       for (unsigned char c : text) units.push_back(c);
@@ -99,6 +105,7 @@ class TextTask : public Task {
   }
 
   std::string decode(const std::vector<int32_t>& ids) const override {
+    if (bpe_) return bpe_->decode(ids);
     std::string out;
     for (int32_t id : ids) {
       const uint32_t c = code_points_.at(static_cast<size_t>(id));
@@ -121,7 +128,15 @@ class TextTask : public Task {
 
   bool splits_itself() const override { return true; }
 
+  std::optional<int> bos_id() const override { return bpe_ ? bpe_->bos_id() : std::nullopt; }
+  const Tokenizer* tokenizer() const override { return bpe_.get(); }
+
   std::string describe() const override {
+    if (bpe_)
+      return "text: " + config().path + ", " + std::to_string(ids_.size()) + " tokens of " + bpe_->source() +
+             " (" + std::to_string(vocab_size()) +
+             " in its vocabulary); windows of T + 1 = " + std::to_string(seq_len() + 1) + " from the first " +
+             std::to_string(cut_) + " for training, from the rest held out; every position scored.";
     return "text: " + config().path + ", " + std::to_string(ids_.size()) + " " + config().unit +
            (config().unit == "byte" ? "s" : "acters") + " of " + std::to_string(vocab_size()) +
            " distinct ones; windows of T + 1 = " + std::to_string(seq_len() + 1) + " from the first " +
@@ -147,14 +162,20 @@ class TextTask : public Task {
     return names;
   }
 
-  std::vector<uint32_t> code_points_;  // token id -> character (or byte), increasing
-  std::vector<int32_t> ids_;           // the whole file as token ids
-  int64_t cut_ = 0;                    // the first held-out token
+  std::vector<uint32_t> code_points_;     // token id -> character (or byte), increasing
+  std::vector<int32_t> ids_;              // the whole file as token ids
+  std::shared_ptr<const Tokenizer> bpe_;  // unit "bpe": the tokenizer (then code_points_ is empty)
+  int64_t cut_ = 0;                       // the first held-out token
 };
 
 }  // namespace
 
 std::unique_ptr<Task> make_text_task(const TaskConfig& config, const std::string& text) {
+  if (config.unit == "bpe") {
+    std::shared_ptr<const Tokenizer> bpe = load_task_tokenizer(config.tokenizer, "tokenizer");
+    std::vector<int32_t> ids = bpe->encode(text);
+    return std::make_unique<TextTask>(config, std::vector<uint32_t>{}, std::move(ids), std::move(bpe));
+  }
   std::vector<uint32_t> units;
   if (config.unit == "byte") {
     for (unsigned char c : text) units.push_back(c);
@@ -182,8 +203,12 @@ std::unique_ptr<Task> make_text(const TaskConfig& config) {
 std::optional<TaskProblem> check_text(const TaskConfig& config) {
   if (config.length < 1 || config.length > 10000)
     return TaskProblem{"length", "text's window T must be in 1..10000, got " + std::to_string(config.length)};
-  if (config.unit != "char" && config.unit != "byte")
-    return TaskProblem{"unit", "expected \"char\" or \"byte\", got \"" + config.unit + "\""};
+  if (config.unit != "char" && config.unit != "byte" && config.unit != "bpe")
+    return TaskProblem{"unit", "expected \"char\", \"byte\" or \"bpe\", got \"" + config.unit + "\""};
+  if (config.unit == "bpe" && config.tokenizer.empty())
+    return TaskProblem{"tokenizer", "unit \"bpe\" reads its tokens from a tokenizer: set task.tokenizer"};
+  if (config.unit != "bpe" && !config.tokenizer.empty())
+    return TaskProblem{"tokenizer", "only unit \"bpe\" reads a tokenizer"};
   return std::nullopt;
 }
 
@@ -193,7 +218,8 @@ TaskKind text_task() {
   TaskKind kind;
   kind.name = "text";
   kind.format =
-      "windows of task.length + 1 characters (or bytes) of task.path; T = length; scored: every position";
+      "windows of task.length + 1 characters (bytes, BPE tokens) of task.path; T = length; scored: every "
+      "position";
   kind.reads_file = true;
   kind.check = check_text;
   kind.log10_distinct_sequences = [](const TaskConfig&) { return 0.0; };  // windows of a file: not asked
