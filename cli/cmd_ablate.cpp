@@ -50,7 +50,7 @@ Command add_ablate(CLI::App& app) {
   return [a] {
     if (!a->mode_given && (a->request.per_position || a->json || !a->tokens.empty()))
       throw UsageError("--per-position, --tokens and --json go with --mode");
-    for (const std::string& t : a->tokens) a->request.ids.push_back({t, {}});
+    for (const std::string& t : a->tokens) a->request.ids.push_back(study::Sequence{{}, t, {}});
     study::StudyRun run = study::open_run(a->run);
     if (a->mode_given) {
       const auto out = study::ablate(run, a->request);

@@ -29,7 +29,7 @@ Command add_scores(CLI::App& app) {
   return [a] {
     study::StudyRun run = study::open_run(a->run);
     study::ScoresRequest request;
-    for (const std::string& t : a->tokens) request.ids.push_back({t, {}});
+    for (const std::string& t : a->tokens) request.ids.push_back(study::Sequence{{}, t, {}});
     const auto out = study::scores(run, request);
     return print_output(a->json, out, findings::head_scores_to_json(out.result),
                         run_title(run) + ": head scores on " +
