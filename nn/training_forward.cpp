@@ -42,8 +42,8 @@ ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>&
   ag::Tensor<T> out = y;
   if (norm) {  // over each head's dk values: (B, T, H, dk) for the op, back to (B, T, D)
     const ag::Shape shape = y.shape();
-    out = ag::reshape(norm->forward_fused(ag::reshape(y, {y.size(0), y.size(1), attn.n_heads, attn.dk})),
-                      shape);
+    out = ag::reshape(
+        norm->forward_fused(ag::reshape(y, {y.size(0), y.size(1), y.size(2) / attn.dk, attn.dk})), shape);
   }
   if (!attn.rotary_dims) return out;
   return ag::rotary(out, attn.dk, attn.rotary_dims, attn.rotary_base, first_position);
@@ -83,8 +83,9 @@ template <typename T>
 ag::Tensor<T> training_forward(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
                                int64_t t, const std::vector<uint8_t>& is_padding) {
   ag::Tensor<T> h = model.embed(ids, batch, t);
-  const ag::Tensor<T> mask = model.attention_mask(batch, t, is_padding);
-  for (const auto& block : model.blocks) h = mlp_residual(*block, attention_residual(*block, h, mask), h);
+  const std::vector<ag::Tensor<T>> masks = model.attention_masks(batch, t, is_padding);
+  for (size_t l = 0; l < model.blocks.size(); ++l)
+    h = mlp_residual(*model.blocks[l], attention_residual(*model.blocks[l], h, masks[l]), h);
   return unembed(model, h);
 }
 
@@ -92,11 +93,11 @@ template <typename T>
 ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
                                     int64_t t, const std::vector<int64_t>& rows) {
   ag::Tensor<T> h = model.embed(ids, batch, t);
-  const ag::Tensor<T> mask = model.attention_mask(batch, t, {});
+  const std::vector<ag::Tensor<T>> masks = model.attention_masks(batch, t, {});
   const size_t last = model.blocks.size() - 1;
   for (size_t l = 0; l < last; ++l)
-    h = mlp_residual(*model.blocks[l], attention_residual(*model.blocks[l], h, mask), h);
-  const ag::Tensor<T> resid_mid = attention_residual(*model.blocks[last], h, mask);  // (B, T, D)
+    h = mlp_residual(*model.blocks[l], attention_residual(*model.blocks[l], h, masks[l]), h);
+  const ag::Tensor<T> resid_mid = attention_residual(*model.blocks[last], h, masks[last]);  // (B, T, D)
   // Parallel: the last MLP reads the block input's rows too.
   const ag::Tensor<T> input_rows = model.blocks[last]->parallel ? ag::select_rows(h, rows) : ag::Tensor<T>();
   return unembed(model,
