@@ -127,7 +127,7 @@ struct ModelShape {
   int64_t n_kv_heads = 0;
   // Local attention: query t sees keys in (t - window, t]; 0 = every earlier key. Empty: global everywhere;
   // one value: every layer's; else one per layer (GPT-Neo's alternating global and local layers).
-  std::vector<int64_t> attn_window;
+  std::vector<int64_t> attn_window{};
 };
 
 // The key and value heads of each layer: n_kv_heads, or n_heads where it is 0.
