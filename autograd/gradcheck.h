@@ -17,6 +17,12 @@ struct GradcheckOptions {
   // keeps near-zero gradients from turning round-off into a large relative error.
   double floor = 1e-3;
   uint64_t seed = 1234;  // for the random projection of a non-scalar output
+  // An element whose central difference D(h) is further than this (relative) from backward, by an error
+  // that D(h/2) shrinks to about a quarter (truncation, c h^2), is estimated again by Richardson
+  // extrapolation, (4 D(h/2) - D(h)) / 3, whose truncation error is O(h^4): a function with a large third
+  // derivative (QK-norm's and RMSNorm's of small vectors) then passes on its gradient, not on the step. A
+  // wrong gradient's error does not shrink with h and is reported as D(h)'s.
+  double refine_above = 1e-7;
 };
 
 struct GradcheckResult {

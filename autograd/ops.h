@@ -158,9 +158,10 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const std::vector<int32_t>& tar
                         int32_t ignore_index = -1);
 
 // ---- Attention (ops_attention.cpp) ----
-// Fused multi-head attention on Linear outputs: q (B, T, D), k and v (B, S, D), D = n_heads * dk, head h
-// in columns [h*dk, (h+1)*dk). Per batch entry and head: softmax(q_h k_h^T * scale, -inf where mask is
-// nonzero) v_h; the heads' outputs concatenated back to (B, T, D). mask: undefined, or broadcastable to
+// Fused multi-head attention on Linear outputs: q (B, T, D), k and v (B, S, Dkv), D = n_heads * dk, head h
+// in columns [h*dk, (h+1)*dk). Per batch entry and head: softmax(q_h k_g^T * scale, -inf where mask is
+// nonzero) v_g with g = h / (n_heads / Hkv), Hkv = Dkv / dk kv heads (grouped-query attention; Dkv = D:
+// g = h); the heads' outputs concatenated back to (B, T, D). mask: undefined, or broadcastable to
 // (B, H, T, S) (e.g. causal (T, S), padding (B, 1, 1, S)). A fully masked row gives zeros (and no
 // gradient), as softmax does. Same numbers as the composed path (split heads, matmul, scale, masked_fill,
 // softmax, matmul, merge heads), without its intermediates; the weights are kept for backward only, and

@@ -4,7 +4,8 @@
 // each other and gradchecks this one), without the permute copies and the four (B, H, T, S) intermediates.
 //
 // Dimension letters: B batch, H heads, T query positions, S key positions, hs head size, D = H * hs.
-// q (B, T, D), k and v (B, S, D): head h is columns [h*hs, (h+1)*hs), as Linear outputs lay them out.
+// q (B, T, D), k and v (B, S, Dkv): head h is columns [h*hs, (h+1)*hs), as Linear outputs lay them out.
+// Grouped-query attention: k and v have Hkv = Dkv / hs heads, and query head h reads kv head h / (H / Hkv).
 // The weights P (B, H, T, S) are kept for backward when they are small; larger ones are recomputed there
 // from q and k (kRecomputeWeightsBytes). Nothing else is kept.
 // Also here: rotary, the position rotation (RoPE) a model applies to q and k before attention.
@@ -89,11 +90,12 @@ void scale_and_mask(T* r, const T* mask, int64_t n, T scale) {
 template <typename T>
 struct WeightsInputs {
   const T* q;  // (B, T, D)
-  const T* k;  // (B, S, D)
+  const T* k;  // (B, S, Dkv)
   const T* mask;
   MaskIndex mi;
   int64_t Tq, S, D, H, hs;
   T scale;
+  int64_t Dkv, G;  // k's and v's row width, and the query heads per kv head (H / (Dkv / hs))
 
   // Fills `keys` for pair i, unless they were read from the same slab of the mask by the previous call:
   // a mask broadcast over batch and heads is scanned once per thread.
@@ -127,8 +129,8 @@ struct WeightsInputs {
   void compute(int64_t i, const VisibleKeys& keys, T* p) const {
     const std::vector<int64_t>& widths = keys.widths;
     const int64_t b = i / H, h = i % H;
-    const T* qh = q + b * Tq * D + h * hs;                       // (T, hs), rows D apart
-    const MatView<T> kh = row_major(k + b * S * D + h * hs, D);  // (S, hs)
+    const T* qh = q + b * Tq * D + h * hs;                               // (T, hs), rows D apart
+    const MatView<T> kh = row_major(k + b * S * Dkv + h / G * hs, Dkv);  // (S, hs)
     // scores = q k^T * scale, as the composed path: the product first, then the scaling.
     for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock) {
       gemm(std::min(kRowBlock, Tq - t0), widths[t0], hs, row_major(qh + t0 * D, D), kh.transposed(),
@@ -162,11 +164,14 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   if (!q.defined() || !k.defined() || !v.defined())
     throw std::invalid_argument("attention: q, k and v must be defined");
   if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3 || k.shape() != v.shape() || q.size(0) != k.size(0) ||
-      q.size(2) != k.size(2) || n_heads < 1 || q.size(2) % n_heads != 0)
+      n_heads < 1 || q.size(2) % n_heads != 0 || q.size(2) / n_heads == 0 ||
+      k.size(2) % (q.size(2) / n_heads) != 0 || k.size(2) == 0 ||
+      n_heads % (k.size(2) / (q.size(2) / n_heads)) != 0)
     throw std::invalid_argument("attention: q, k, v of shapes " + shapes(q.shape(), k.shape(), v.shape()) +
-                                " must be (B, T, D), (B, S, D), (B, S, D) with D divisible by n_heads " +
-                                std::to_string(n_heads));
+                                " must be (B, T, D), (B, S, Dkv), (B, S, Dkv) with D = n_heads " +
+                                std::to_string(n_heads) + " x hs and Dkv = Hkv x hs, Hkv dividing n_heads");
   const int64_t B = q.size(0), Tq = q.size(1), S = k.size(1), D = q.size(2), H = n_heads, hs = D / H;
+  const int64_t Dkv = k.size(2), G = H / (Dkv / hs);
 
   MaskIndex mi;
   if (mask.defined()) {
@@ -195,7 +200,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
   const bool keep = record && B * H * Tq * S * static_cast<int64_t>(sizeof(T)) <= kRecomputeWeightsBytes;
   Buffer<T> weights(keep ? static_cast<size_t>(B * H * Tq * S) : 0);
   const T* pm = mask.defined() ? mask.data() : nullptr;
-  const WeightsInputs<T> wi{q.data(), k.data(), pm, mi, Tq, S, D, H, hs, scale};
+  const WeightsInputs<T> wi{q.data(), k.data(), pm, mi, Tq, S, D, H, hs, scale, Dkv, G};
   const T* pv = v.data();
   T* po = out.data();
   T* pw = weights.data();
@@ -209,7 +214,7 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
       T* p = keep ? pw + i * Tq * S : block.data();  // (T, S)
       wi.visible(i, keys);
       wi.compute(i, keys, p);
-      const MatView<T> vh = row_major(pv + b * S * D + h * hs, D);  // (S, hs)
+      const MatView<T> vh = row_major(pv + b * S * Dkv + h / G * hs, Dkv);  // (S, hs)
       for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock)
         gemm(std::min(kRowBlock, Tq - t0), hs, keys.widths[t0], row_major<T>(p + t0 * S, S), vh,
              po + (b * Tq + t0) * D + h * hs, D, false);
@@ -220,12 +225,14 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
     // The mask is captured by value (it is no graph input) for recomputing the weights.
     attach(
         out, "attention", {q.node_ptr(), k.node_ptr(), v.node_ptr()},
-        [B, Tq, S, D, H, hs, scale, mi, mask, weights = std::move(weights)](Node<T>& n) {
+        [B, Tq, S, D, H, hs, scale, mi, mask, Dkv, G, weights = std::move(weights)](Node<T>& n) {
           Node<T>& nq = *n.inputs[0];
           Node<T>& nk = *n.inputs[1];
           Node<T>& nv = *n.inputs[2];
-          // Each (b, h) writes its own slab of every input's gradient, dv's first, then dq's, then dk's;
-          // they are acquired in that order, so where two of q, k, v are one node the later writes add.
+          // Each (b, h) writes its own slab of dq; the G query heads of one kv head, taken in order by one
+          // task, write that kv head's slab of dk and dv (the first assigns or adds as the slab's Grad says,
+          // the others add). dv's Grad is acquired first, then dq's, then dk's, so where two of q, k, v are
+          // one node the later writes add.
           const detail::Grad<T> dv(nv), dq(nq), dk(nk);
           const T* pq = nq.value.data();
           const T* pk = nk.value.data();
@@ -233,17 +240,19 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
           const T* dout = n.grad.data();
           const bool kept = !weights.empty();
           const T* pm = mask.defined() ? mask.data() : nullptr;
-          const WeightsInputs<T> wi{pq, pk, pm, mi, Tq, S, D, H, hs, scale};
-          parallel_for(B * H, 8 * B * H * Tq * S * hs, [&](int64_t i0, int64_t i1) {
+          const WeightsInputs<T> wi{pq, pk, pm, mi, Tq, S, D, H, hs, scale, Dkv, G};
+          // One task per (b, kv head): its G query heads in order, so dk and dv sum in a fixed order.
+          parallel_for(B * H / G, 8 * B * H * Tq * S * hs, [&](int64_t j0, int64_t j1) {
             Mat<T> dscores(Tq, S);  // scratch, one per thread: first dP, then dscores in place
             Buffer<T> block(kept ? 0 : static_cast<size_t>(Tq * S));
             VisibleKeys keys(Tq, S);
             const std::vector<int64_t>& widths = keys.widths;
-            for (int64_t i = i0; i < i1; ++i) {
-              const int64_t b = i / H, h = i % H;
+            for (int64_t i = j0 * G; i < j1 * G; ++i) {
+              const int64_t b = i / H, h = i % H, kv = h / G;
+              const bool first = h % G == 0;  // the kv head's first query head: dk and dv as their Grad says
               const T* qh = pq + b * Tq * D + h * hs;
-              const T* kh = pk + b * S * D + h * hs;
-              const T* vh = pv + b * S * D + h * hs;
+              const T* kh = pk + b * S * Dkv + kv * hs;
+              const T* vh = pv + b * S * Dkv + kv * hs;
               const T* douth = dout + b * Tq * D + h * hs;
               wi.visible(i, keys);
               if (!kept) wi.compute(i, keys, block.data());  // as forward did
@@ -253,13 +262,14 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
                 for (int64_t s0 = 0; s0 < S; s0 += kRowBlock) {
                   const int64_t t0 = keys.first_rows[s0 / kRowBlock];
                   gemm(std::min(kRowBlock, S - s0), hs, Tq - t0, row_major(p + t0 * S + s0, S).transposed(),
-                       row_major(douth + t0 * D, D), dv.data() + (b * S + s0) * D + h * hs, D, dv.adds());
+                       row_major(douth + t0 * D, D), dv.data() + (b * S + s0) * Dkv + kv * hs, Dkv,
+                       dv.adds() || !first);
                 }
               if (!dq && !dk) continue;
               // dP = dout v^T, on the visible keys only.
               for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock)
                 gemm(std::min(kRowBlock, Tq - t0), widths[t0], hs, row_major(douth + t0 * D, D),
-                     row_major(vh, D).transposed(), dscores.data() + t0 * S, S, false);
+                     row_major(vh, Dkv).transposed(), dscores.data() + t0 * S, S, false);
               // P = softmax(scores): dscores = P * (dP - <dP, P>) per row; then the scale. A masked
               // entry has P = 0, so it passes no gradient; entries past a row's visible keys are set to 0
               // for the products below.
@@ -276,13 +286,13 @@ Tensor<T> attention(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, 
               if (dq)
                 for (int64_t t0 = 0; t0 < Tq; t0 += kRowBlock)
                   gemm(std::min(kRowBlock, Tq - t0), hs, widths[t0], row_major<T>(dscores.data() + t0 * S, S),
-                       row_major(kh, D), dq.data() + (b * Tq + t0) * D + h * hs, D, dq.adds());
+                       row_major(kh, Dkv), dq.data() + (b * Tq + t0) * D + h * hs, D, dq.adds());
               if (dk)
                 for (int64_t s0 = 0; s0 < S; s0 += kRowBlock) {
                   const int64_t t0 = keys.first_rows[s0 / kRowBlock];
                   gemm(std::min(kRowBlock, S - s0), hs, Tq - t0,
                        row_major<T>(dscores.data() + t0 * S + s0, S).transposed(), row_major(qh + t0 * D, D),
-                       dk.data() + (b * S + s0) * D + h * hs, D, dk.adds());
+                       dk.data() + (b * S + s0) * Dkv + kv * hs, Dkv, dk.adds() || !first);
                 }
             }
           });

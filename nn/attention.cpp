@@ -31,10 +31,12 @@ AttentionResult<T> scaled_dot_product_attention(const ag::Tensor<T>& q, const ag
 }
 
 template <typename T>
-ag::Tensor<T> causal_mask(int64_t t) {
+ag::Tensor<T> causal_mask(int64_t t, int64_t window) {
   ag::Tensor<T> m = ag::Tensor<T>::zeros({t, t});
-  for (int64_t i = 0; i < t; ++i)
+  for (int64_t i = 0; i < t; ++i) {
     for (int64_t j = i + 1; j < t; ++j) m.data()[i * t + j] = T(1);
+    for (int64_t j = 0; window > 0 && j <= i - window; ++j) m.data()[i * t + j] = T(1);
+  }
   return m;
 }
 
@@ -73,6 +75,22 @@ ag::Tensor<T> rotate(const ag::Tensor<T>& x, int64_t rotary_dims, double base) {
 }
 
 template <typename T>
+ag::Tensor<T> repeat_kv_heads(const ag::Tensor<T>& x, int64_t n_heads) {
+  if (x.dim() != 4 || x.size(2) < 1 || n_heads % x.size(2) != 0)
+    throw std::invalid_argument("repeat_kv_heads: x " + ag::shape_str(x.shape()) +
+                                " is not (B, T, Hkv, dk) with Hkv dividing n_heads " +
+                                std::to_string(n_heads));
+  const int64_t kv = x.size(2);
+  if (kv == n_heads) return x;
+  const int64_t B = x.size(0), t = x.size(1), dk = x.size(3), group = n_heads / kv;
+  std::vector<int64_t> index(static_cast<size_t>(B * t * n_heads * dk));
+  for (int64_t r = 0; r < B * t; ++r)
+    for (int64_t h = 0; h < n_heads; ++h)
+      for (int64_t j = 0; j < dk; ++j) index[(r * n_heads + h) * dk + j] = (r * kv + h / group) * dk + j;
+  return ag::take(x, index, {B, t, n_heads, dk});
+}
+
+template <typename T>
 SelfAttention<T>::SelfAttention(int64_t d_model, int64_t dk, int64_t dv, ag::Rng& rng)
     : wq(this->register_parameter("wq", xavier_normal<T>({d_model, dk}, d_model, dk, rng),
                                   ParamKind::kWeight)),
@@ -86,18 +104,30 @@ AttentionResult<T> SelfAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   return scaled_dot_product_attention(ag::matmul(x, wq), ag::matmul(x, wk), ag::matmul(x, wv), mask);
 }
 
+namespace {
+// Checked before any Linear is built (a division by zero otherwise).
+int64_t checked_head_dim(int64_t d_model, int64_t n_heads, int64_t n_kv_heads) {
+  if (n_heads < 1 || d_model % n_heads != 0)
+    throw std::invalid_argument("MultiHeadAttention: n_heads " + std::to_string(n_heads) +
+                                " does not divide d_model " + std::to_string(d_model));
+  if (n_kv_heads < 1 || n_heads % n_kv_heads != 0)
+    throw std::invalid_argument("MultiHeadAttention: n_kv_heads " + std::to_string(n_kv_heads) +
+                                " does not divide n_heads " + std::to_string(n_heads));
+  return d_model / n_heads;
+}
+}  // namespace
+
 template <typename T>
-MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag::Rng& rng, bool bias)
+MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag::Rng& rng, bool bias,
+                                          int64_t n_kv_heads_)
     : n_heads(n_heads_),
       d_model(d_model_),
-      dk(d_model_ / n_heads_),
+      dk(checked_head_dim(d_model_, n_heads_, n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_)),
+      n_kv_heads(n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_),
       wq(d_model_, d_model_, rng, bias),
-      wk(d_model_, d_model_, rng, bias),
-      wv(d_model_, d_model_, rng, bias),
+      wk(d_model_, n_kv_heads * dk, rng, bias),
+      wv(d_model_, n_kv_heads * dk, rng, bias),
       wo(d_model_, d_model_, rng, bias) {
-  if (n_heads_ < 1 || d_model_ % n_heads_ != 0)
-    throw std::invalid_argument("MultiHeadAttention: n_heads " + std::to_string(n_heads_) +
-                                " does not divide d_model " + std::to_string(d_model_));
   this->register_module("wq", &wq);
   this->register_module("wk", &wk);
   this->register_module("wv", &wv);
@@ -105,8 +135,9 @@ MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag
 }
 
 template <typename T>
-MultiHeadAttention<T>::MultiHeadAttention(const ModelShape& s, ag::Rng& rng)
-    : MultiHeadAttention(s.d_model, s.n_heads, rng, s.bias) {
+MultiHeadAttention<T>::MultiHeadAttention(const ModelShape& s, ag::Rng& rng, size_t layer)
+    : MultiHeadAttention(s.d_model, s.n_heads, rng, s.bias, kv_heads(s)) {
+  window = attn_window(s, layer);
   rotary_dims = nn::rotary_dims(s);
   rotary_base = s.rotary_base;
   attn_scale = s.attn_scale;
@@ -148,9 +179,13 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   auto normed = [](const std::unique_ptr<RMSNorm<T>>& norm, const ag::Tensor<T>& y) {
     return norm ? norm->forward(y) : y;
   };
+  // Grouped-query attention: k and v have n_kv_heads heads; query head h reads kv head h / G.
+  auto split_kv_heads = [&](const ag::Tensor<T>& y) { return ag::reshape(y, {B, t, n_kv_heads, dk}); };
+  auto repeat_kv = [&](const ag::Tensor<T>& y) { return repeat_kv_heads(y, n_heads); };
   const ag::Tensor<T> q = at(Point::attn_q, positioned(normed(q_norm, split_heads(wq.forward(x)))));
-  const ag::Tensor<T> k = at(Point::attn_k, positioned(normed(k_norm, split_heads(wk.forward(x)))));
-  const ag::Tensor<T> v = at(Point::attn_v, split_heads(wv.forward(x)));
+  const ag::Tensor<T> k =
+      repeat_kv(at(Point::attn_k, positioned(normed(k_norm, split_kv_heads(wk.forward(x))))));
+  const ag::Tensor<T> v = repeat_kv(at(Point::attn_v, split_kv_heads(wv.forward(x))));
   const ag::Tensor<T> scores = at(
       Point::attn_scores, attn_scale == AttnScale::none ? ag::matmul(per_head(q), ag::transpose(per_head(k)))
                                                         : attention_scores(per_head(q), per_head(k)));
@@ -179,7 +214,8 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   template AttentionResult<T> scaled_dot_product_attention<T>(const ag::Tensor<T>&, const ag::Tensor<T>&,  \
                                                               const ag::Tensor<T>&, const ag::Tensor<T>&); \
   template ag::Tensor<T> rotate<T>(const ag::Tensor<T>&, int64_t, double);                                 \
-  template ag::Tensor<T> causal_mask<T>(int64_t);                                                          \
+  template ag::Tensor<T> repeat_kv_heads<T>(const ag::Tensor<T>&, int64_t);                                \
+  template ag::Tensor<T> causal_mask<T>(int64_t, int64_t);                                                 \
   template ag::Tensor<T> padding_mask<T>(const std::vector<uint8_t>&, int64_t, int64_t);                   \
   template class SelfAttention<T>;                                                                         \
   template class MultiHeadAttention<T>;

@@ -27,8 +27,9 @@ AttentionResult<T> scaled_dot_product_attention(const ag::Tensor<T>& q, const ag
                                                 const ag::Tensor<T>& v, const ag::Tensor<T>& mask = {});
 
 // Masks (1 = masked), as tensors of the model's scalar type.
+// (T, T): key j > query i is masked, and with a window w > 0 also key j <= i - w (query i sees (i - w, i]).
 template <typename T>
-ag::Tensor<T> causal_mask(int64_t t);  // (T, T): key j > query i is masked
+ag::Tensor<T> causal_mask(int64_t t, int64_t window = 0);
 // (B, 1, 1, T) from per-sequence flags (1 = padding), key positions only.
 template <typename T>
 ag::Tensor<T> padding_mask(const std::vector<uint8_t>& is_padding, int64_t batch, int64_t t);
@@ -41,6 +42,12 @@ ag::Tensor<T> padding_mask(const std::vector<uint8_t>& is_padding, int64_t batch
 template <typename T>
 ag::Tensor<T> rotate(const ag::Tensor<T>& x, int64_t rotary_dims, double base);
 
+// Grouped-query attention's head sharing as its math reads: x (B, T, Hkv, dk) -> (B, T, n_heads, dk), head
+// h a copy of x's head h / (n_heads / Hkv) (ag::take; its gradient sums the copies). x itself when Hkv is
+// n_heads.
+template <typename T>
+ag::Tensor<T> repeat_kv_heads(const ag::Tensor<T>& x, int64_t n_heads);
+
 template <typename T>
 class SelfAttention : public Module<T> {
  public:
@@ -52,16 +59,20 @@ class SelfAttention : public Module<T> {
 template <typename T>
 class MultiHeadAttention : public Module<T> {
  public:
-  // bias false: Wq, Wk, Wv and Wo without biases.
-  MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng, bool bias = true);
-  // The attention of a block of a model of this shape: its d_model, n_heads, bias and positions (rotary:
-  // q and k turned by their position, rotary_dims(shape) of each head).
-  MultiHeadAttention(const ModelShape& shape, ag::Rng& rng);
+  // bias false: Wq, Wk, Wv and Wo without biases. n_kv_heads: the key and value heads (0: n_heads), a
+  // divisor of n_heads; Wk and Wv are (n_kv_heads * dk, d_model).
+  MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng, bool bias = true,
+                     int64_t n_kv_heads = 0);
+  // The attention of block `layer` of a model of this shape: its d_model, n_heads, n_kv_heads, bias,
+  // positions (rotary: q and k turned by their position, rotary_dims(shape) of each head) and window.
+  MultiHeadAttention(const ModelShape& shape, ag::Rng& rng, size_t layer = 0);
   // x (B, T, D) -> (B, T, D), as its math reads, with hooks at attn.q, .k, .v, .scores, .pattern, .z and
-  // .out (nn/hook_points.h):
-  //   q, k, v = split_heads(x Wq^T + bq), ...            (B, T, H, dk)
+  // .out (nn/hook_points.h); Hkv = n_kv_heads, G = H / Hkv query heads per kv head:
+  //   q       = split_heads(x Wq^T + bq)                  (B, T, H, dk)
+  //   k, v    = split_heads(x Wk^T + bk), ...             (B, T, Hkv, dk)
   //   q, k    = q_norm(q), k_norm(k)   with qk_norm only: RMSNorm over each head's dk values
-  //   q, k    = rotate(q), rotate(k)   with rotary positions only, before their hooks: (B, T, H, dk)
+  //   q, k    = rotate(q), rotate(k)   with rotary positions only, before their hooks
+  //   k, v    = repeat_kv(k), ...      query head h reads kv head h / G: (B, T, H, dk) (no copy if G = 1)
   //   scores  = q k^T / sqrt(dk)                          (B, H, T, S)   (q k^T with attn_scale none)
   //   pattern = softmax(scores, -inf where mask is set)   (B, H, T, S)
   //   z       = pattern v                                 (B, T, H, dk)
@@ -70,7 +81,11 @@ class MultiHeadAttention : public Module<T> {
                         const HookSite<T>& at = {}) const;
 
   int64_t n_heads, d_model, dk;
+  int64_t n_kv_heads;  // key and value heads; query head h reads kv head h / (n_heads / n_kv_heads)
   Linear<T> wq, wk, wv, wo;
+  // Local attention: query t sees keys in (t - window, t]; 0: every earlier key. The mask a forward is
+  // given already says so (CausalLM::attention_mask); this is the layer's value for the KV cache and tools.
+  int64_t window = 0;
   // Rotary positions: the dims of each head turned (0: none) and the base of their angles.
   int64_t rotary_dims = 0;
   double rotary_base = 10000;

@@ -12,8 +12,9 @@
 //      every point of the table already.
 // The training forward (nn/training_forward.cpp) has no hook points and needs no change.
 //
-// Dimension letters: B batch, T query positions, S key positions (S = T), H heads, dk = D / H, F = d_ff,
-// V vocabulary. L is the block index from 0.
+// Dimension letters: B batch, T query positions, S key positions (S = T), H heads, Hkv key and value heads
+// (model.n_kv_heads, H unless the model has grouped-query attention), dk = D / H, F = d_ff, V vocabulary. L
+// is the block index from 0.
 #pragma once
 
 #include <cstddef>
@@ -89,12 +90,14 @@ inline constexpr HookPoint kHookPoints[] = {
     {Point::ln1_out, "ln1.out", true, Needs::norm, "(B, T, D)", 1, -1, "ln1's output, attention's input"},
     {Point::attn_q, "attn.q", true, Needs::always, "(B, T, H, dk)", 1, 2,
      "each head's queries (after QK-norm and the rotation, where the model has them)"},
-    {Point::attn_k, "attn.k", true, Needs::always, "(B, T, H, dk)", 1, 2,
-     "each head's keys (after QK-norm and the rotation, where the model has them)"},
-    {Point::attn_v, "attn.v", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's values"},
+    {Point::attn_k, "attn.k", true, Needs::always, "(B, T, Hkv, dk)", 1, 2,
+     "each kv head's keys (after QK-norm and the rotation, where the model has them); query head h reads kv "
+     "head h / (H / Hkv)"},
+    {Point::attn_v, "attn.v", true, Needs::always, "(B, T, Hkv, dk)", 1, 2, "each kv head's values"},
     {Point::attn_scores, "attn.scores", true, Needs::always, "(B, H, T, S)", 2, 1,
      "q k^T / sqrt(dk) (q k^T with model.attn_scale none), before the mask and the softmax: the masked "
-     "entries (keys after the query) hold the raw score too, and the pattern is 0 there whatever they hold"},
+     "entries (keys after the query, or before its model.attn_window) hold the raw score too, and the "
+     "pattern is 0 there whatever they hold"},
     {Point::attn_pattern, "attn.pattern", true, Needs::always, "(B, H, T, S)", 2, 1,
      "attention weights: each row sums to 1 over the keys it may see"},
     {Point::attn_z, "attn.z", true, Needs::always, "(B, T, H, dk)", 1, 2, "each head's output before Wo"},

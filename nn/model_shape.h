@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace nn {
 
@@ -121,11 +122,29 @@ struct ModelShape {
                           // (GPT-NeoX's two norms); false: the MLP reads resid_mid
   bool tie_embeddings = false;  // the unembedding is tok_emb's weight (lm_head.weight is tok_emb.weight)
   double logit_softcap = 0;     // > 0: logits = c * tanh(logits / c) (Gemma 2, modded-nanogpt); 0: off
+  // Grouped-query attention: the key and value heads per layer; query head h reads kv head
+  // h / (n_heads / n_kv_heads) (1: multi-query). 0 = n_heads (kv_heads below).
+  int64_t n_kv_heads = 0;
+  // Local attention: query t sees keys in (t - window, t]; 0 = every earlier key. Empty: global everywhere;
+  // one value: every layer's; else one per layer (GPT-Neo's alternating global and local layers).
+  std::vector<int64_t> attn_window{};
 };
+
+// The key and value heads of each layer: n_kv_heads, or n_heads where it is 0.
+inline int64_t kv_heads(const ModelShape& s) {
+  return s.n_kv_heads > 0 ? s.n_kv_heads : s.n_heads;
+}
+// Layer `layer`'s attention window (0: global).
+inline int64_t attn_window(const ModelShape& s, size_t layer) {
+  if (s.attn_window.empty()) return 0;
+  return s.attn_window.size() == 1      ? s.attn_window[0]
+         : layer < s.attn_window.size() ? s.attn_window[layer]
+                                        : 0;
+}
 
 // rotary: the dims of each head that are rotated, the first rotary_fraction * dk (rounded down; the config
 // requires an even number >= 2); 0 for the other position kinds.
-constexpr int64_t rotary_dims(const ModelShape& s) {
+inline int64_t rotary_dims(const ModelShape& s) {
   return s.positions == PositionKind::rotary && s.n_heads > 0
              ? static_cast<int64_t>(s.rotary_fraction * static_cast<double>(s.d_model / s.n_heads))
              : 0;

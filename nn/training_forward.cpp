@@ -43,8 +43,8 @@ ag::Tensor<T> positioned(const MultiHeadAttention<T>& attn, const ag::Tensor<T>&
   ag::Tensor<T> out = y;
   if (norm) {  // over each head's dk values: (B, T, H, dk) for the op, back to (B, T, D)
     const ag::Shape shape = y.shape();
-    out = ag::reshape(norm->forward_fused(ag::reshape(y, {y.size(0), y.size(1), attn.n_heads, attn.dk})),
-                      shape);
+    out = ag::reshape(
+        norm->forward_fused(ag::reshape(y, {y.size(0), y.size(1), y.size(2) / attn.dk, attn.dk})), shape);
   }
   if (!attn.rotary_dims) return out;
   return ag::rotary(out, attn.dk, attn.rotary_dims, attn.rotary_base, first_position);
@@ -84,8 +84,9 @@ template <typename T>
 ag::Tensor<T> training_forward(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
                                int64_t t, const std::vector<uint8_t>& is_padding) {
   ag::Tensor<T> h = model.embed(ids, batch, t);
-  const ag::Tensor<T> mask = model.attention_mask(batch, t, is_padding);
-  for (const auto& block : model.blocks) h = mlp_residual(*block, attention_residual(*block, h, mask), h);
+  const std::vector<ag::Tensor<T>> masks = model.attention_masks(batch, t, is_padding);
+  for (size_t l = 0; l < model.blocks.size(); ++l)
+    h = mlp_residual(*model.blocks[l], attention_residual(*model.blocks[l], h, masks[l]), h);
   return unembed(model, h);
 }
 
@@ -140,10 +141,11 @@ FirstBlockRows<T> first_block_from_grid(const CausalLM<T>& model, const std::vec
 template <typename T>
 ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
                                     int64_t t, const std::vector<int64_t>& rows) {
-  const ag::Tensor<T> mask = model.attention_mask(batch, t, {});
+  const std::vector<ag::Tensor<T>> masks = model.attention_masks(batch, t, {});  // one per block
   const size_t last = model.blocks.size() - 1;
   const int64_t D = model.shape.d_model;
-  const auto as_batch = [&](const ag::Tensor<T>& r, int64_t len) { return ag::reshape(r, {batch, len, D}); };
+  // (B, len, width): k and v are narrower than D with fewer kv heads than query heads.
+  const auto as_batch = [&](const ag::Tensor<T>& r, int64_t len) { return ag::reshape(r, {batch, len, -1}); };
   // With more sequences than vocabulary tokens (full-batch grokking: 113 tokens, 3,830 sequences) the
   // first block's norm and projections run on the (token, position) grid.
   std::optional<FirstBlockRows<T>> first;
@@ -151,9 +153,9 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
   ag::Tensor<T> h = first ? as_batch(first->h, t) : model.embed(ids, batch, t);
   const auto block_attention_residual = [&](size_t l) {
     const MultiHeadAttention<T>& a = model.blocks[l]->attn;
-    if (l > 0 || !first) return attention_residual(*model.blocks[l], h, mask);
+    if (l > 0 || !first) return attention_residual(*model.blocks[l], h, masks[l]);
     return ag::linear(ag::attention(as_batch(first->q, t), as_batch(first->k, t), as_batch(first->v, t),
-                                    a.n_heads, mask, a.score_scale()),
+                                    a.n_heads, masks[0], a.score_scale()),
                       a.wo.weight, a.wo.bias, /*residual=*/h);
   };
   for (size_t l = 0; l < last; ++l) h = mlp_residual(*model.blocks[l], block_attention_residual(l), h);
@@ -181,7 +183,7 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
       v = ag::linear(x, a.wv.weight, a.wv.bias);
     }
     const ag::Tensor<T> z =
-        ag::attention(q, k, v, a.n_heads, ag::select_rows(mask, positions), a.score_scale());
+        ag::attention(q, k, v, a.n_heads, ag::select_rows(masks[last], positions), a.score_scale());
     resid_mid_rows = ag::linear(ag::reshape(z, {batch * per, D}), a.wo.weight, a.wo.bias,
                                 /*residual=*/ag::select_rows(h, rows));
   }

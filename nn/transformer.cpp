@@ -8,8 +8,8 @@
 namespace nn {
 
 template <typename T>
-TransformerBlock<T>::TransformerBlock(const ModelShape& s, ag::Rng& rng)
-    : ln1(make_norm<T>(s.norm, s.d_model, s.norm_eps)), attn(s, rng) {
+TransformerBlock<T>::TransformerBlock(const ModelShape& s, ag::Rng& rng, size_t layer)
+    : ln1(make_norm<T>(s.norm, s.d_model, s.norm_eps)), attn(s, rng, layer) {
   this->register_module("ln1", ln1.get());
   this->register_module("attn", &attn);
   if (!s.attention_only) {
@@ -40,7 +40,8 @@ namespace {
 template <typename T>
 std::vector<std::unique_ptr<TransformerBlock<T>>> make_blocks(const ModelShape& s, ag::Rng& rng) {
   std::vector<std::unique_ptr<TransformerBlock<T>>> blocks;
-  for (int64_t i = 0; i < s.n_layers; ++i) blocks.push_back(std::make_unique<TransformerBlock<T>>(s, rng));
+  for (int64_t i = 0; i < s.n_layers; ++i)
+    blocks.push_back(std::make_unique<TransformerBlock<T>>(s, rng, static_cast<size_t>(i)));
   return blocks;
 }
 }  // namespace
@@ -77,11 +78,23 @@ ag::Tensor<T> CausalLM<T>::embed(const std::vector<int32_t>& ids, int64_t batch,
 }
 
 template <typename T>
-ag::Tensor<T> CausalLM<T>::attention_mask(int64_t batch, int64_t t,
-                                          const std::vector<uint8_t>& is_padding) const {
-  ag::Tensor<T> mask = causal_mask<T>(t);                                                // (T, T)
+ag::Tensor<T> CausalLM<T>::attention_mask(int64_t batch, int64_t t, const std::vector<uint8_t>& is_padding,
+                                          int64_t window) const {
+  ag::Tensor<T> mask = causal_mask<T>(t, window);                                        // (T, T)
   if (!is_padding.empty()) mask = ag::add(mask, padding_mask<T>(is_padding, batch, t));  // (B, 1, T, T)
   return mask;
+}
+
+template <typename T>
+std::vector<ag::Tensor<T>> CausalLM<T>::attention_masks(int64_t batch, int64_t t,
+                                                        const std::vector<uint8_t>& is_padding) const {
+  std::vector<ag::Tensor<T>> masks(blocks.size());
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    for (size_t e = 0; e < l && !masks[l].defined(); ++e)
+      if (blocks[e]->attn.window == blocks[l]->attn.window) masks[l] = masks[e];
+    if (!masks[l].defined()) masks[l] = attention_mask(batch, t, is_padding, blocks[l]->attn.window);
+  }
+  return masks;
 }
 
 template <typename T>
@@ -96,7 +109,7 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
     if (std::find(known.begin(), known.end(), p) == known.end())
       throw std::invalid_argument("hook " + p + ": no such point in this model (" +
                                   hook_point_summary(shape) + ")");
-  const ag::Tensor<T> mask = attention_mask(batch, t, is_padding);
+  const std::vector<ag::Tensor<T>> masks = attention_masks(batch, t, is_padding);
   const HookSite<T> at(hooks);
   ag::Tensor<T> h = at(Point::embed, tok_emb.forward(ids, {batch, t}));
   if (pos_emb) {  // learned positions; otherwise they enter attention, if anywhere
@@ -108,7 +121,7 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
                                                 pos_emb->forward(positions, {t}))));
   }
   for (size_t l = 0; l < blocks.size(); ++l)
-    h = blocks[l]->forward(h, mask, HookSite<T>(hooks, block_prefix(l)));
+    h = blocks[l]->forward(h, masks[l], HookSite<T>(hooks, block_prefix(l)));
   const ag::Tensor<T> final = ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out);
   return at(Point::logits, soft_cap(lm_head.forward(final), shape.logit_softcap));
 }
@@ -140,7 +153,7 @@ ag::Tensor<T> CausalLM<T>::forward_cached(const std::vector<int32_t>& ids, KVCac
     cache.write(static_cast<int64_t>(l), k.data(), v.data(), n);
     const ag::Tensor<T> q = positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), past, a.q_norm.get());
     ag::Tensor<T> z = ag::Tensor<T>::empty({1, n, shape.d_model});  // the heads side by side
-    cache.attend(static_cast<int64_t>(l), q.data(), n, a.score_scale(), z.data());
+    cache.attend(static_cast<int64_t>(l), q.data(), n, a.score_scale(), z.data(), a.window);
     h = mlp_residual(block, ag::linear(z, a.wo.weight, a.wo.bias, /*residual=*/h), /*block_input=*/h);
   }
   ag::Tensor<T> logits = unembed(*this, h);

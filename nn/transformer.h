@@ -25,7 +25,7 @@ class TransformerBlock : public Module<T> {
  public:
   // A block of a model of this shape (its d_model, n_heads, d_ff, attention_only, norm, activation and
   // bias).
-  TransformerBlock(const ModelShape& shape, ag::Rng& rng);
+  TransformerBlock(const ModelShape& shape, ag::Rng& rng, size_t layer = 0);
   // x (B, T, D) -> (B, T, D); `at` runs the hooks of this block (prefix "blocks.L.").
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const ag::Tensor<T>& mask, const HookSite<T>& at = {}) const;
 
@@ -65,9 +65,13 @@ class CausalLM : public Module<T> {
 
   // The two forwards' shared start: tok_emb[ids] + pos_emb[0..t) (B, T, D; tok_emb[ids] alone without
   // learned positions), and the attention mask, causal
-  // (T, T) or with padding (B, 1, T, T).
+  // (T, T) or with padding (B, 1, T, T), local with a window > 0 (causal_mask).
   ag::Tensor<T> embed(const std::vector<int32_t>& ids, int64_t batch, int64_t t) const;
-  ag::Tensor<T> attention_mask(int64_t batch, int64_t t, const std::vector<uint8_t>& is_padding) const;
+  ag::Tensor<T> attention_mask(int64_t batch, int64_t t, const std::vector<uint8_t>& is_padding,
+                               int64_t window = 0) const;
+  // Each block's mask: attention_mask with the block's window, one tensor per distinct window.
+  std::vector<ag::Tensor<T>> attention_masks(int64_t batch, int64_t t,
+                                             const std::vector<uint8_t>& is_padding) const;
 
   ModelShape shape;
   Embedding<T> tok_emb;

@@ -106,14 +106,19 @@ def _per_layer(fmt, to_tl, from_tl, shape_of):
     return get, set
 
 
-def _heads_in(w, run):   # (H * dk, D) -> (H, D, dk): head h's columns of x W^T
+def _kv_heads(run):  # model.n_kv_heads: the key and value heads (grouped-query attention; 0 = n_heads)
+    m = run.config["model"]
+    return m.get("n_kv_heads") or m["n_heads"]
+
+
+def _heads_in(w, run):   # (H * dk, D) -> (H, D, dk): head h's columns of x W^T (Hkv heads for Wk and Wv)
     L, H, D, dk = _shape(run)
-    return w.reshape(H, dk, D).transpose(0, 2, 1)
+    return w.reshape(w.shape[0] // dk, dk, D).transpose(0, 2, 1)
 
 
 def _heads_in_back(a, run):
     L, H, D, dk = _shape(run)
-    return _np.ascontiguousarray(a.transpose(0, 2, 1).reshape(H * dk, D))
+    return _np.ascontiguousarray(a.transpose(0, 2, 1).reshape(a.shape[0] * dk, D))
 
 
 def _heads_out(w, run):  # (D, H * dk) -> (H, dk, D)
@@ -128,7 +133,7 @@ def _heads_out_back(a, run):
 
 def _bias_heads(b, run):
     L, H, D, dk = _shape(run)
-    return b.reshape(H, dk)
+    return b.reshape(b.shape[0] // dk, dk)
 
 
 _props = {
@@ -138,11 +143,13 @@ _props = {
     "b_U": _whole("lm_head.bias"),
 }
 for _x in "QKV":
+    # W_K, W_V, b_K and b_V have the kv heads (TransformerLens's _W_K of a grouped-query model).
+    _heads = (lambda r: _shape(r)[1]) if _x == "Q" else _kv_heads
     _props["W_" + _x] = _per_layer("blocks.{}.attn.w" + _x.lower() + ".weight", _heads_in, _heads_in_back,
-                                   lambda r: (_shape(r)[0], _shape(r)[1], _shape(r)[2], _shape(r)[3]))
+                                   lambda r, n=_heads: (_shape(r)[0], n(r), _shape(r)[2], _shape(r)[3]))
     _props["b_" + _x] = _per_layer("blocks.{}.attn.w" + _x.lower() + ".bias", _bias_heads,
                                    lambda a, r: a.reshape(-1),
-                                   lambda r: (_shape(r)[0], _shape(r)[1], _shape(r)[3]))
+                                   lambda r, n=_heads: (_shape(r)[0], n(r), _shape(r)[3]))
 _props["W_O"] = _per_layer("blocks.{}.attn.wo.weight", _heads_out, _heads_out_back,
                            lambda r: (_shape(r)[0], _shape(r)[1], _shape(r)[3], _shape(r)[2]))
 _props["b_O"] = _per_layer("blocks.{}.attn.wo.bias", lambda b, r: b, lambda a, r: a,
@@ -164,9 +171,10 @@ _props["b_out"] = _per_layer("blocks.{}.mlp.fc2.bias", lambda b, r: b, lambda a,
 
 _SHAPES = {
     "W_E": "(d_vocab, d_model)", "W_pos": "(n_ctx, d_model)", "W_U": "(d_model, d_vocab)", "b_U": "(d_vocab,)",
-    "W_Q": "(n_layers, n_heads, d_model, d_head)", "W_K": "(n_layers, n_heads, d_model, d_head)",
-    "W_V": "(n_layers, n_heads, d_model, d_head)", "W_O": "(n_layers, n_heads, d_head, d_model)",
-    "b_Q": "(n_layers, n_heads, d_head)", "b_K": "(n_layers, n_heads, d_head)", "b_V": "(n_layers, n_heads, d_head)",
+    "W_Q": "(n_layers, n_heads, d_model, d_head)", "W_K": "(n_layers, n_kv_heads, d_model, d_head)",
+    "W_V": "(n_layers, n_kv_heads, d_model, d_head)", "W_O": "(n_layers, n_heads, d_head, d_model)",
+    "b_Q": "(n_layers, n_heads, d_head)", "b_K": "(n_layers, n_kv_heads, d_head)",
+    "b_V": "(n_layers, n_kv_heads, d_head)",
     "b_O": "(n_layers, d_model)", "W_in": "(n_layers, d_model, d_mlp)", "b_in": "(n_layers, d_mlp)",
     "W_gate": "(n_layers, d_model, d_mlp)", "b_gate": "(n_layers, d_mlp)",
     "W_out": "(n_layers, d_mlp, d_model)", "b_out": "(n_layers, d_model)",
@@ -182,9 +190,13 @@ def _property(name, get, set):
 for _name, (_get, _set) in _props.items():
     setattr(Run, _name, _property(_name, _get, _set))
 
-Run.QK = property(lambda self: self.W_Q @ _np.swapaxes(self.W_K, -1, -2),
+def _per_query_head(a, run):  # (n_layers, n_kv_heads, ...) -> (n_layers, n_heads, ...): head h's kv head
+    return _np.repeat(a, _shape(run)[1] // _kv_heads(run), axis=1)
+
+
+Run.QK = property(lambda self: self.W_Q @ _np.swapaxes(_per_query_head(self.W_K, self), -1, -2),
                   doc="W_Q W_K^T per head: (n_layers, n_heads, d_model, d_model), queries' rows by keys' columns.")
-Run.OV = property(lambda self: self.W_V @ self.W_O,
+Run.OV = property(lambda self: _per_query_head(self.W_V, self) @ self.W_O,
                   doc="W_V W_O per head: (n_layers, n_heads, d_model, d_model), what a head writes per unit read.")
 
 

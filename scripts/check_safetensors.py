@@ -189,7 +189,8 @@ def check_model(state_dict, metadata, forward_json=None):
     print(f"model: vocab={vocab} max_len={max_len} d_model={d_model} d_ff={o['d_ff']} n_layers={o['n_layers']} "
           f"n_heads={o['n_heads']} attention_only={o['attention_only']} norm={o['norm']} "
           f"activation={o['activation']} bias={o['bias']} parallel={o['parallel']} "
-          f"tie_embeddings={o['tie_embeddings']} logit_softcap={o['logit_softcap']}")
+          f"tie_embeddings={o['tie_embeddings']} logit_softcap={o['logit_softcap']} "
+          f"n_kv_heads={o['n_kv_heads']} attn_window={o['attn_window']}")
     expected = list(module.state_dict())
     problems = [f"missing tensor ({n})" for n in expected if n not in state_dict]
     problems += [f"unexpected tensor ({n})" for n in state_dict if n not in set(expected)]

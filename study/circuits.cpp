@@ -73,10 +73,12 @@ HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head) 
   const auto& block = *model.blocks[layer];
   const int64_t dk = block.attn.dk;
   const VectorXd ln1 = ln_weight(*block.ln1, model.shape.d_model);
+  // Grouped-query attention: the query head reads kv head head / (n_heads / n_kv_heads).
+  const int64_t kv = head / (block.attn.n_heads / block.attn.n_kv_heads);
   HeadWeights w;
   w.WQ = ln1.asDiagonal() * to_matrix(block.attn.wq.weight).middleRows(head * dk, dk).transpose();
-  w.WK = ln1.asDiagonal() * to_matrix(block.attn.wk.weight).middleRows(head * dk, dk).transpose();
-  w.WV = ln1.asDiagonal() * to_matrix(block.attn.wv.weight).middleRows(head * dk, dk).transpose();
+  w.WK = ln1.asDiagonal() * to_matrix(block.attn.wk.weight).middleRows(kv * dk, dk).transpose();
+  w.WV = ln1.asDiagonal() * to_matrix(block.attn.wv.weight).middleRows(kv * dk, dk).transpose();
   w.WO = to_matrix(block.attn.wo.weight).middleCols(head * dk, dk).transpose();
   return w;
 }
@@ -158,12 +160,13 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
       X.row(i) = (centred.array() / std::sqrt(var + ln1.eps) * g.array() + beta.array()).matrix().transpose();
     }
   }
+  const int64_t kv = head / (block.attn.n_heads / block.attn.n_kv_heads);  // the query head's kv head
   const MatrixXd Wq = to_matrix(block.attn.wq.weight).middleRows(head * dk, dk);
-  const MatrixXd Wk = to_matrix(block.attn.wk.weight).middleRows(head * dk, dk);
-  auto head_bias = [&](const ag::Tensor<float>& bias) {
-    return bias.defined() ? to_vector(bias).segment(head * dk, dk).eval() : VectorXd::Zero(dk).eval();
+  const MatrixXd Wk = to_matrix(block.attn.wk.weight).middleRows(kv * dk, dk);
+  auto head_bias = [&](const ag::Tensor<float>& bias, int64_t h) {
+    return bias.defined() ? to_vector(bias).segment(h * dk, dk).eval() : VectorXd::Zero(dk).eval();
   };
-  const VectorXd bq = head_bias(block.attn.wq.bias), bk = head_bias(block.attn.wk.bias);
+  const VectorXd bq = head_bias(block.attn.wq.bias, head), bk = head_bias(block.attn.wk.bias, kv);
   MatrixXd q = (X * Wq.transpose()).rowwise() + bq.transpose();
   MatrixXd k = (X * Wk.transpose()).rowwise() + bk.transpose();
   // QK-norm: each row RMS-normalised with the head's q_norm (k_norm) weight, as the model does.
@@ -196,11 +199,14 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
   const MatrixXd scores = q * k.transpose() * scale;
   std::vector<std::vector<double>> w(positions, std::vector<double>(positions, 0.0));
   for (int i = 0; i < positions; ++i) {
-    double top = scores(i, 0);
-    for (int j = 1; j <= i; ++j) top = std::max(top, scores(i, j));
+    // Causal, and with a local layer 0 only the keys (i - window, i].
+    const int first =
+        block.attn.window > 0 ? std::max<int>(0, i - static_cast<int>(block.attn.window) + 1) : 0;
+    double top = scores(i, first);
+    for (int j = first + 1; j <= i; ++j) top = std::max(top, scores(i, j));
     double sum = 0;
-    for (int j = 0; j <= i; ++j) sum += w[i][j] = std::exp(scores(i, j) - top);
-    for (int j = 0; j <= i; ++j) w[i][j] /= sum;
+    for (int j = first; j <= i; ++j) sum += w[i][j] = std::exp(scores(i, j) - top);
+    for (int j = first; j <= i; ++j) w[i][j] /= sum;
   }
   return w;
 }

@@ -16,7 +16,10 @@ namespace {
 // but cap the widths, so a check takes seconds, not hours.
 train::Config shrink(train::Config c, std::string& note) {
   const train::Config original = c;
-  c.model.n_heads = std::min<int64_t>(c.model.n_heads, 2);
+  // Grouped-query attention keeps query heads sharing a kv head: up to 4 query heads, the same group size.
+  const int64_t group = c.model.n_heads / nn::kv_heads(c.model);
+  c.model.n_heads = std::min<int64_t>(c.model.n_heads, group > 1 ? 4 : 2);
+  c.model.n_kv_heads = std::max<int64_t>(1, c.model.n_heads / group);
   c.model.d_model = std::min(c.model.d_model, 4 * c.model.n_heads);
   if (c.model.d_model % c.model.n_heads) c.model.d_model = 4 * c.model.n_heads;
   c.model.d_ff = std::min<int64_t>(c.model.d_ff, 16);
@@ -25,9 +28,11 @@ train::Config shrink(train::Config c, std::string& note) {
   if (c.model.d_model != original.model.d_model || c.model.n_heads != original.model.n_heads ||
       c.model.d_ff != original.model.d_ff || c.model.n_layers != original.model.n_layers)
     note = "shrunk to a checkable size: d_model " + std::to_string(c.model.d_model) + ", n_heads " +
-           std::to_string(c.model.n_heads) + ", d_ff " + std::to_string(c.model.d_ff) + ", n_layers " +
-           std::to_string(c.model.n_layers) + " (the config has " + std::to_string(original.model.d_model) +
-           ", " + std::to_string(original.model.n_heads) + ", " + std::to_string(original.model.d_ff) + ", " +
+           std::to_string(c.model.n_heads) +
+           (group > 1 ? ", n_kv_heads " + std::to_string(c.model.n_kv_heads) : std::string()) + ", d_ff " +
+           std::to_string(c.model.d_ff) + ", n_layers " + std::to_string(c.model.n_layers) +
+           " (the config has " + std::to_string(original.model.d_model) + ", " +
+           std::to_string(original.model.n_heads) + ", " + std::to_string(original.model.d_ff) + ", " +
            std::to_string(original.model.n_layers) + "); batch 2";
   return c;
 }

@@ -47,6 +47,15 @@ Mat to_mat(const ag::Tensor<float>& t, int64_t rows, int64_t cols) {
 Vec to_vec(const ag::Tensor<double>& t) {
   return Eigen::Map<const Vec>(t.data(), t.numel());
 }
+// Grouped-query attention as the plain attention it equals: Wk's or Wv's (n_kv_heads * dk, D) rows (or its
+// bias) repeated so that query head h's block of dk rows is its kv head's, h / (H / n_kv_heads).
+Mat per_query_head(const Mat& w, int H, int dk) {
+  const int group = H / static_cast<int>(w.rows() / dk);
+  if (group == 1) return w;
+  Mat out(static_cast<Eigen::Index>(H) * dk, w.cols());
+  for (int h = 0; h < H; ++h) out.middleRows(h * dk, dk) = w.middleRows(h / group * dk, dk);
+  return out;
+}
 Vec to_vec(const ag::Tensor<float>& t) {
   return Eigen::Map<const Eigen::VectorXf>(t.data(), t.numel()).cast<double>();
 }
@@ -197,13 +206,16 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
     for (int h = 0; h < m.H; ++h)
       m.pattern.back().push_back(Eigen::Map<const Mat>(p.data() + static_cast<int64_t>(h) * T * T, T, T));
     m.Wq.push_back(to_mat(block.attn.wq.weight, D, D));
-    m.Wk.push_back(to_mat(block.attn.wk.weight, D, D));
+    const int kv_rows = static_cast<int>(block.attn.n_kv_heads * block.attn.dk);
+    m.Wk.push_back(per_query_head(to_mat(block.attn.wk.weight, kv_rows, D), m.H, m.dk));
     m.bq.push_back(block.attn.wq.bias.defined() ? to_vec(block.attn.wq.bias) : Vec());
-    m.bk.push_back(block.attn.wk.bias.defined() ? to_vec(block.attn.wk.bias) : Vec());
+    m.bk.push_back(block.attn.wk.bias.defined() ? Vec(per_query_head(to_vec(block.attn.wk.bias), m.H, m.dk))
+                                                : Vec());
     m.scores.push_back(Eigen::Map<const Mat>(hooks.captured(b + ".attn.scores").data(), m.H * T, T));
-    m.Wv.push_back(to_mat(block.attn.wv.weight, D, D));
+    m.Wv.push_back(per_query_head(to_mat(block.attn.wv.weight, kv_rows, D), m.H, m.dk));
     m.Wo.push_back(to_mat(block.attn.wo.weight, D, D));
-    m.bv.push_back(block.attn.wv.bias.defined() ? to_vec(block.attn.wv.bias) : Vec());
+    m.bv.push_back(block.attn.wv.bias.defined() ? Vec(per_query_head(to_vec(block.attn.wv.bias), m.H, m.dk))
+                                                : Vec());
     m.bo.push_back(block.attn.wo.bias.defined() ? to_vec(block.attn.wo.bias) : Vec());
     if (m.mlp) m.ln2.push_back(graph_parts::freeze(*block.ln2, hooks, b + ".ln2.scale"));
   }

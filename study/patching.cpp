@@ -126,24 +126,25 @@ findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
         patched_runs(model, corrupt, T, resid_points[l], fn, answer, wrong, r.clean, r.corrupt);
     for (int64_t t = 0; t < T; ++t) r.resid_pre.push_back({l, static_cast<int>(t), rec[t]});
   }
-  // Heads: for z, q, k and v (each (B, T, H, dk)), entry t gets head h's clean value at position t; for z
-  // entry T gets it at every position.
+  // Heads: for z, q, k and v (each (B, T, H, dk); k and v (B, T, Hkv, dk), per kv head), entry t gets head
+  // h's clean value at position t; for z entry T gets it at every position.
   for (int l = 0; l < L; ++l)
     for (nn::Point kind : {nn::Point::attn_z, nn::Point::attn_q, nn::Point::attn_k, nn::Point::attn_v}) {
       const std::string point = nn::hook_name(kind, l);
-      const ag::Tensor<float> source = cache.captured(point);  // (1, T, H, dk)
+      const ag::Tensor<float> source = cache.captured(point);  // (1, T, H or Hkv, dk)
+      const int heads = static_cast<int>(source.size(2));      // the point's heads
       const bool all = kind == nn::Point::attn_z;
       std::vector<findings::HeadPositionPatch>& list = kind == nn::Point::attn_z   ? r.head_z
                                                        : kind == nn::Point::attn_q ? r.head_q
                                                        : kind == nn::Point::attn_k ? r.head_k
                                                                                    : r.head_v;
-      for (int h = 0; h < H; ++h) {
-        auto fn = [source, T, H, dk, h, all](const ag::Tensor<float>& value) {
+      for (int h = 0; h < heads; ++h) {
+        auto fn = [source, T, heads, dk, h, all](const ag::Tensor<float>& value) {
           ag::Tensor<float> out = ag::Tensor<float>::from(
               value.shape(), std::vector<float>(value.data(), value.data() + value.numel()));
           auto put = [&](int64_t b, int64_t t) {
-            const float* from = source.data() + (t * H + h) * dk;
-            std::copy(from, from + dk, out.data() + ((b * T + t) * H + h) * dk);
+            const float* from = source.data() + (t * heads + h) * dk;
+            std::copy(from, from + dk, out.data() + ((b * T + t) * heads + h) * dk);
           };
           for (int64_t t = 0; t < T; ++t) {
             put(t, t);
@@ -290,10 +291,11 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
                                                        : kind == nn::Point::attn_q ? e.head_q
                                                        : kind == nn::Point::attn_k ? e.head_k
                                                                                    : e.head_v;
-      for (int64_t h = 0; h < H; ++h) {  // (1, T, H, dk)
+      const int64_t heads = g.size(2);       // the point's heads: Hkv for k and v
+      for (int64_t h = 0; h < heads; ++h) {  // (1, T, heads, dk)
         double all = 0;
         for (int64_t t = 0; t < T; ++t) {
-          const double v = term(point, g, (t * H + h) * dk, dk);
+          const double v = term(point, g, (t * heads + h) * dk, dk);
           list.push_back({l, int(h), int(t), v});
           all += v;
         }

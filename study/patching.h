@@ -7,7 +7,7 @@
 //   every head's z (its output before Wo) at every position, and at all positions at once;
 //   every head's q, k and v at every position, and every head's whole attention pattern.
 // The patches of one activation run as one batch (entry b patched at position b), so a whole study is
-// n_layers + 1 + 4 * n_layers * n_heads + n_layers forward passes.
+// n_layers + 1 + 2 * n_layers * (n_heads + n_kv_heads) + n_layers forward passes (k and v per kv head).
 // Attribution patching (Nanda's): the first-order estimate of each of those patches,
 //   (clean - corrupt) . d metric / d activation, the gradient taken on the corrupt run,
 // divided by (clean - corrupt) like `recovered`, for all of them from one clean forward and one corrupt

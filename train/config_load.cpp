@@ -73,6 +73,16 @@ Config validate(const json& document, bool for_this_machine) {
 
   const Section model = root.section("model");
   ModelConfig& m = config.model;
+  // model.attn_window: one number is the list of that one value.
+  const json* window =
+      document.contains("model") && document["model"].is_object() && document["model"].contains("attn_window")
+          ? &document["model"]["attn_window"]
+          : nullptr;
+  if (window && window->is_number()) {
+    json one = document;
+    one["model"]["attn_window"] = json::array({*window});
+    return validate(one, for_this_machine);
+  }
   model.read_fields(model_fields(), m, {kLayerNormKey});
   if (model.has(kLayerNormKey)) {  // the older spelling of model.norm: true is "layer", false "none"
     bool layer_norm = true;
@@ -86,6 +96,15 @@ Config validate(const json& document, bool for_this_machine) {
   if (m.d_model % m.n_heads != 0) {
     fail(model.pointer("n_heads"),
          std::to_string(m.n_heads) + " does not divide d_model " + std::to_string(m.d_model));
+  }
+  if (m.n_heads % nn::kv_heads(m) != 0) {  // 0 = n_heads
+    fail(model.pointer("n_kv_heads"),
+         std::to_string(m.n_kv_heads) + " does not divide n_heads " + std::to_string(m.n_heads));
+  }
+  if (m.attn_window.size() > 1 && static_cast<int64_t>(m.attn_window.size()) != m.n_layers) {
+    fail(model.pointer("attn_window"), std::to_string(m.attn_window.size()) + " values for n_layers " +
+                                           std::to_string(m.n_layers) +
+                                           " (give one value for every layer, or one per layer)");
   }
   if (m.positions == nn::PositionKind::rotary) {
     const int64_t dims = nn::rotary_dims(m);

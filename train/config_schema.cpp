@@ -66,6 +66,10 @@ const Table<ModelConfig>& model_fields() {
   static const Table<ModelConfig> fields = {
       {"d_model", &ModelConfig::d_model, "width of the residual stream", at_least(1)},
       {"n_heads", &ModelConfig::n_heads, "attention heads per layer", at_least(1, "divides `d_model`")},
+      {"n_kv_heads", &ModelConfig::n_kv_heads,
+       "key and value heads per layer (grouped-query attention; 1: multi-query): query head h reads kv head "
+       "h / (n_heads / n_kv_heads), and Wk and Wv are n_kv_heads * d_model / n_heads wide",
+       at_least(0, "divides `n_heads`"), kFixed, "`n_heads`"},
       {"n_layers", &ModelConfig::n_layers, "transformer blocks", at_least(1)},
       {"d_ff", &ModelConfig::d_ff, "hidden width of each MLP (unused when `attention_only`)", at_least(1)},
       {"attention_only", &ModelConfig::attention_only, "blocks without LN2 and MLP"},
@@ -109,6 +113,10 @@ const Table<ModelConfig>& model_fields() {
        "RMS-normalise each head's q and k over its d_model / n_heads values before the product, with a "
        "learned weight of that size shared by the heads (Qwen3's: after the projection, before rotary "
        "positions); eps `norm_eps`"},
+      {"attn_window", &ModelConfig::attn_window,
+       "local attention: query t sees keys in (t - window, t]; one number (read as a list of one) for every "
+       "layer, or one per layer (GPT-Neo's alternating local and global layers); 0 or [] = global",
+       at_least(0, "one value, or `n_layers` values")},
       {"activation",
        io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"},
                                             {nn::Activation::relu, "relu"},

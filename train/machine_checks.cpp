@@ -106,8 +106,9 @@ double parameter_count(const ModelConfig& m) {
   const double b = m.bias ? 1 : 0;
   const double dk = m.n_heads > 0 ? D / m.n_heads : 0;
   const double qk_norm = m.qk_norm ? 2 * dk : 0;                // q_norm and k_norm weights
-  const double attention = ln + 4 * (D * D + b * D) + qk_norm;  // ln1, wq wk wv wo
-  const double gates = nn::mlp_gated(m.activation) ? 2 : 1;     // fc1, and the gate of a gated MLP
+  const double kv = static_cast<double>(nn::kv_heads(m)) * dk;  // wk's and wv's outputs
+  const double attention = ln + 2 * (D * D + b * D) + 2 * (D * kv + b * kv) + qk_norm;  // ln1, wq wo, wk wv
+  const double gates = nn::mlp_gated(m.activation) ? 2 : 1;  // fc1, and the gate of a gated MLP
   const double mlp =
       m.attention_only ? 0 : ln + gates * (D * F + b * F) + F * D + b * D;  // ln2, fc1, gate, fc2
   const double unembedding = m.tie_embeddings ? 0 : D * V;                  // tied: tok_emb's weight

@@ -1,6 +1,7 @@
 // The engine itself: backward order and accumulation, no-grad, graph release, deep chains, detach.
 #define BOOST_TEST_MODULE engine
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <type_traits>
 #include <utility>
 
@@ -182,4 +183,18 @@ BOOST_AUTO_TEST_CASE(gradcheck_catches_a_wrong_backward) {
   const ag::GradcheckResult ok =
       ag::gradcheck([](const std::vector<T>& in) { return ag::scale(in[0], 2.0); }, {x});
   BOOST_TEST(ok.worst() < 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(richardson_removes_the_central_differences_truncation_error) {
+  // exp(400 x): the truncation error of D(h) is f^(3) h^2 / 6, 400^2 * 1e-10 / 6 = 2.7e-6 of the derivative,
+  // so plain central differences fail a correct gradient at 1e-6; Richardson's step (4 D(h/2) - D(h)) / 3
+  // leaves O(h^4) and passes it. The wrong backward above still fails with the default (refining) options.
+  auto steep = [](const std::vector<T>& in) { return ag::exp(ag::scale(in[0], 400.0)); };
+  const T x = T::from({3}, {0.001, -0.002, 0.0005}, true);
+  ag::GradcheckOptions plain;
+  plain.refine_above = INFINITY;
+  const ag::GradcheckResult unrefined = ag::gradcheck(steep, {x}, plain);
+  BOOST_TEST(unrefined.worst() > 2e-6);
+  BOOST_TEST(unrefined.worst() < 3e-6);
+  BOOST_TEST(ag::gradcheck(steep, {x}).worst() < 1e-9);
 }

@@ -25,8 +25,9 @@ template <typename T>
 Tensor<T> composed(const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v, int64_t H,
                    const Tensor<T>& mask) {
   const int64_t B = q.size(0), t = q.size(1), s = k.size(1), D = q.size(2), dk = D / H;
+  // k and v may have fewer heads (grouped-query attention): each repeated for its query heads.
   auto split = [&](const Tensor<T>& y, int64_t len) {
-    return ag::permute(ag::reshape(y, {B, len, H, dk}), {0, 2, 1, 3});
+    return ag::permute(nn::repeat_kv_heads(ag::reshape(y, {B, len, y.size(2) / dk, dk}), H), {0, 2, 1, 3});
   };
   const nn::AttentionResult<T> r =
       nn::scaled_dot_product_attention(split(q, t), split(k, s), split(v, s), mask);
@@ -53,14 +54,15 @@ Tensor<T> cast(const Tensor<double>& x, bool requires_grad) {
 }
 
 // Forward values and the gradients of sum(w * out) for both paths; the largest absolute difference.
-// s keys (t when negative).
+// s keys (t when negative); kv key and value heads (H when 0).
 template <typename T>
 double max_difference(const Tensor<double>& mask64, uint64_t seed, int64_t B = 2, int64_t t = 5,
-                      int64_t D = 12, int64_t H = 3, int64_t s = -1) {
+                      int64_t D = 12, int64_t H = 3, int64_t s = -1, int64_t kv = 0) {
   if (s < 0) s = t;
+  const int64_t Dkv = (kv ? kv : H) * (D / H);
   const Tensor<double> q0 = testing::random_tensor({B, t, D}, seed),
-                       k0 = testing::random_tensor({B, s, D}, seed + 1),
-                       v0 = testing::random_tensor({B, s, D}, seed + 2),
+                       k0 = testing::random_tensor({B, s, Dkv}, seed + 1),
+                       v0 = testing::random_tensor({B, s, Dkv}, seed + 2),
                        w0 = testing::random_tensor({B, t, D}, seed + 3, 1.0, 0.0, false);
   const Tensor<T> mask = mask64.defined() ? cast<T>(mask64, false) : Tensor<T>();
   double worst = 0;
@@ -142,6 +144,30 @@ BOOST_AUTO_TEST_CASE(row_blocks_skip_only_keys_no_query_of_the_block_sees) {
 // Weights over 4 MB are not kept but recomputed in backward: (2, 8, 384, 384) is 9.4 MB in float32.
 constexpr int64_t kBigB = 2, kBigT = 384, kBigD = 16, kBigH = 8;
 
+// Grouped-query and multi-query attention: 4 query heads on 2 or 1 kv heads, whose gradients sum over their
+// query heads; causal, padding and local (window 5) masks over several blocks of query rows, and weights
+// recomputed in backward.
+BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_composed) {
+  const int64_t B = 2, t = 37, D = 16, H = 4;
+  const Tensor<double> masks[] = {nn::causal_mask<double>(t), causal_padding_mask(B, t),
+                                  nn::causal_mask<double>(t, 5)};
+  for (const int64_t kv : {2, 1})
+    for (size_t i = 0; i < std::size(masks); ++i) {
+      BOOST_TEST(max_difference<double>(masks[i], 81, B, t, D, H, -1, kv) < 1e-12,
+                 "kv " << kv << " mask " << i);
+      BOOST_TEST(max_difference<float>(masks[i], 91, B, t, D, H, -1, kv) < 1e-5,
+                 "kv " << kv << " mask " << i);
+    }
+  BOOST_TEST(max_difference<double>(nn::causal_mask<double>(kBigT), 83, 1, kBigT, 8, 4, -1, 2) < 1e-12);
+}
+
+// causal_mask's window: query i sees keys (i - w, i].
+BOOST_AUTO_TEST_CASE(a_windowed_causal_mask_hides_keys_before_the_window) {
+  const Tensor<double> m = nn::causal_mask<double>(6, 2);
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 6; ++j) BOOST_TEST(m.data()[i * 6 + j] == ((j > i || j <= i - 2) ? 1.0 : 0.0));
+}
+
 BOOST_AUTO_TEST_CASE(recomputed_weights_match_composed_in_float64_and_float32) {
   const Tensor<double> masks[] = {Tensor<double>(), causal_padding_mask(kBigB, kBigT)};
   for (const Tensor<double>& m : masks) {
@@ -182,6 +208,12 @@ BOOST_AUTO_TEST_CASE(fused_gradcheck_float64) {
         [&](const std::vector<Tensor<double>>& in) { return fused(in[0], in[1], in[2], H, m); },
         {testing::random_tensor({B, t, D}, 5), testing::random_tensor({B, t, D}, 6),
          testing::random_tensor({B, t, D}, 7)});
+  // Grouped-query attention (3 query heads on one kv head), causal and local.
+  for (const Tensor<double>& m : {nn::causal_mask<double>(t), nn::causal_mask<double>(t, 2)})
+    testing::check_gradients(
+        [&](const std::vector<Tensor<double>>& in) { return fused(in[0], in[1], in[2], 3, m); },
+        {testing::random_tensor({B, t, D}, 11), testing::random_tensor({B, t, 2}, 12),
+         testing::random_tensor({B, t, 2}, 13)});
   // Cross-attention shapes (S != T) with a padding mask (B, 1, 1, S).
   const int64_t s = 3;
   const Tensor<double> pad = nn::padding_mask<double>({0, 0, 1, 1, 0, 0}, B, s);
@@ -197,6 +229,9 @@ BOOST_AUTO_TEST_CASE(bad_shapes_name_the_op) {
   BOOST_CHECK_THROW(ag::attention(q, Tensor<double>::zeros({2, 3, 6}), k, 2, Tensor<double>(), 1.0),
                     std::invalid_argument);
   BOOST_CHECK_THROW(ag::attention(q, k, k, 2, Tensor<double>::zeros({3, 4}), 1.0), std::invalid_argument);
+  // k and v of 2 heads of 1 for 6 query heads of 1: 2 divides 6, fine; 4 heads do not.
+  const Tensor<double> k4 = Tensor<double>::zeros({2, 4, 4});
+  BOOST_CHECK_THROW(ag::attention(q, k4, k4, 6, Tensor<double>(), 1.0), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(the_fused_op_gives_the_multi_head_attention_modules_output) {
@@ -228,6 +263,11 @@ BOOST_AUTO_TEST_CASE(same_bits_for_one_and_two_threads) {
       ag::sum(ag::mul(out, out)).backward();
       std::vector<float> all = out.to_vector();
       for (Tensor<float>* g : {&q, &k, &v}) all.insert(all.end(), g->grad(), g->grad() + g->numel());
+      // Grouped-query: 8 query heads on 2 kv heads, whose gradients sum over 4 query heads each.
+      Tensor<float> k2 = cast<float>(testing::random_tensor({B, t, D / 4}, 4), true),
+                    v2 = cast<float>(testing::random_tensor({B, t, D / 4}, 5), true);
+      ag::sum(fused(q, k2, v2, H, nn::causal_mask<float>(t))).backward();
+      for (Tensor<float>* g : {&k2, &v2}) all.insert(all.end(), g->grad(), g->grad() + g->numel());
       return all;
     };
     const std::vector<float> one = run(1), two = run(2);

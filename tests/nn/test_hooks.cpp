@@ -63,13 +63,23 @@ std::vector<nn::ModelShape> variants() {
   tied.tie_embeddings = true, tied.logit_softcap = 2.0;
   combined.parallel = true, combined.tie_embeddings = true, combined.logit_softcap = 3.0,
   combined.bias = false;
+  // Grouped-query attention (2 kv heads for 4 query heads) with a local first layer; multi-query attention
+  // (one kv head) with local layers; and every option at once.
+  nn::ModelShape gqa = shape(), mqa = shape(), every = qk;
+  gqa.n_kv_heads = 2, gqa.attn_window = {2, 0};
+  mqa.n_kv_heads = 1, mqa.attn_window = {3};
+  every.norm = nn::NormKind::rms, every.activation = nn::Activation::swiglu, every.n_kv_heads = 2,
+  every.attn_window = {0, 3}, every.attn_scale = nn::AttnScale::none, every.parallel = true,
+  every.tie_embeddings = true, every.logit_softcap = 3.0;
   return {shape(),  shape(/*attention_only=*/true),
           bare,     rms,
           rotary,   nope,
           unscaled, qk,
           relu2,    swiglu,
           geglu,    parallel,
-          tied,     combined};
+          tied,     combined,
+          gqa,      mqa,
+          every};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};
@@ -84,9 +94,10 @@ ag::Tensor<T> logits_of(const nn::CausalLM<T>& model, const std::vector<int32_t>
 }
 
 // "(B, H, T, S)" -> {2, 4, 8, 8} at this file's model shape.
-ag::Shape shape_of(const std::string& text) {
-  const std::map<std::string, int64_t> size = {{"B", kBatch}, {"T", kT}, {"S", kT}, {"H", 4}, {"dk", 4},
-                                               {"D", 16},     {"F", 32}, {"V", 11}, {"1", 1}};
+ag::Shape shape_of(const std::string& text, int64_t kv_heads = 4) {
+  const std::map<std::string, int64_t> size = {{"B", kBatch},     {"T", kT}, {"S", kT}, {"H", 4},
+                                               {"Hkv", kv_heads}, {"dk", 4}, {"D", 16}, {"F", 32},
+                                               {"V", 11},         {"1", 1}};
   ag::Shape out;
   std::string inner = text.substr(1, text.size() - 2), letter;
   std::istringstream in(inner);
@@ -154,7 +165,7 @@ BOOST_AUTO_TEST_CASE(every_point_has_its_documented_shape) {
     for (const std::string& p : points) {
       const nn::HookPoint* row = nn::find_hook_point(p);
       BOOST_TEST_REQUIRE(row != nullptr, p);
-      BOOST_TEST((hooks.captured(p).shape() == shape_of(row->shape)), p);
+      BOOST_TEST((hooks.captured(p).shape() == shape_of(row->shape, nn::kv_heads(variant))), p);
     }
   }
 }

@@ -50,7 +50,8 @@ nn::ModelShape rotary(nn::ModelShape s, double fraction) {
 }
 
 // The shapes every equality test runs: depth 1..3, 1..4 heads, head sizes 4..16 (some not a whole SIMD
-// vector), with and without MLP; rotary positions, whole and partial; no positions.
+// vector), with and without MLP; rotary positions, whole and partial; no positions; grouped-query and local
+// attention.
 std::vector<nn::ModelShape> shapes() {
   nn::ModelShape nope = shape(2, 2, 16, false);
   nope.positions = nn::PositionKind::none;
@@ -70,8 +71,13 @@ std::vector<nn::ModelShape> shapes() {
   nn::ModelShape wired = shape(2, 4, 16, false);
   wired.parallel = true, wired.tie_embeddings = true, wired.logit_softcap = 2.0;
   all.push_back(wired);
-  for (const nn::ModelShape& s :
-       {unscaled, qk, rotary(shape(2, 4, 16, false), 1.0), rotary(shape(3, 2, 20, true), 0.6), nope})
+  // Grouped-query attention (the cache holds the kv heads only) with local layers; multi-query attention
+  // with one window for every layer.
+  nn::ModelShape gqa = rotary(shape(2, 4, 16, false), 0.5), mqa = shape(3, 4, 32, false);
+  gqa.n_kv_heads = 2, gqa.attn_window = {3, 0};
+  mqa.n_kv_heads = 1, mqa.attn_window = {5};
+  for (const nn::ModelShape& s : {unscaled, qk, rotary(shape(2, 4, 16, false), 1.0),
+                                  rotary(shape(3, 2, 20, true), 0.6), nope, gqa, mqa})
     all.push_back(s);
   return all;
 }

@@ -100,6 +100,8 @@ void check_causal_lm(const std::string& file, bool reference) {
   if (m.contains("rotary_fraction")) shape.rotary_fraction = m.at("rotary_fraction");
   if (m.contains("rotary_base")) shape.rotary_base = m.at("rotary_base");
   if (m.contains("qk_norm")) shape.qk_norm = m.at("qk_norm");
+  if (m.contains("n_kv_heads")) shape.n_kv_heads = m.at("n_kv_heads");
+  if (m.contains("attn_window")) shape.attn_window = m.at("attn_window").get<std::vector<int64_t>>();
   if (m.contains("attn_scale")) {
     const std::string scale = m.at("attn_scale");
     BOOST_REQUIRE_MESSAGE(scale == "sqrt_dk" || scale == "none", file << ": attn_scale " << scale);
@@ -173,6 +175,14 @@ BOOST_AUTO_TEST_CASE(unscaled_attention_causal_lm_matches_torch) {
 BOOST_AUTO_TEST_CASE(qk_norm_rotary_causal_lm_matches_torch) {
   check_causal_lm("causal_lm_qk_norm.json", /*reference=*/true);
   check_causal_lm("causal_lm_qk_norm.json", /*reference=*/false);
+}
+
+// Grouped-query attention (4 query heads reading 2 kv heads) and local attention (windows [3, 0]).
+BOOST_AUTO_TEST_CASE(grouped_query_and_local_attention_causal_lms_match_torch) {
+  for (const std::string file : {"causal_lm_gqa.json", "causal_lm_window.json"}) {
+    check_causal_lm(file, /*reference=*/true);
+    check_causal_lm(file, /*reference=*/false);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(relu2_swiglu_and_geglu_causal_lms_match_torch) {

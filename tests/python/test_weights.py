@@ -103,3 +103,34 @@ def test_mlp_weights_are_what_the_forward_uses(modadd_dir):
         np.testing.assert_allclose(out, cache["blocks.0.mlp.out"][0], rtol=0, atol=1e-5)
         r.W_in = r.W_in
         r.W_out = r.W_out
+
+
+def test_grouped_query_weights_have_the_kv_heads(tmp_path):
+    # 4 query heads on 2 kv heads, layer 0 local (window 3): W_K, W_V, b_K and b_V have the kv heads and
+    # give attn.k and attn.v; QK pairs each query head with its kv head h // 2; the pattern sees 3 keys.
+    from conftest import INDUCTION_SETS, config_path
+    out = str(tmp_path / "gqa")
+    sets = [s for s in INDUCTION_SETS if not s.startswith("train.steps")]
+    attograd.train(config_path("induction.json"), out=out,
+                   set=sets + ["train.steps=20", "model.n_kv_heads=2", "model.attn_window=[3,0]"])
+    run = attograd.load_run(out)
+    ids = run.to_tokens(INPUT)
+    _, cache = run.run_with_cache(ids, names=lambda n: True)
+    L, H, D, dk = 2, 4, 32, 8
+    assert run.W_K.shape == (L, 2, D, dk) and run.W_V.shape == (L, 2, D, dk) and run.b_K.shape == (L, 2, dk)
+    assert run.W_Q.shape == (L, H, D, dk) and run.QK.shape == (L, H, D, D) and run.OV.shape == (L, H, D, D)
+    for l in range(L):
+        x = cache[f"blocks.{l}.ln1.out"][0]
+        for name, W, b in (("k", run.W_K, run.b_K), ("v", run.W_V, run.b_V)):
+            want = np.einsum("td,hde->the", x, W[l]) + b[l]
+            np.testing.assert_allclose(want, cache[f"blocks.{l}.attn.{name}"][0], rtol=0, atol=1e-5)
+        for h in range(H):
+            np.testing.assert_allclose(run.QK[l, h], run.W_Q[l, h] @ run.W_K[l, h // 2].T, rtol=1e-6, atol=1e-6)
+    pattern = cache["blocks.0.attn.pattern"][0]  # (H, T, T)
+    T = pattern.shape[-1]
+    for t in range(T):
+        first = max(0, t - 2)  # the window's first key
+        assert np.all(pattern[:, t, :first] == 0) and np.allclose(pattern[:, t, first: t + 1].sum(-1), 1)
+    run.W_K = run.W_K  # the setter takes the kv heads' shape
+    with pytest.raises(ValueError, match=r"W_K: expected shape \(2, 2, 32, 8\)"):
+        run.W_K = np.zeros((L, H, D, dk))

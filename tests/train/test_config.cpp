@@ -301,6 +301,28 @@ BOOST_AUTO_TEST_CASE(set_errors_name_the_override) {
   BOOST_TEST(error_of(bad, {"train.steps=10"}) == bad + ": /model/n_heads: 3 does not divide d_model 64");
 }
 
+// Grouped-query and local attention: n_kv_heads divides n_heads (0 = n_heads); attn_window is one number
+// (every layer's) or one per layer.
+BOOST_AUTO_TEST_CASE(kv_heads_and_windows_are_checked) {
+  const std::string path = kSource + "/configs/reverse.json";  // 2 heads, 1 layer
+  BOOST_TEST(error_of(path, {"model.n_kv_heads=3"}) ==
+             "--set model.n_kv_heads=3: /model/n_kv_heads: 3 does not divide n_heads 2");
+  BOOST_TEST(error_of(path, {"model.n_kv_heads=-1"}) ==
+             "--set model.n_kv_heads=-1: /model/n_kv_heads: must be >= 0, got -1");
+  BOOST_TEST(error_of(path, {"model.attn_window=[4,4]"}) ==
+             "--set model.attn_window=[4,4]: /model/attn_window: 2 values for n_layers 1 (give one value for "
+             "every layer, or one per layer)");
+  BOOST_TEST(error_of(path, {"model.attn_window=-2"}) ==
+             "--set model.attn_window=-2: /model/attn_window/0: must be >= 0, got -2");
+  const Config c = load_config(path, {"model.n_kv_heads=1", "model.attn_window=5", "model.n_layers=2"});
+  BOOST_TEST(nn::kv_heads(c.model) == 1);
+  BOOST_TEST((c.model.attn_window == std::vector<int64_t>{5}));
+  BOOST_TEST(nn::attn_window(c.model, 1) == 5);
+  const Config plain = load_config(path);
+  BOOST_TEST(nn::kv_heads(plain.model) == 2);
+  BOOST_TEST(nn::attn_window(plain.model, 0) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(every_committed_config_loads) {
   int loaded = 0;
   for (const char* folder : {"/configs", "/bench/configs"}) {
