@@ -1,6 +1,7 @@
 # Every study tool of the registry (study/tools.h) called from Python gives what `attograd TOOL --json`
 # prints on the same run: one case per tool, and a test that no tool lacks one.
 import os
+import tempfile
 
 import pytest
 
@@ -23,6 +24,15 @@ def bench_setting(result):
 
 
 BENCH_CONFIG = f"{SOURCE_DIR}/bench/configs/tiny.json"
+
+# `import` writes a new run folder: each front end its own, so the printed "run" differs.
+IMPORT_SRC = f"{SOURCE_DIR}/tests/fixtures/import/gpt2"
+IMPORT_OUT = tempfile.mkdtemp(prefix="attograd-import-")
+
+
+def without_run(result):
+    return {k: v for k, v in result.items() if k != "run"}
+
 
 # name: (the Python call on an open Run (the argument is None for a tool that reads no run), the program's
 # arguments after the tool's name; "{run}" is the run folder[, the fixture that makes the run when it is not
@@ -72,6 +82,8 @@ CASES = {
     "tms": (lambda run: attograd.tms(n=5, m=2, sparsity=0.9, importance=0.8, steps=60, seed=2),
             ["--n", "5", "--m", "2", "--sparsity", "0.9", "--importance", "0.8", "--steps", "60", "--seed",
              "2"]),
+    "import": (lambda _: attograd.import_model(IMPORT_SRC, out=os.path.join(IMPORT_OUT, "python")),
+               [IMPORT_SRC, "--out", os.path.join(IMPORT_OUT, "cli")], None, without_run),
     # Again over a finished sweep: every run is found finished and skipped, the summary rewritten.
     "sweep": (lambda sweep: attograd.sweep(sweep["file"], jobs=2), ["{sweep}", "-j", "2"]),
     "sweep_collect": (lambda sweep: attograd.sweep_collect(sweep["out"]), ["{sweep_out}"]),
