@@ -202,7 +202,7 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
   BOOST_TEST(r.err.find("model.safetensors") != std::string::npos, r.err);
 
   // An occupied output folder is refused.
-  const std::string taken = import_fixture("llama");
+  const std::string taken = import_fixture("llama", "taken");
   const CommandResult again =
       run_attograd("import " + shell_quote(fixture("llama")) + " --out " + shell_quote(taken));
   BOOST_TEST(again.exit_code == 2);
