@@ -13,7 +13,8 @@ Command add_import(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "import", "a Hugging Face model folder (GPT-2, GPT-NeoX/Pythia, Llama) as a run every tool reads");
+      "import",
+      "a Hugging Face model folder (GPT-2, GPT-Neo, GPT-NeoX/Pythia, Llama) as a run every tool reads");
   sub->footer(
       "Reads SRC/config.json and SRC/model.safetensors (or its sharded index; F32, F16 or BF16) and writes\n"
       "RUN/config.json, RUN/checkpoint/model.safetensors, the tokenizer files and RUN/imported.json\n"

@@ -174,6 +174,9 @@ struct Plan {
   int64_t max_len = 0;
   std::vector<train::TensorSpec> specs;
   std::vector<Fill> fills;
+  // Model fields written into the config's JSON beside the shape's (options the shape struct of this build
+  // may not have: n_kv_heads, attn_window).
+  json model_fields = json::object();
   std::function<bool(const std::string&)> ignorable = [](const std::string&) { return false; };
 
   void add(const std::string& name, std::vector<int64_t> dims, Fill fill) {
@@ -188,6 +191,12 @@ void transpose_columns(const std::vector<float>& src, int64_t stride, int64_t of
                        int64_t cols, std::vector<float>& out) {
   for (int64_t o = 0; o < rows; ++o)
     for (int64_t i = 0; i < cols; ++i) out[o * cols + i] = src[i * stride + offset + o];
+}
+
+// Refuses, naming the source's field, a model that needs a model option (`field`) this build's config lacks.
+void require_model_field(const HfConfig& c, const char* source_field, const char* field, const char* what) {
+  if (!train::to_json(train::Config{}).at("model").contains(field))
+    bad(c.path + ": " + source_field + ": needs model." + field + " (" + what + "), which this build lacks");
 }
 
 // transformers' names of GELU: "gelu" is the exact (erf) form, the others its tanh approximation.
@@ -339,6 +348,87 @@ Plan plan_gpt_neox(const HfConfig& c, Source& s) {
   return p;
 }
 
+// GPT-Neo (modeling_gpt_neo.py): nn.Linear (out, in) weights, q/k/v without biases, scores not divided by
+// sqrt(dk), attention_types expanding to one "global" or "local" per layer, a local layer's query i seeing
+// keys i - window_size < j <= i; tied unembedding. Tensors named "h.L..." or "transformer.h.L...".
+Plan plan_gpt_neo(const HfConfig& c, Source& s) {
+  Plan p;
+  nn::ModelShape& m = p.shape;
+  m.d_model = c.integer("hidden_size");
+  m.n_heads = c.integer("num_heads");
+  m.n_layers = c.integer("num_layers");
+  m.d_ff = c.integer("intermediate_size", 4 * m.d_model);
+  m.vocab = c.integer("vocab_size");
+  p.max_len = c.integer("max_position_embeddings");
+  m.norm = nn::NormKind::layer;
+  m.norm_eps = c.number("layer_norm_epsilon", 1e-5);
+  m.activation = gelu_kind(c, "activation_function", "gelu_new");
+  m.positions = nn::PositionKind::learned;
+  m.attn_scale = nn::AttnScale::none;
+  m.bias = true;
+  if (!c.boolean("tie_word_embeddings", true)) bad(c.path + ": tie_word_embeddings: false is not supported");
+  m.tie_embeddings = true;
+  // attention_types: [[["global", "local"], 12]] is 12 repetitions of the pair.
+  json windows = json::array();
+  const int64_t window = c.integer("window_size", 256);
+  const json& types = c.j.contains("attention_types") ? c.j["attention_types"] : json(nullptr);
+  if (!types.is_array())
+    bad(c.path + ": attention_types: missing, expected [[[\"global\", \"local\"], n], ...]");
+  for (const json& item : types) {
+    if (!item.is_array() || item.size() != 2 || !item[0].is_array() || !item[1].is_number_unsigned())
+      bad(c.path + ": attention_types: expected [[[\"global\", \"local\"], n], ...], got " + item.dump());
+    for (uint64_t r = 0; r < item[1].get<uint64_t>() && windows.size() <= static_cast<size_t>(m.n_layers);
+         ++r)
+      for (const json& kind : item[0]) {
+        if (kind != "global" && kind != "local")
+          bad(c.path + ": attention_types: " + kind.dump() + " is not global or local");
+        windows.push_back(kind == "local" ? window : 0);
+      }
+  }
+  if (windows.size() != static_cast<size_t>(m.n_layers))
+    bad(c.path + ": attention_types: " + std::to_string(windows.size()) + " layers, but num_layers is " +
+        std::to_string(m.n_layers));
+  bool any_local = false;
+  for (const json& w : windows) any_local = any_local || w != 0;
+  if (any_local) {
+    require_model_field(c, "attention_types", "attn_window", "local attention");
+    p.model_fields["attn_window"] = windows;
+  }
+
+  const std::string pre = s.has("transformer.wte.weight") ? "transformer." : "";
+  const int64_t D = m.d_model, F = m.d_ff, V = m.vocab;
+  p.add("tok_emb.weight", {V, D}, copy_of(s, pre + "wte.weight", {V, D}));
+  p.add("pos_emb.weight", {p.max_len, D}, copy_of(s, pre + "wpe.weight", {p.max_len, D}));
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    const std::string h = pre + "h." + std::to_string(l) + ".", b = "blocks." + std::to_string(l) + ".";
+    const std::string a = h + "attn.attention.";
+    p.add(b + "ln1.weight", {D}, copy_of(s, h + "ln_1.weight", {D}));
+    p.add(b + "ln1.bias", {D}, copy_of(s, h + "ln_1.bias", {D}));
+    p.add(b + "attn.wq.weight", {D, D}, copy_of(s, a + "q_proj.weight", {D, D}));
+    p.add(b + "attn.wq.bias", {D}, zeros());  // GPT-Neo's q, k and v have none
+    p.add(b + "attn.wk.weight", {D, D}, copy_of(s, a + "k_proj.weight", {D, D}));
+    p.add(b + "attn.wk.bias", {D}, zeros());
+    p.add(b + "attn.wv.weight", {D, D}, copy_of(s, a + "v_proj.weight", {D, D}));
+    p.add(b + "attn.wv.bias", {D}, zeros());
+    p.add(b + "attn.wo.weight", {D, D}, copy_of(s, a + "out_proj.weight", {D, D}));
+    p.add(b + "attn.wo.bias", {D}, copy_of(s, a + "out_proj.bias", {D}));
+    p.add(b + "ln2.weight", {D}, copy_of(s, h + "ln_2.weight", {D}));
+    p.add(b + "ln2.bias", {D}, copy_of(s, h + "ln_2.bias", {D}));
+    p.add(b + "mlp.fc1.weight", {F, D}, copy_of(s, h + "mlp.c_fc.weight", {F, D}));
+    p.add(b + "mlp.fc1.bias", {F}, copy_of(s, h + "mlp.c_fc.bias", {F}));
+    p.add(b + "mlp.fc2.weight", {D, F}, copy_of(s, h + "mlp.c_proj.weight", {D, F}));
+    p.add(b + "mlp.fc2.bias", {D}, copy_of(s, h + "mlp.c_proj.bias", {D}));
+  }
+  p.add("ln_f.weight", {D}, copy_of(s, pre + "ln_f.weight", {D}));
+  p.add("ln_f.bias", {D}, copy_of(s, pre + "ln_f.bias", {D}));
+  p.add("lm_head.bias", {V}, zeros());
+  p.ignorable = [](const std::string& n) {
+    return ends_with(n, ".attn.attention.bias") || ends_with(n, ".attn.attention.masked_bias") ||
+           n == "lm_head.weight";
+  };
+  return p;
+}
+
 // Llama (modeling_llama.py) and the models that share its layout.
 Plan plan_llama(const HfConfig& c, Source& s) {
   Plan p;
@@ -355,9 +445,13 @@ Plan plan_llama(const HfConfig& c, Source& s) {
   if (c.integer("head_dim", D / H) != D / H)
     bad(c.path + ": head_dim: " + std::to_string(c.integer("head_dim")) +
         " is not supported (attograd's heads are hidden_size / num_attention_heads)");
-  if (c.integer("num_key_value_heads", H) != H)
-    bad(c.path + ": num_key_value_heads: " + std::to_string(c.integer("num_key_value_heads")) +
-        " < num_attention_heads needs model.n_kv_heads (grouped-query attention), which this build lacks");
+  const int64_t KV = c.integer("num_key_value_heads", H), dk = D / H;
+  if (H % KV != 0)
+    bad(c.path + ": num_key_value_heads: " + std::to_string(KV) + " does not divide num_attention_heads");
+  if (KV != H) {
+    require_model_field(c, "num_key_value_heads", "n_kv_heads", "grouped-query attention");
+    p.model_fields["n_kv_heads"] = KV;  // query head h reads kv head h / (H / KV), as transformers' repeat_kv
+  }
   m.norm = nn::NormKind::rms;
   m.norm_eps = c.number("rms_norm_eps", 1e-6);
   c.expect("hidden_act", "silu", "silu");
@@ -376,8 +470,8 @@ Plan plan_llama(const HfConfig& c, Source& s) {
     const std::string h = "model.layers." + std::to_string(l) + ".", b = "blocks." + std::to_string(l) + ".";
     p.add(b + "ln1.weight", {D}, copy_of(s, h + "input_layernorm.weight", {D}));
     p.add(b + "attn.wq.weight", {D, D}, copy_of(s, h + "self_attn.q_proj.weight", {D, D}));
-    p.add(b + "attn.wk.weight", {D, D}, copy_of(s, h + "self_attn.k_proj.weight", {D, D}));
-    p.add(b + "attn.wv.weight", {D, D}, copy_of(s, h + "self_attn.v_proj.weight", {D, D}));
+    p.add(b + "attn.wk.weight", {KV * dk, D}, copy_of(s, h + "self_attn.k_proj.weight", {KV * dk, D}));
+    p.add(b + "attn.wv.weight", {KV * dk, D}, copy_of(s, h + "self_attn.v_proj.weight", {KV * dk, D}));
     p.add(b + "attn.wo.weight", {D, D}, copy_of(s, h + "self_attn.o_proj.weight", {D, D}));
     p.add(b + "ln2.weight", {D}, copy_of(s, h + "post_attention_layernorm.weight", {D}));
     p.add(b + "mlp.fc1.weight", {F, D}, copy_of(s, h + "mlp.up_proj.weight", {F, D}));
@@ -403,8 +497,6 @@ std::string family_of(const HfConfig& c, const std::string& asked) {
   if (family != "gpt2" && family != "gpt_neo" && family != "gpt_neox" && family != "llama")
     bad(c.path + ": model_type: \"" + family + "\" is not a family attograd imports (gpt2, gpt_neo, " +
         "gpt_neox, llama)");
-  if (family == "gpt_neo")
-    bad(c.path + ": model_type: gpt_neo needs model.attn_window (local attention), which this build lacks");
   return family;
 }
 
@@ -437,6 +529,7 @@ Output<findings::ImportReport> import_model(const ImportRequest& request) {
   const std::string family = family_of(hf, request.family);
   Source source(src);
   Plan plan = family == "gpt2"       ? plan_gpt2(hf, source)
+              : family == "gpt_neo"  ? plan_gpt_neo(hf, source)
               : family == "gpt_neox" ? plan_gpt_neox(hf, source)
                                      : plan_llama(hf, source);
 
@@ -460,6 +553,7 @@ Output<findings::ImportReport> import_model(const ImportRequest& request) {
   config.train.eval_size = 16;
   config.output.probes = 1;
   json document = train::to_json(config);
+  for (const auto& [key, value] : plan.model_fields.items()) document["model"][key] = value;
   const bool has_chars =
       std::find(tokenizer_files.begin(), tokenizer_files.end(), "chars.txt") != tokenizer_files.end();
   const std::string chars = has_chars ? fs::absolute(out + "/chars.txt").lexically_normal().string() : "";

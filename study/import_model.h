@@ -9,8 +9,11 @@
 //   gpt_neox  query_key_value's rows laid out per head [h][q, k, v][dk], gathered into Wq, Wk, Wv; partial
 //             rotary (rotary_pct) with the rotate-half layout and rotary_emb_base; use_parallel_residual.
 //   llama     RMSNorm (rms_norm_eps), rotate-half rotary with rope_theta, SwiGLU (gate, up, down), no biases.
-// gpt_neo (local attention windows) and grouped-query Llama (num_key_value_heads < num_attention_heads)
-// are refused in one line naming the model option this build lacks.
+//   gpt_neo   nn.Linear weights, q/k/v without biases, attn_scale none, attention_types expanded to one
+//             attn_window per layer (0 global, window_size local).
+// Options written into the config's JSON (model.n_kv_heads for Llama's num_key_value_heads, model.attn_window
+// for GPT-Neo's local layers) are checked against this build's config first: a model that needs one the
+// build lacks is refused in one line naming it.
 //
 // Memory: each source tensor is read from the mapped file, converted and written, then its pages are
 // released, so an import holds about one tensor at a time besides the file's page cache.

@@ -495,9 +495,10 @@ const std::vector<Tool>& tools() {
             return findings::sae_synthetic_to_json(sae_synthetic(r).result);
           }),
       [] {
-        Tool t = row("import", "a Hugging Face model folder (GPT-2, GPT-NeoX/Pythia, Llama) as a run",
-                     import_fields(),
-                     [](const ImportRequest& r) { return findings::import_to_json(import_model(r).result); });
+        Tool t =
+            row("import", "a Hugging Face model folder (GPT-2, GPT-Neo, GPT-NeoX/Pythia, Llama) as a run",
+                import_fields(),
+                [](const ImportRequest& r) { return findings::import_to_json(import_model(r).result); });
         t.python_name = "import_model";  // import is Python's keyword
         return t;
       }(),
