@@ -216,3 +216,11 @@ def test_a_deep_argument_is_one_line_not_a_crash(run):
         deep = [deep]
     with pytest.raises(ValueError, match=r"^input: nested deeper than 64 levels$"):
         run.lens(deep)
+
+
+def test_import_model_errors_are_the_command_lines():
+    with pytest.raises(ValueError, match=r"^src: .*: not a folder$"):
+        attograd.import_model(os.path.join(IMPORT_OUT, "absent"), out=os.path.join(IMPORT_OUT, "x"))
+    with pytest.raises(ValueError, match=r"num_key_value_heads: needs model.n_kv_heads"):
+        attograd.import_model(f"{SOURCE_DIR}/tests/fixtures/import/llama_gqa", out=os.path.join(IMPORT_OUT, "y"))
+    assert not os.path.exists(os.path.join(IMPORT_OUT, "y"))
