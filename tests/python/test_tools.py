@@ -1,6 +1,8 @@
 # Every study tool of the registry (study/tools.h) called from Python gives what `attograd TOOL --json`
 # prints on the same run: one case per tool, and a test that no tool lacks one.
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -28,6 +30,7 @@ BENCH_CONFIG = f"{SOURCE_DIR}/bench/configs/tiny.json"
 # `import` writes a new run folder: each front end its own, so the printed "run" differs.
 IMPORT_SRC = f"{SOURCE_DIR}/tests/fixtures/import/gpt2"
 IMPORT_OUT = tempfile.mkdtemp(prefix="attograd-import-")
+atexit.register(shutil.rmtree, IMPORT_OUT, True)
 
 
 def without_run(result):
