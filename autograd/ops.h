@@ -123,6 +123,10 @@ Tensor<T> concat(const std::vector<Tensor<T>>& parts, int64_t dim);
 // (ops_shape.cpp). Backward: each picked row's gradient back to its row, zero for the others.
 template <typename T>
 Tensor<T> select_rows(const Tensor<T>& a, const std::vector<int64_t>& rows);
+// a (..., D) seen as its N rows of D -> (R, D): rows[i] of a, for any rows in [0, N), repeats allowed
+// (ops_shape.cpp). Backward scatter-adds each row's gradient to its source row, in order.
+template <typename T>
+Tensor<T> gather_rows(const Tensor<T>& a, const std::vector<int64_t>& rows);
 // out (shape `shape`) with out.flat[i] = a.flat[index[i]]: any NumPy indexing of a, as flat positions
 // (python/engine.cpp computes them with NumPy). Backward scatter-adds, so a repeated index sums.
 template <typename T>

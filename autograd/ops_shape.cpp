@@ -237,6 +237,28 @@ std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& siz
 }
 
 template <typename T>
+Tensor<T> gather_rows(const Tensor<T>& a, const std::vector<int64_t>& rows) {
+  if (a.dim() < 1) throw std::invalid_argument("gather_rows: a scalar has no rows");
+  const int64_t D = a.size(-1), N = D == 0 ? 0 : a.numel() / D, R = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < R; ++i)
+    if (rows[i] < 0 || rows[i] >= N)
+      throw std::invalid_argument("gather_rows: row " + std::to_string(rows[i]) + " at " + std::to_string(i) +
+                                  " is outside [0, " + std::to_string(N) + ") for shape " +
+                                  shape_str(a.shape()));
+  Tensor<T> out = Tensor<T>::empty({R, D});
+  for (int64_t i = 0; i < R; ++i) std::memcpy(out.data() + i * D, a.data() + rows[i] * D, sizeof(T) * D);
+  if (needs_grad<T>({&a}))
+    attach(out, "gather_rows", {a.node_ptr()}, [rows, D](Node<T>& n) {
+      const detail::Grad<T> da(*n.inputs[0], detail::GradWrites::kSum);  // a row may repeat
+      if (!da) return;
+      for (size_t i = 0; i < rows.size(); ++i)
+        VecMap<T>(da.data() + rows[i] * D, D) +=
+            ConstVecMap<T>(n.grad.data() + static_cast<int64_t>(i) * D, D);
+    });
+  return out;
+}
+
+template <typename T>
 Tensor<T> take(const Tensor<T>& a, const std::vector<int64_t>& index, const Shape& shape) {
   if (numel_of(shape) != static_cast<int64_t>(index.size()))
     throw std::invalid_argument("take: " + std::to_string(index.size()) + " indices for shape " +
@@ -267,6 +289,7 @@ Tensor<T> take(const Tensor<T>& a, const std::vector<int64_t>& index, const Shap
   template Tensor<T> reshape<T>(const Tensor<T>&, Shape);                                  \
   template Tensor<T> concat<T>(const std::vector<Tensor<T>>&, int64_t);                    \
   template Tensor<T> select_rows<T>(const Tensor<T>&, const std::vector<int64_t>&);        \
+  template Tensor<T> gather_rows<T>(const Tensor<T>&, const std::vector<int64_t>&);        \
   template Tensor<T> take<T>(const Tensor<T>&, const std::vector<int64_t>&, const Shape&); \
   template std::vector<Tensor<T>> split<T>(const Tensor<T>&, const std::vector<int64_t>&, int64_t);
 ATTOGRAD_INSTANTIATE(float)

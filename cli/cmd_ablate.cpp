@@ -2,6 +2,8 @@
 // of every head into RUN/scores.json) or, with --mode zero|mean|resample [--k K] [--seed S]
 // [--per-position] [--json], study::ablate (that mode alone, printed only), and prints the table or JSON.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/print.h"
@@ -14,6 +16,7 @@ Command add_ablate(CLI::App& app) {
   struct Args {
     std::string run;
     bool mode_given = false, json = false;
+    std::vector<std::string> tokens;
     study::AblateRequest request;
   };
   auto a = std::make_shared<Args>();
@@ -35,6 +38,9 @@ Command add_ablate(CLI::App& app) {
       ->each([a](const std::string&) { a->mode_given = true; });
   add_number(sub, "--k", a->request.k, "resample: draws to average over (default 4)", io::at_least(1));
   add_number(sub, "--seed", a->request.seed, "resample: the draws' seed (default 1)");
+  sub->add_option("--tokens", a->tokens,
+                  "with --mode: a sequence of your own instead of the held-out set, token names (BOS put in "
+                  "front when missing), a whole sequence of the task (T + 1 tokens); repeat for more");
   sub->add_flag("--per-position", a->request.per_position,
                 "with --mode: also each head at each position alone");
   sub->add_flag(
@@ -42,8 +48,9 @@ Command add_ablate(CLI::App& app) {
       "with --mode: one JSON object {mode, sequences, k, baseline, heads: [{layer, head, position, acc, "
       "loss}]}");
   return [a] {
-    if (!a->mode_given && (a->request.per_position || a->json))
-      throw UsageError("--per-position and --json go with --mode");
+    if (!a->mode_given && (a->request.per_position || a->json || !a->tokens.empty()))
+      throw UsageError("--per-position, --tokens and --json go with --mode");
+    for (const std::string& t : a->tokens) a->request.ids.push_back({t, {}});
     study::StudyRun run = study::open_run(a->run);
     if (a->mode_given) {
       const auto out = study::ablate(run, a->request);
@@ -51,7 +58,7 @@ Command add_ablate(CLI::App& app) {
       return print_output(
           a->json, out, findings::mode_ablation_to_json(r),
           run_title(run) + ": " + r.mode + " ablation of each head on " + std::to_string(r.sequences) +
-              " held-out sequences" +
+              (a->request.ids.empty() ? " held-out" : " given") + " sequences" +
               (r.mode == "resample" ? ", mean of " + std::to_string(r.k) + " resamples" : "") + "\n",
           findings::mode_ablation_table(r));
     }

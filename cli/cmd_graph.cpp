@@ -24,7 +24,8 @@ Command add_graph(CLI::App& app) {
       "each\n"
       "MLP by its transcoder's active features plus an error node per layer and position (attograd\n"
       "transcoder trains them; an attention-only model needs none). Writes RUN_DIR/graphs/NAME/graph.json\n"
-      "(Neuronpedia's graph schema) and adjacency.npy (the unpruned matrix, float64). docs/graphs.md.\n"
+      "(Neuronpedia's graph schema), adjacency.npy (the unpruned matrix, float64) and graph.html (the\n"
+      "viewer: one offline page, re-pruned by its sliders). docs/graphs.md.\n"
       "Example: attograd graph runs/modadd --tokens \"BOS 3 5 =\"");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   a->input.add_to(sub, "the prompt as the task's token names (BOS added)");
@@ -41,7 +42,7 @@ Command add_graph(CLI::App& app) {
   sub->add_flag("--json", a->json, "print graph.json's object on one line instead of the summary");
   add_save_option(sub, a->request.save,
                   io::layout::graph_json(io::layout::graph_dir("RUN", "NAME")) +
-                      " and adjacency.npy (default NAME: graph)");
+                      ", adjacency.npy and graph.html (default NAME: graph)");
   return [a] {
     study::StudyRun run = study::open_run(a->run);
     a->request.input = a->input.sequence("graph", run);

@@ -1,5 +1,8 @@
 // attograd scores RUN_DIR [--json]: calls study::scores (every head's scores at the run's checkpoint) and
 // prints the score table or JSON. Writes nothing.
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
 #include "cli/print.h"
 #include "study/scores.h"
@@ -9,6 +12,7 @@ namespace cli {
 Command add_scores(CLI::App& app) {
   struct Args {
     std::string run;
+    std::vector<std::string> tokens;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -18,13 +22,20 @@ Command add_scores(CLI::App& app) {
       "Computed at the run's checkpoint on its held-out set, as training computes scores.json\n"
       "(docs/head-scores.md); prints only.");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
+  sub->add_option("--tokens", a->tokens,
+                  "a sequence of your own, token names (BOS put in front when missing), a whole sequence of "
+                  "the task (T + 1 tokens); repeat for more; default: the held-out set");
   sub->add_flag("--json", a->json, "print one JSON object {step, heads: [...]} instead of the table");
   return [a] {
     study::StudyRun run = study::open_run(a->run);
-    const auto out = study::scores(run, {});
+    study::ScoresRequest request;
+    for (const std::string& t : a->tokens) request.ids.push_back({t, {}});
+    const auto out = study::scores(run, request);
     return print_output(a->json, out, findings::head_scores_to_json(out.result),
-                        run_title(run) + ": head scores on " + std::to_string(run.config.train.eval_size) +
-                            " held-out sequences\n\n",
+                        run_title(run) + ": head scores on " +
+                            (request.ids.empty() ? std::to_string(run.config.train.eval_size) + " held-out"
+                                                 : std::to_string(request.ids.size()) + " given") +
+                            " sequences\n\n",
                         findings::head_scores_table(out.result.heads));
   };
 }

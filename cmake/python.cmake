@@ -86,9 +86,18 @@ endif()
 add_test(NAME python/pytest COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${attograd_pytest_files}
          WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 set_tests_properties(python/pytest PROPERTIES ENVIRONMENT "${attograd_python_env}" TIMEOUT 600)
+# Each notebook of examples/notebooks/ is a test of its own: python/notebook (induction) and
+# python/notebook/NAME for the others.
 if(NOT sanitize_flags)
-  add_test(NAME python/notebook
-           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/run_notebook.py
-                   ${PROJECT_SOURCE_DIR}/examples/notebooks/induction.ipynb WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
-  set_tests_properties(python/notebook PROPERTIES ENVIRONMENT "${attograd_python_env}" TIMEOUT 600)
+  foreach(notebook induction residual_attribution grokking_fourier sae_mlp)
+    set(test_name python/notebook/${notebook})
+    if(notebook STREQUAL "induction")
+      set(test_name python/notebook)
+    endif()
+    add_test(NAME ${test_name}
+             COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/run_notebook.py
+                     ${PROJECT_SOURCE_DIR}/examples/notebooks/${notebook}.ipynb
+             WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+    set_tests_properties(${test_name} PROPERTIES ENVIRONMENT "${attograd_python_env}" TIMEOUT 600)
+  endforeach()
 endif()

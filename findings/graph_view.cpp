@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "io/append_format.h"
 
@@ -77,6 +78,27 @@ json node_json(const AttributionGraph& g, const GraphNode& n) {
 
 }  // namespace
 
+std::string graph_node_id(const AttributionGraph& g, const GraphNode& n) {
+  return node_json(g, n)["node_id"];
+}
+
+std::string graph_node_label(const GraphNode& n) {
+  switch (n.kind) {
+    case GraphNodeKind::feature:
+      return "L" + std::to_string(n.layer) + " f" + std::to_string(n.index) + " @" +
+             std::to_string(n.position);
+    case GraphNodeKind::error:
+      return "L" + std::to_string(n.layer) + " error @" + std::to_string(n.position);
+    case GraphNodeKind::embedding:
+      return "emb '" + n.token + "' @" + std::to_string(n.position);
+    case GraphNodeKind::position:
+      return "pos @" + std::to_string(n.position);
+    case GraphNodeKind::logit:
+      break;
+  }
+  return "logit '" + n.token + "'";
+}
+
 json graph_to_json(const AttributionGraph& g) {
   std::string prompt;
   for (const std::string& t : g.prompt_tokens) prompt += (prompt.empty() ? "" : " ") + t;
@@ -119,14 +141,33 @@ json graph_to_json(const AttributionGraph& g) {
   for (const GraphQk& a : g.qk) {
     json terms = json::array();
     for (const auto& [qn, kn, v] : a.top)
-      terms.push_back({{"query_node", node_json(g, g.nodes[qn])["node_id"]},
-                       {"key_node", node_json(g, g.nodes[kn])["node_id"]},
+      terms.push_back({{"query_node", graph_node_id(g, g.nodes[qn])},
+                       {"key_node", graph_node_id(g, g.nodes[kn])},
                        {"value", v}});
     out["qk"] = {{"layer", a.layer}, {"head", a.head},   {"query", a.query},
                  {"key", a.key},     {"score", a.score}, {"terms_total", a.terms_total},
                  {"rest", a.rest},   {"top", terms}};
   }
   return out;
+}
+
+GraphSummary graph_summary_from_json(const json& j, const std::string& name, const std::string& where) {
+  GraphSummary s;
+  s.name = name;
+  try {
+    const json& m = j.at("metadata");
+    s.prompt = m.at("prompt").get<std::string>();
+    s.replacement_score = m.at("replacement_score").get<double>();
+    s.completeness_score = m.at("completeness_score").get<double>();
+    s.nodes = static_cast<int64_t>(j.at("nodes").size());
+    s.links = static_cast<int64_t>(j.at("links").size());
+  } catch (const json::exception& e) {
+    throw std::runtime_error(where +
+                             ": expected graph.json's metadata (prompt, replacement_score, "
+                             "completeness_score), nodes and links: " +
+                             e.what());
+  }
+  return s;
 }
 
 std::string graph_table(const AttributionGraph& g) {
@@ -146,23 +187,7 @@ std::string graph_table(const AttributionGraph& g) {
   std::vector<GraphLink> links = g.links;
   std::sort(links.begin(), links.end(),
             [](const GraphLink& a, const GraphLink& b) { return std::abs(a.weight) > std::abs(b.weight); });
-  auto name = [&](int64_t i) {
-    const GraphNode& n = g.nodes[i];
-    switch (n.kind) {
-      case GraphNodeKind::feature:
-        return "L" + std::to_string(n.layer) + " f" + std::to_string(n.index) + " @" +
-               std::to_string(n.position);
-      case GraphNodeKind::error:
-        return "L" + std::to_string(n.layer) + " error @" + std::to_string(n.position);
-      case GraphNodeKind::embedding:
-        return "emb '" + n.token + "' @" + std::to_string(n.position);
-      case GraphNodeKind::position:
-        return "pos @" + std::to_string(n.position);
-      case GraphNodeKind::logit:
-        break;
-    }
-    return "logit '" + n.token + "'";
-  };
+  auto name = [&](int64_t i) { return graph_node_label(g.nodes[i]); };
   for (const GraphQk& a : g.qk) {
     io::append_format(out,
                       "QK of L%d.H%d from position %d to %d: score %.6g = source pairs %.6g + rest %.6g\n",

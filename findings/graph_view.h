@@ -24,6 +24,15 @@ struct GraphNode {
   double activation = 0;  // features: the activation; logits: the probability (the logit weight)
   double influence = 0;   // cumulative influence score (circuit-tracer's), 0..1
   bool kept = false;      // survives pruning
+  // Features: the tokens whose demeaned logits one unit of the feature raises most and lowers most, read
+  // straight through the frozen final norm and the unembedding (largest first, then most negative first).
+  std::vector<std::pair<std::string, double>> top_logits, bottom_logits;
+};
+
+// One nonzero entry of the unpruned direct-effect matrix.
+struct GraphEdge {
+  int32_t source = 0, target = 0;  // node indices
+  double weight = 0;
 };
 
 struct GraphLink {
@@ -48,6 +57,7 @@ struct AttributionGraph {
   int n_layers = 0;
   std::vector<GraphNode> nodes;  // every node of the unpruned graph
   std::vector<GraphLink> links;  // the edges that survive pruning, between kept nodes
+  std::vector<GraphEdge> edges;  // every nonzero edge of the unpruned graph (the viewer re-prunes them)
   int64_t n_features = 0, n_errors = 0, n_tokens = 0, n_logits = 0, unpruned_edges = 0;
   double node_threshold = 0.8, edge_threshold = 0.98;
   double replacement_score = 0, completeness_score = 0;
@@ -55,9 +65,24 @@ struct AttributionGraph {
   std::vector<GraphQk> qk;               // the QK attributions asked for (at most one)
 };
 
+// What the run's report lists of a saved graph: its folder's name, prompt, kept sizes and scores (from
+// its graph.json) and its viewer page's path relative to the run folder ("" when missing).
+struct GraphSummary {
+  std::string name, prompt, page;
+  int64_t nodes = 0, links = 0;
+  double replacement_score = 0, completeness_score = 0;
+};
+// A GraphSummary from graph.json's object (`where` names the file in errors).
+GraphSummary graph_summary_from_json(const nlohmann::json& j, const std::string& name,
+                                     const std::string& where);
+
 // graph.json: Neuronpedia's schema (metadata {slug, scan, transcoder_list, prompt_tokens, prompt,
 // node_threshold, schema_version, and attograd's scores}, qParams, the kept nodes, the links).
 nlohmann::json graph_to_json(const AttributionGraph& g);
+// A node's id in graph.json ("L_F_P", "err_L_P", "E_V_P", "P_P", "{n_layers+1}_V_P") and its short label
+// for tables and the viewer ("L1 f12 @3", "emb '5' @2", "logit '9'").
+std::string graph_node_id(const AttributionGraph& g, const GraphNode& n);
+std::string graph_node_label(const GraphNode& n);
 std::string graph_table(const AttributionGraph& g);
 
 }  // namespace findings

@@ -208,20 +208,6 @@ std::string scores_table(const std::vector<HeadScores>& heads) {
   return out;
 }
 
-// JSON inside <script>: '<' only occurs inside JSON strings, where \u003c means the same, and then no token
-// name can close the tag ("</script>") or open a comment.
-std::string script_safe(const std::string& json_text) {
-  std::string out;
-  out.reserve(json_text.size());
-  for (char c : json_text) {
-    if (c == '<')
-      out += "\\u003c";
-    else
-      out += c;
-  }
-  return out;
-}
-
 // What every section reads: the inputs and what is derived from them once.
 struct ReportContext {
   const ReportInputs& in;
@@ -432,6 +418,28 @@ std::string sae_section(const ReportContext& c) {
   return report_sae_section(c.in.saes, c.in.sae_pages);
 }
 
+std::string graphs_section(const ReportContext& c) {
+  if (c.in.graphs.empty()) return "";
+  std::string out =
+      "<p class=\"note\">The attribution graphs saved in this run (attograd graph; docs/graphs.md): each "
+      "prompt's pruned graph and its replacement and completeness scores. Its viewer draws the graph and "
+      "prunes it again with sliders.</p>\n<div class=\"wide\"><table class=\"scores\"><thead><tr>"
+      "<th>graph</th><th>prompt</th><th>nodes</th><th>edges</th><th>replacement</th><th>completeness</th>"
+      "<th>viewer</th></tr></thead><tbody>";
+  for (const GraphSummary& g : c.in.graphs) {
+    io::append_format(out,
+                      "<tr><td>%s</td><td>%s</td><td class=\"num\">%lld</td><td class=\"num\">%lld</td>"
+                      "<td class=\"num\">%.4f</td><td class=\"num\">%.4f</td>",
+                      xml_escape(g.name).c_str(), xml_escape(g.prompt).c_str(),
+                      static_cast<long long>(g.nodes), static_cast<long long>(g.links), g.replacement_score,
+                      g.completeness_score);
+    out += g.page.empty() ? "<td class=\"muted\">&ndash;</td>"
+                          : "<td><a href=\"" + xml_escape(url_path(g.page)) + "\">graph.html</a></td>";
+    out += "</tr>";
+  }
+  return out + "</tbody></table></div>\n";
+}
+
 // The page's sections in page order, each one entry: its anchor, its heading (also its entry in the
 // navigation bar) and the function writing its body. A body that is empty leaves the section (and its
 // navigation entry) out. To add a section, write its function and add its row here.
@@ -451,6 +459,7 @@ const ReportSection kSections[] = {
     {"fourier", "Fourier analysis", fourier_section},
     {"measures", "Progress measures", measures_section},
     {"sae", "Sparse autoencoders", sae_section},
+    {"graphs", "Attribution graphs", graphs_section},
 };
 
 // The viewer's data: per dump and probe, each head's map in lower_triangle_base64 form as

@@ -20,6 +20,7 @@
 #include "findings/attention_maps.h"
 #include "findings/circuits_view.h"
 #include "findings/fourier_view.h"
+#include "findings/graph_view.h"
 #include "findings/head_scores.h"
 #include "findings/lens_view.h"
 #include "findings/patching_view.h"
@@ -57,6 +58,8 @@ struct ReportInputs {
   // path relative to the run folder, one per SAE (empty when the page is missing).
   std::vector<SaeEvalSummary> saes;
   std::vector<std::string> sae_pages;
+  // The attribution graphs saved in the run (RUN/graphs/NAME/, by name), each with its viewer's path.
+  std::vector<GraphSummary> graphs;
 };
 
 std::string report_html(const ReportInputs& inputs);

@@ -18,19 +18,6 @@ std::string num_cell(double v, const char* format) {
   return out + "</td>";
 }
 
-// A relative path as a URL path: every byte other than letters, digits, '-', '.', '_', '~' and '/'
-// percent-encoded, so a folder name can never end the link early or read as a query.
-std::string url_path(const std::string& path) {
-  std::string out;
-  for (unsigned char c : path) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/')
-      out += static_cast<char>(c);
-    else
-      io::append_format(out, "%%%02X", c);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string report_sae_section(const std::vector<SaeEvalSummary>& saes,

@@ -3,6 +3,7 @@
 #include "findings/svg_heatmap.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -222,6 +223,29 @@ std::string diverging_colour(double d) {
                                                  {0.5, {244, 165, 130}},
                                                  {1.0, {178, 24, 43}}};
   return ramp(stops, std::isfinite(d) ? d : 0.0);
+}
+
+std::string url_path(const std::string& path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/')
+      out += static_cast<char>(c);
+    else
+      io::append_format(out, "%%%02X", c);
+  }
+  return out;
+}
+
+std::string script_safe(const std::string& json_text) {
+  std::string out;
+  out.reserve(json_text.size());
+  for (char c : json_text) {
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
+  }
+  return out;
 }
 
 std::string xml_escape(const std::string& s) {

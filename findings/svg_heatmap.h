@@ -37,5 +37,11 @@ std::string diverging_colour(double d);
 
 // Escapes & < > " ' for XML text and attribute values.
 std::string xml_escape(const std::string& s);
+// JSON text made safe inside <script>: '<' only occurs inside JSON strings, where \u003c means the same,
+// so no token name can close the tag ("</script>") or open a comment.
+std::string script_safe(const std::string& json_text);
+// A relative path as a URL path: every byte other than letters, digits, '-', '.', '_', '~' and '/'
+// percent-encoded, so a folder name can never end the link early or read as a query.
+std::string url_path(const std::string& path);
 
 }  // namespace findings

@@ -215,6 +215,10 @@ inline std::string graph_dir(const std::string& run, const std::string& name) {
 inline std::string graph_json(const std::string& graph_folder) {
   return graph_folder + "/graph.json";
 }
+// DIR/graph.html: the graph viewer, one self-contained page (findings/graph_html.h).
+inline std::string graph_page(const std::string& graph_folder) {
+  return graph_folder + "/graph.html";
+}
 // DIR/adjacency.npy: the unpruned graph's full direct-effect matrix, float64 (targets x sources).
 inline std::string graph_matrix(const std::string& graph_folder) {
   return graph_folder + "/adjacency.npy";

@@ -1,6 +1,7 @@
 #include "nn/training_forward.h"
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace nn {
@@ -89,19 +90,105 @@ ag::Tensor<T> training_forward(const CausalLM<T>& model, const std::vector<int32
   return unembed(model, h);
 }
 
+namespace {
+
+// The positions P every sequence scores, when `rows` is exactly {b * t + p : b < batch, p in P} for one
+// contiguous run P of positions (grokking's answer position, a reversal's second half); else empty.
+std::vector<int64_t> shared_positions(const std::vector<int64_t>& rows, int64_t batch, int64_t t) {
+  if (rows.empty() || static_cast<int64_t>(rows.size()) % batch != 0) return {};
+  const int64_t per = static_cast<int64_t>(rows.size()) / batch;
+  std::vector<int64_t> positions(static_cast<size_t>(per));
+  for (int64_t j = 0; j < per; ++j) {
+    positions[j] = rows[j];
+    if (positions[j] >= t || (j > 0 && positions[j] != positions[j - 1] + 1)) return {};
+  }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < per; ++j)
+      if (rows[b * per + j] != b * t + positions[j]) return {};
+  return positions;
+}
+
+// The first block's input h and its attention's q, k and v, each as (B*T, D) rows. Each is a function of
+// its row's token and position alone, so they are computed once on the grid of every vocabulary token at
+// every position (V sequences of T copies of one token) and gathered per row.
+template <typename T>
+struct FirstBlockRows {
+  ag::Tensor<T> h, q, k, v;
+};
+
+template <typename T>
+FirstBlockRows<T> first_block_from_grid(const CausalLM<T>& model, const std::vector<int32_t>& ids,
+                                        int64_t t) {
+  const int64_t vocab = model.shape.vocab;
+  std::vector<int32_t> grid(static_cast<size_t>(vocab * t));
+  for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t i = 0; i < t; ++i) grid[v * t + i] = static_cast<int32_t>(v);
+  std::vector<int64_t> at(ids.size());  // row b * t + i of the batch is grid row ids[b * t + i] * t + i
+  for (size_t r = 0; r < ids.size(); ++r)
+    at[r] = static_cast<int64_t>(ids[r]) * t + static_cast<int64_t>(r) % t;
+  const TransformerBlock<T>& block = *model.blocks[0];
+  const MultiHeadAttention<T>& a = block.attn;
+  const ag::Tensor<T> g = model.embed(grid, vocab, t);
+  const ag::Tensor<T> x = attention_input(block, g);
+  return {ag::gather_rows(g, at),
+          ag::gather_rows(positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), 0, a.q_norm.get()), at),
+          ag::gather_rows(positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), 0, a.k_norm.get()), at),
+          ag::gather_rows(ag::linear(x, a.wv.weight, a.wv.bias), at)};
+}
+
+}  // namespace
+
 template <typename T>
 ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
                                     int64_t t, const std::vector<int64_t>& rows) {
-  ag::Tensor<T> h = model.embed(ids, batch, t);
   const ag::Tensor<T> mask = model.attention_mask(batch, t, {});
   const size_t last = model.blocks.size() - 1;
-  for (size_t l = 0; l < last; ++l)
-    h = mlp_residual(*model.blocks[l], attention_residual(*model.blocks[l], h, mask), h);
-  const ag::Tensor<T> resid_mid = attention_residual(*model.blocks[last], h, mask);  // (B, T, D)
+  const int64_t D = model.shape.d_model;
+  const auto as_batch = [&](const ag::Tensor<T>& r, int64_t len) { return ag::reshape(r, {batch, len, D}); };
+  // With more sequences than vocabulary tokens (full-batch grokking: 113 tokens, 3,830 sequences) the
+  // first block's norm and projections run on the (token, position) grid.
+  std::optional<FirstBlockRows<T>> first;
+  if (model.shape.vocab < batch) first = first_block_from_grid(model, ids, t);
+  ag::Tensor<T> h = first ? as_batch(first->h, t) : model.embed(ids, batch, t);
+  const auto block_attention_residual = [&](size_t l) {
+    const MultiHeadAttention<T>& a = model.blocks[l]->attn;
+    if (l > 0 || !first) return attention_residual(*model.blocks[l], h, mask);
+    return ag::linear(ag::attention(as_batch(first->q, t), as_batch(first->k, t), as_batch(first->v, t),
+                                    a.n_heads, mask, a.score_scale()),
+                      a.wo.weight, a.wo.bias, /*residual=*/h);
+  };
+  for (size_t l = 0; l < last; ++l) h = mlp_residual(*model.blocks[l], block_attention_residual(l), h);
+
+  const TransformerBlock<T>& block = *model.blocks[last];
+  const MultiHeadAttention<T>& a = block.attn;
+  const std::vector<int64_t> positions = shared_positions(rows, batch, t);
+  ag::Tensor<T> resid_mid_rows;  // (R, D): the last block's resid_mid on the scored rows
+  if (positions.empty()) {
+    resid_mid_rows = ag::select_rows(block_attention_residual(last), rows);
+  } else {
+    // Every sequence scores the positions P: queries, attention and Wo run there only, (B, |P|, D)
+    // queries against all T keys under the causal mask's rows P.
+    const int64_t per = static_cast<int64_t>(positions.size());
+    ag::Tensor<T> q, k, v;
+    if (first && last == 0) {
+      q = as_batch(ag::gather_rows(first->q, rows), per);
+      k = as_batch(first->k, t);
+      v = as_batch(first->v, t);
+    } else {
+      const ag::Tensor<T> x = attention_input(block, h);
+      q = positioned(a, as_batch(ag::linear(ag::select_rows(x, rows), a.wq.weight, a.wq.bias), per),
+                     positions[0], a.q_norm.get());
+      k = positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), 0, a.k_norm.get());
+      v = ag::linear(x, a.wv.weight, a.wv.bias);
+    }
+    const ag::Tensor<T> z =
+        ag::attention(q, k, v, a.n_heads, ag::select_rows(mask, positions), a.score_scale());
+    resid_mid_rows = ag::linear(ag::reshape(z, {batch * per, D}), a.wo.weight, a.wo.bias,
+                                /*residual=*/ag::select_rows(h, rows));
+  }
   // Parallel: the last MLP reads the block input's rows too.
-  const ag::Tensor<T> input_rows = model.blocks[last]->parallel ? ag::select_rows(h, rows) : ag::Tensor<T>();
-  return unembed(model,
-                 mlp_residual(*model.blocks[last], ag::select_rows(resid_mid, rows), input_rows));  // (R, V)
+  const ag::Tensor<T> input_rows = block.parallel ? ag::select_rows(h, rows) : ag::Tensor<T>();
+  return unembed(model, mlp_residual(block, resid_mid_rows, input_rows));  // (R, V)
 }
 
 #define ATTOGRAD_INSTANTIATE(T)                                                                             \

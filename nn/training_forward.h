@@ -27,9 +27,15 @@ ag::Tensor<T> training_forward(const CausalLM<T>& model, const std::vector<int32
                                int64_t t, const std::vector<uint8_t>& is_padding);
 
 // The same forward for a loss that reads only some rows: the logits (R, V) of the flat rows b * T + t in
-// `rows` (strictly increasing). The last block's MLP and the unembedding run on those rows only (its
-// attention still reads every position): the same values as training_forward's rows, up to float rounding
-// (the weight gradients sum fewer rows), at a fraction of the cost when few positions are scored.
+// `rows` (strictly increasing), with no padding. Work that no scored row reads is left out:
+//   - the last block's MLP and the unembedding run on those rows only;
+//   - when every sequence scores the same contiguous positions P, the last block's queries, attention and
+//     Wo run at P only too (its keys and values at every position);
+//   - when the batch has more sequences than the vocabulary has tokens, the first block's input, norm and
+//     q, k, v projections (functions of a row's token and position alone) run once on the grid of every
+//     token at every position and are gathered per row (ag::gather_rows, whose backward sums them back).
+// The same values as training_forward's rows up to float rounding (weight gradients sum their rows in
+// another order; tests/nn/test_forward_rows.cpp), at a fraction of the cost when few positions are scored.
 template <typename T>
 ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t batch,
                                     int64_t t, const std::vector<int64_t>& rows);

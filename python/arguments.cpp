@@ -8,6 +8,7 @@
 #include <pybind11/eval.h>
 
 #include <string>
+#include <vector>
 
 #include "python/bindings.h"
 #include "python/convert.h"
@@ -90,22 +91,32 @@ def wrap_constructor(cls):
       py::setattr(owner, name.c_str(),
                   py::cpp_function(raise, py::name(name.c_str()), py::scope(owner), py::sibling(f)));
   };
-  const py::dict members = m.attr("__dict__");
-  for (const auto& [key, value] : py::dict(members)) {
-    const std::string name = py::str(key);
-    if (py::isinstance(value, builtin)) {
-      fallback(m, name, py::reinterpret_borrow<py::object>(value), false);
-    } else if (py::isinstance<py::type>(value) && py::hasattr(value, "__init__") &&
-               py::str(value.attr("__module__")).cast<std::string>() == "attograd") {
-      const py::dict attrs = py::dict(value.attr("__dict__"));
-      for (const auto& [attr, member] : attrs) {
-        const std::string a = py::str(attr);
-        if (a == "__init__" && py::hasattr(member, "__func__") &&
-            py::isinstance(member.attr("__func__"), builtin))
-          scope["wrap_constructor"](value);
-        if (a.rfind("__", 0) == 0 && a != "__getitem__" && a != "__enter__" && a != "__exit__") continue;
-        if (!py::hasattr(member, "__func__") || !py::isinstance(member.attr("__func__"), builtin)) continue;
-        fallback(value, a, member.attr("__func__"), true);
+  // The module and its submodules (attograd.nn, attograd.optim).
+  std::vector<py::module_> modules = {m};
+  for (const auto& [key, value] : py::dict(m.attr("__dict__")))
+    if (py::isinstance<py::module_>(value) &&
+        py::str(value.attr("__name__")).cast<std::string>().rfind("attograd.", 0) == 0)
+      modules.push_back(py::reinterpret_borrow<py::module_>(value));
+  for (const py::module_& mod : modules) {
+    const std::string module_name = py::str(mod.attr("__name__"));
+    for (const auto& [key, value] : py::dict(mod.attr("__dict__"))) {
+      const std::string name = py::str(key);
+      if (py::isinstance(value, builtin)) {
+        fallback(mod, name, py::reinterpret_borrow<py::object>(value), false);
+      } else if (py::isinstance<py::type>(value) && py::hasattr(value, "__init__") &&
+                 py::str(value.attr("__module__")).cast<std::string>() == module_name) {
+        const py::dict attrs = py::dict(value.attr("__dict__"));
+        for (const auto& [attr, member] : attrs) {
+          const std::string a = py::str(attr);
+          if (a == "__init__" && py::hasattr(member, "__func__") &&
+              py::isinstance(member.attr("__func__"), builtin))
+            scope["wrap_constructor"](value);
+          if (a.rfind("__", 0) == 0 && a != "__getitem__" && a != "__call__" && a != "__enter__" &&
+              a != "__exit__")
+            continue;
+          if (!py::hasattr(member, "__func__") || !py::isinstance(member.attr("__func__"), builtin)) continue;
+          fallback(value, a, member.attr("__func__"), true);
+        }
       }
     }
   }

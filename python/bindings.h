@@ -5,6 +5,10 @@
 #include <pybind11/pybind11.h>
 
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
 
 namespace pyag {
 
@@ -27,10 +31,16 @@ void bind_run(py::module_& m);
 void bind_cache(py::module_& m);
 // The Run's weights in TransformerLens's names, load_state_dict and save (python/weights.cpp).
 void bind_weights(py::module_& m);
+// A config given as a dict (errors name `config`) or a path (FileNotFound when missing), with --set
+// overrides, validated and resolved as `attograd train` reads it (python/train.cpp).
+train::Config read_config(py::handle config, const std::vector<std::string>& sets);
 // attograd.train.
 void bind_train(py::module_& m);
 // attograd.Tensor, Tensor64, the ops, gradcheck.
 void bind_engine(py::module_& m);
+// attograd.nn (Linear, LayerNorm, MultiHeadAttention, TransformerBlock, CausalLM), attograd.optim (AdamW,
+// Muon) and attograd.Task, the task's data stream (python/nn.cpp).
+void bind_nn(py::module_& m);
 // Last, after every binding: each function and method gets a final overload so that a call whose
 // arguments match no signature raises a one-line TypeError (python/arguments.cpp).
 void one_line_argument_errors(py::module_& m);

@@ -14,5 +14,6 @@ PYBIND11_MODULE(attograd, m) {
   pyag::bind_cache(m);
   pyag::bind_weights(m);
   pyag::bind_train(m);
+  pyag::bind_nn(m);
   pyag::one_line_argument_errors(m);
 }

@@ -15,15 +15,36 @@
 
 #include "autograd/ops.h"
 #include "autograd/threads.h"
+#include "nn/hook_points.h"
 #include "nn/hooks.h"
 #include "python/bindings.h"
 #include "python/convert.h"
 #include "study/patching.h"
 #include "study/tool.h"
+#include "train/model_factory.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
 
 namespace pyag {
+
+// A batch as {"ids", "targets", "scored", "is_padding"}, each a (B, T) array.
+py::dict batch_dict(const train::Batch& batch) {
+  const std::vector<py::ssize_t> shape = {batch.B, batch.T};
+  py::array_t<int32_t> ids(shape), targets(shape);
+  py::array_t<bool> scored(shape), padding(shape);
+  for (size_t i = 0; i < batch.inputs.size(); ++i) {
+    ids.mutable_data()[i] = batch.inputs[i];
+    targets.mutable_data()[i] = batch.targets[i];
+    scored.mutable_data()[i] = batch.targets[i] >= 0;
+    padding.mutable_data()[i] = !batch.is_padding.empty() && batch.is_padding[i];
+  }
+  py::dict out;
+  out["ids"] = ids;
+  out["targets"] = targets;
+  out["scored"] = scored;
+  out["is_padding"] = padding;
+  return out;
+}
 
 namespace {
 
@@ -32,7 +53,9 @@ using Model = nn::CausalLM<float>;
 // The model's hook points picked by a names filter: None (every one), a point name, a list of names, or a
 // function of a name returning whether to pick it (TransformerLens's names_filter). Names are checked by
 // the forward (ValueError naming an unknown one).
-std::vector<std::string> filter_points(const Model& model, py::handle filter, const std::string& argument) {
+template <typename T>
+std::vector<std::string> filter_points(const nn::CausalLM<T>& model, py::handle filter,
+                                       const std::string& argument) {
   if (filter.is_none()) return model.hook_points();
   if (py::isinstance<py::str>(filter)) return {filter.cast<std::string>()};
   std::vector<std::string> out;
@@ -57,19 +80,22 @@ std::vector<std::string> filter_points(const Model& model, py::handle filter, co
 }
 
 // hooks as a dict {point: fn} or a list of (point name or names filter, fn) pairs (TransformerLens's
-// fwd_hooks), added to `hooks` in order. Each fn(value, hook) gets the value read-only and the point as an
-// attograd.HookPoint (a str with .name); it returns None (read only) or an array of the value's shape.
-void add_hooks(nn::Hooks<float>& hooks, const Model& model, py::handle hooks_value) {
+// fwd_hooks and bwd_hooks), as (point, fn) pairs in order, each filter expanded to the points it picks.
+// `argument` names the argument in errors ("hooks", "bwd_hooks").
+template <typename T>
+std::vector<std::pair<std::string, py::object>> hook_pairs(const nn::CausalLM<T>& model,
+                                                           py::handle hooks_value,
+                                                           const std::string& argument) {
   std::vector<std::pair<py::object, py::object>> pairs;
   if (py::isinstance<py::dict>(hooks_value)) {
     for (const auto& [key, fn] : py::reinterpret_borrow<py::dict>(hooks_value)) {
       if (!py::isinstance<py::str>(key))
-        throw std::invalid_argument("hooks: expected point names as keys, got " + type_name(key));
+        throw std::invalid_argument(argument + ": expected point names as keys, got " + type_name(key));
       pairs.emplace_back(py::reinterpret_borrow<py::object>(key), py::reinterpret_borrow<py::object>(fn));
     }
   } else if (py::isinstance<py::list>(hooks_value) || py::isinstance<py::tuple>(hooks_value)) {
     for (py::handle pair : hooks_value) {
-      const std::string where = "hooks[" + std::to_string(pairs.size()) + "]";
+      const std::string where = argument + "[" + std::to_string(pairs.size()) + "]";
       if (!(py::isinstance<py::tuple>(pair) || py::isinstance<py::list>(pair)) || py::len(pair) != 2)
         throw std::invalid_argument(where + ": expected a pair (point name or filter, fn), got " +
                                     type_name(pair));
@@ -77,40 +103,80 @@ void add_hooks(nn::Hooks<float>& hooks, const Model& model, py::handle hooks_val
                          py::reinterpret_borrow<py::object>(pair[py::int_(1)]));
     }
   } else {
-    throw std::invalid_argument("hooks: expected a dict {point: fn} or a list of (point, fn) pairs, got " +
+    throw std::invalid_argument(argument +
+                                ": expected a dict {point: fn} or a list of (point, fn) pairs, got " +
                                 type_name(hooks_value));
   }
-  const py::object hook_point = py::module_::import("attograd").attr("HookPoint");
+  std::vector<std::pair<std::string, py::object>> out;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const auto& [key, f] = pairs[i];
-    const std::string where = py::isinstance<py::str>(key) ? "hooks[" + key.cast<std::string>() + "]"
-                                                           : "hooks[" + std::to_string(i) + "]";
+    const std::string where = py::isinstance<py::str>(key) ? argument + "[" + key.cast<std::string>() + "]"
+                                                           : argument + "[" + std::to_string(i) + "]";
     if (!PyCallable_Check(f.ptr()))
       throw std::invalid_argument(where + ": expected a function fn(value, hook)");
-    for (const std::string& point : filter_points(model, key, where)) {
-      const py::object name = hook_point(point);
-      hooks.add(point, [f, name, point](const ag::Tensor<float>& value) -> ag::Tensor<float> {
-        py::gil_scoped_acquire gil;
-        const py::object out = f(tensor_view(value, false), name);
-        if (out.is_none()) return value;
-        return tensor_from_array<float>(out, "hooks[" + point + "] returned", &value.shape());
-      });
-    }
+    for (const std::string& point : filter_points(model, key, where)) out.emplace_back(point, f);
+  }
+  return out;
+}
+
+// Forward hooks (hook_pairs of `hooks`) added to `hooks` in order. Each fn(value, hook) gets the value
+// read-only and the point as an attograd.HookPoint (a str with .name); it returns None (read only) or an
+// array of the value's shape (and dtype).
+template <typename T>
+void add_hooks(nn::Hooks<T>& hooks, const nn::CausalLM<T>& model, py::handle hooks_value) {
+  const py::object hook_point = py::module_::import("attograd").attr("HookPoint");
+  for (const auto& [point, f] : hook_pairs(model, hooks_value, "hooks")) {
+    const py::object name = hook_point(point);
+    hooks.add(point, [f = f, name, point = point](const ag::Tensor<T>& value) -> ag::Tensor<T> {
+      py::gil_scoped_acquire gil;
+      const py::object out = f(tensor_view(value, false), name);
+      if (out.is_none()) return value;
+      return tensor_from_array<T>(out, "hooks[" + point + "] returned", &value.shape());
+    });
   }
 }
 
+// A float64 copy of the model (its current parameters), for dtype="float64".
+std::unique_ptr<nn::CausalLM<double>> float64_model(const train::LoadedRun& run) {
+  std::unique_ptr<nn::CausalLM<double>> out = train::make_model<double>(run.config);
+  const auto from = run.model->named_parameters();
+  const auto to = out->named_parameters();
+  for (size_t i = 0; i < from.size(); ++i) {
+    const float* src = from[i].tensor->data();
+    double* dst = to[i].tensor->data();
+    for (int64_t j = 0; j < from[i].tensor->numel(); ++j) dst[j] = src[j];
+  }
+  return out;
+}
+
+// "float32" or "float64", the dtype of a forward or backward; true for float64.
+bool is_float64(py::handle dtype) {
+  std::string name;
+  if (py::isinstance<py::str>(dtype))
+    name = dtype.cast<std::string>();
+  else if (py::hasattr(dtype, "__name__") || py::isinstance<py::dtype>(dtype))
+    name = py::str(py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype))).cast<std::string>();
+  else
+    throw py::type_error("dtype: expected \"float32\" or \"float64\", got " + type_name(dtype));
+  if (name != "float32" && name != "float64")
+    throw std::invalid_argument("dtype: expected \"float32\" or \"float64\", got '" + name + "'");
+  return name == "float64";
+}
+
 // Logits of ids through the fused training forward (no hooks) or the reference forward with `hooks`.
-ag::Tensor<float> run_forward(const Model& model, const std::vector<int32_t>& ids, int64_t B, int64_t T,
-                              nn::Hooks<float>* hooks) {
+template <typename T>
+ag::Tensor<T> run_forward(const nn::CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t B,
+                          int64_t T_, nn::Hooks<T>* hooks) {
   py::gil_scoped_release release;
   ag::NoGradScope no_grad;
-  return hooks ? model.forward(ids, B, T, {}, hooks) : model.forward(ids, B, T);
+  return hooks ? model.forward(ids, B, T_, {}, hooks) : model.forward(ids, B, T_);
 }
 
 // TransformerLens's return_type: the logits, the next-token loss (the mean over every position but the
 // last, or (B, T - 1) per token), both as (logits, loss), or None.
-py::object shaped_result(const ag::Tensor<float>& logits, const std::vector<int32_t>& ids, int64_t B,
-                         int64_t T, py::handle return_type, bool loss_per_token) {
+template <typename F>
+py::object shaped_result(const ag::Tensor<F>& logits, const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                         py::handle return_type, bool loss_per_token) {
   std::string kind = "none";
   if (!return_type.is_none()) {
     if (!py::isinstance<py::str>(return_type))
@@ -126,17 +192,17 @@ py::object shaped_result(const ag::Tensor<float>& logits, const std::vector<int3
   if (T < 2)
     throw std::invalid_argument("return_type " + kind +
                                 ": the next-token loss needs at least 2 tokens, got " + std::to_string(T));
-  ag::Tensor<float> logp;
+  ag::Tensor<F> logp;
   {
     ag::NoGradScope no_grad;
     logp = ag::log_softmax(logits);
   }
   const int64_t V = logits.size(-1);
-  ag::Tensor<float> per = ag::Tensor<float>::empty({B, T - 1});
+  ag::Tensor<F> per = ag::Tensor<F>::empty({B, T - 1});
   double total = 0;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t + 1 < T; ++t) {
-      const float l = -logp.data()[(b * T + t) * V + ids[b * T + t + 1]];
+      const F l = -logp.data()[(b * T + t) * V + ids[b * T + t + 1]];
       per.data()[b * (T - 1) + t] = l;
       total += l;
     }
@@ -146,15 +212,69 @@ py::object shaped_result(const ag::Tensor<float>& logits, const std::vector<int3
   return py::make_tuple(tensor_view(logits, true), loss);
 }
 
+// A forward in F (float or double) with forward hooks and, when bwd_hooks is given, the backward of the
+// loss (or of sum(grad_logits * logits)) through study::point_gradients, each backward hook called with the
+// gradient at its point, in backward order (the reverse of the forward's).
+template <typename F>
+py::object forward_as(const nn::CausalLM<F>& model, const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                      py::handle hooks_value, py::handle bwd_value, py::handle grad_logits,
+                      py::handle return_type, bool loss_per_token) {
+  nn::Hooks<F> hooks;
+  if (!hooks_value.is_none()) add_hooks(hooks, model, hooks_value);
+  if (bwd_value.is_none()) {
+    if (!grad_logits.is_none())
+      throw std::invalid_argument("grad_logits: the seed of a backward, given without bwd_hooks");
+    const ag::Tensor<F> logits = run_forward(model, ids, B, T, hooks.empty() ? nullptr : &hooks);
+    return shaped_result(logits, ids, B, T, return_type, loss_per_token);
+  }
+  std::vector<std::pair<std::string, py::object>> pairs = hook_pairs(model, bwd_value, "bwd_hooks");
+  const std::vector<std::string> order = nn::hook_point_names(model.shape, true);
+  auto rank = [&](const std::string& p) { return std::find(order.begin(), order.end(), p) - order.begin(); };
+  std::stable_sort(pairs.begin(), pairs.end(),
+                   [&](const auto& a, const auto& b) { return rank(a.first) > rank(b.first); });
+  std::vector<std::string> points;
+  for (const auto& [p, f] : pairs)
+    if (std::find(points.begin(), points.end(), p) == points.end()) points.push_back(p);
+  std::vector<F> seed;
+  if (!grad_logits.is_none()) {
+    const std::vector<int64_t> shape = {B, T, model.shape.vocab};
+    py::object grad = py::reinterpret_borrow<py::object>(grad_logits);
+    if (py::isinstance<py::array>(grad) && py::reinterpret_borrow<py::array>(grad).dtype().kind() == 'f')
+      grad = grad.attr("astype")(sizeof(F) == 4 ? "float32" : "float64");
+    seed = tensor_from_array<F>(grad, "grad_logits", &shape).to_vector();
+  } else {
+    const bool loss = py::isinstance<py::str>(return_type) && (return_type.cast<std::string>() == "loss" ||
+                                                               return_type.cast<std::string>() == "both");
+    if (!loss)
+      throw std::invalid_argument(
+          "bwd_hooks: the backward starts from the loss (return_type \"loss\" or \"both\") or from "
+          "grad_logits "
+          "(d metric / d logits, the logits' shape); neither was given");
+  }
+  study::PointGradients<F> out;
+  {
+    py::gil_scoped_release release;
+    out = study::point_gradients(model, ids, B, T, seed, points, &hooks);
+  }
+  const py::object hook_point = py::module_::import("attograd").attr("HookPoint");
+  for (const auto& [p, f] : pairs) {
+    const py::object returned = f(tensor_view(out.gradients.at(p), false), hook_point(p));
+    if (!returned.is_none())
+      throw std::invalid_argument("bwd_hooks[" + p +
+                                  "] returned a value: backward hooks read the gradient (return None)");
+  }
+  return shaped_result(out.logits, ids, B, T, return_type, loss_per_token);
+}
+
 py::object forward(const Run& self, py::handle ids_value, py::object hooks_value, py::object return_type,
-                   bool loss_per_token) {
+                   bool loss_per_token, py::object bwd_hooks, py::object grad_logits, py::object dtype) {
   const auto run = self.get();
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
-  nn::Hooks<float> hooks;
-  if (!hooks_value.is_none()) add_hooks(hooks, *run->model, hooks_value);
-  const ag::Tensor<float> logits = run_forward(*run->model, ids, B, T, hooks.empty() ? nullptr : &hooks);
-  return shaped_result(logits, ids, B, T, return_type, loss_per_token);
+  if (is_float64(dtype))
+    return forward_as(*float64_model(*run), ids, B, T, hooks_value, bwd_hooks, grad_logits, return_type,
+                      loss_per_token);
+  return forward_as(*run->model, ids, B, T, hooks_value, bwd_hooks, grad_logits, return_type, loss_per_token);
 }
 
 py::tuple run_with_cache(py::object self_object, py::handle ids_value, py::object names_value,
@@ -176,24 +296,32 @@ py::tuple run_with_cache(py::object self_object, py::handle ids_value, py::objec
 
 // d(sum(grad_logits * logits)) / d(value) at each point picked by `points`, the parameters frozen
 // (study::point_gradients).
-py::dict backward(const Run& self, py::handle ids_value, py::handle grad_logits, py::object points_value) {
-  const auto run = self.get();
-  int64_t B = 0, T = 0;
-  const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
-  const std::vector<std::string> points = filter_points(*run->model, points_value, "points");
-  const std::vector<int64_t> shape = {B, T, run->model->shape.vocab};
+template <typename F>
+py::dict backward_as(const nn::CausalLM<F>& model, const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                     py::handle grad_logits, py::object points_value) {
+  const std::vector<std::string> points = filter_points(model, points_value, "points");
+  const std::vector<int64_t> shape = {B, T, model.shape.vocab};
   py::object grad = py::reinterpret_borrow<py::object>(grad_logits);
   if (py::isinstance<py::array>(grad) && py::reinterpret_borrow<py::array>(grad).dtype().kind() == 'f')
-    grad = grad.attr("astype")("float32");  // float64 from numpy's arithmetic is welcome
-  const ag::Tensor<float> seed = tensor_from_array<float>(grad, "grad_logits", &shape);
-  study::PointGradients<float> out;
+    grad = grad.attr("astype")(sizeof(F) == 4 ? "float32" : "float64");  // numpy's float64 is welcome
+  const ag::Tensor<F> seed = tensor_from_array<F>(grad, "grad_logits", &shape);
+  study::PointGradients<F> out;
   {
     py::gil_scoped_release release;
-    out = study::point_gradients(*run->model, ids, B, T, seed.to_vector(), points);
+    out = study::point_gradients(model, ids, B, T, seed.to_vector(), points);
   }
   py::dict result;
   for (const std::string& p : points) result[py::str(p)] = tensor_view(out.gradients.at(p), true);
   return result;
+}
+
+py::dict backward(const Run& self, py::handle ids_value, py::handle grad_logits, py::object points_value,
+                  py::object dtype) {
+  const auto run = self.get();
+  int64_t B = 0, T = 0;
+  const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
+  if (is_float64(dtype)) return backward_as(*float64_model(*run), ids, B, T, grad_logits, points_value);
+  return backward_as(*run->model, ids, B, T, grad_logits, points_value);
 }
 
 // The task's own sequences: `attograd eval`'s held-out set (task.eval_set with the config's seed unless
@@ -227,21 +355,7 @@ py::dict sample(const Run& r, py::handle n_value, py::handle split_value, py::ha
       batch = run->task->sample(rng, static_cast<int>(n));
     }
   }
-  const std::vector<py::ssize_t> shape = {batch.B, batch.T};
-  py::array_t<int32_t> ids(shape), targets(shape);
-  py::array_t<bool> scored(shape), padding(shape);
-  for (size_t i = 0; i < batch.inputs.size(); ++i) {
-    ids.mutable_data()[i] = batch.inputs[i];
-    targets.mutable_data()[i] = batch.targets[i];
-    scored.mutable_data()[i] = batch.targets[i] >= 0;
-    padding.mutable_data()[i] = !batch.is_padding.empty() && batch.is_padding[i];
-  }
-  py::dict out;
-  out["ids"] = ids;
-  out["targets"] = targets;
-  out["scored"] = scored;
-  out["is_padding"] = padding;
-  return out;
+  return batch_dict(batch);
 }
 
 // Ids to names: an int, shape (T,) or (B, T) (nested lists), any id of the vocabulary whatever max_len.
@@ -327,6 +441,44 @@ class HookPoint(str):
 )py",
            scope);
   m.attr("HookPoint") = scope["HookPoint"];
+  // attograd.utils.get_act_name: TransformerLens's utils.get_act_name, giving attograd's point names.
+  py::module_ utils = m.def_submodule("utils", "TransformerLens's utils that name hook points.");
+  utils.attr("__dict__")["__builtins__"] = py::module_::import("builtins");
+  py::exec(R"py(
+_ALIASES = {"a": "attn.pattern", "attn": "attn.pattern", "pattern": "attn.pattern", "q": "attn.q",
+            "k": "attn.k", "v": "attn.v", "z": "attn.z", "result": "attn.result", "attn_scores": "attn.scores",
+            "scores": "attn.scores", "attn_out": "attn.out", "pre": "mlp.pre", "post": "mlp.post",
+            "mlp_pre": "mlp.pre", "mlp_post": "mlp.post", "gate": "mlp.gate", "mlp_out": "mlp.out",
+            "resid_pre": "resid_pre", "resid_mid": "resid_mid", "resid_post": "resid_post",
+            "normalized": "out", "scale": "scale", "embed": "embed", "pos_embed": "pos_embed",
+            "logits": "logits"}
+_GLOBAL = {"embed", "pos_embed", "logits"}
+
+def get_act_name(name, layer=None, layer_type=None):
+    """A hook point's attograd name from TransformerLens's short name, as utils.get_act_name:
+    get_act_name("z", 1) == "blocks.1.attn.z"; ("scale", 0, "ln2") == "blocks.0.ln2.scale"; ("scale")
+    == "ln_f.scale"; ("embed") == "embed"."""
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected a str, got {type(name).__name__}")
+    if layer is not None and (not isinstance(layer, int) or isinstance(layer, bool) or layer < 0):
+        raise ValueError(f"layer: expected a non-negative int or None, got {layer!r}")
+    if layer_type is not None and layer_type not in ("attn", "mlp", "ln1", "ln2"):
+        raise ValueError(f"layer_type: expected 'attn', 'mlp', 'ln1', 'ln2' or None, got {layer_type!r}")
+    if name not in _ALIASES:
+        raise ValueError(f"name: expected one of {', '.join(sorted(_ALIASES))}, got {name!r}")
+    point = _ALIASES[name]
+    if point in ("scale", "out"):
+        if layer is None:
+            return "ln_f." + point
+        norm = layer_type if layer_type in ("ln1", "ln2") else ("ln2" if layer_type == "mlp" else "ln1")
+        return f"blocks.{layer}.{norm}.{point}"
+    if point in _GLOBAL:
+        return point
+    if layer is None:
+        raise ValueError(f"layer: {name!r} is a point of a block, give its layer")
+    return f"blocks.{layer}.{point}"
+)py",
+           utils.attr("__dict__"));
   py::class_<Run> run_class(m, "Run", "A trained run folder: attograd.load_run(path).");
   run_class.def_property_readonly("path", &Run::path, "The run folder.")
       .def_property_readonly(
@@ -374,15 +526,25 @@ class HookPoint(str):
       .def(
           "forward", &forward, py::arg("ids"), py::arg("hooks") = py::none(),
           py::arg("return_type") = "logits", py::arg("loss_per_token") = false,
+          py::arg("bwd_hooks") = py::none(), py::arg("grad_logits") = py::none(),
+          py::arg("dtype") = "float32",
           "Logits (B, T, V) of ids (T,) or (B, T); hooks {point: fn(value, hook)} or [(point or filter, fn)] "
           "read (return None) or replace (return an array of the value's shape) activations; return_type "
-          "\"logits\", \"loss\" (next-token), \"both\" or None.")
+          "\"logits\", \"loss\" (next-token), \"both\" or None; bwd_hooks {point: fn(grad, hook)} get the "
+          "gradient of the loss (or of sum(grad_logits * logits)) at each point; dtype \"float64\" runs a "
+          "float64 "
+          "copy of the model.")
+      .def("run_with_hooks", &forward, py::arg("ids"), py::arg("hooks") = py::none(),
+           py::arg("return_type") = "logits", py::arg("loss_per_token") = false,
+           py::arg("bwd_hooks") = py::none(), py::arg("grad_logits") = py::none(),
+           py::arg("dtype") = "float32", "forward, under TransformerLens's name.")
       .def("run_with_cache", &run_with_cache, py::arg("ids"), py::arg("names") = py::none(),
            py::arg("hooks") = py::none(), py::arg("return_type") = "logits",
            py::arg("loss_per_token") = false,
            "(logits, {point: array}) with every hook point, or those names picks (a name, a list, or a "
            "function of the name); hooks as forward's, run before the cache reads each point.")
       .def("backward", &backward, py::arg("ids"), py::arg("grad_logits"), py::arg("points") = py::none(),
+           py::arg("dtype") = "float32",
            "{point: gradient}: d(sum(grad_logits * logits)) / d(value at the point) for ids (T,) or (B, T) "
            "and "
            "grad_logits of the logits' shape (B, T, V), the parameters frozen; points as run_with_cache's "

@@ -76,6 +76,10 @@ class Run {
   std::string path_;
 };
 
+// A batch of the task as {"ids": (B, T) int32 inputs, "targets": (B, T) next tokens (-1 where not scored),
+// "scored", "is_padding": (B, T) bool} (run.sample, attograd.Task).
+py::dict batch_dict(const train::Batch& batch);
+
 // Every study tool of study/tools.h: Run.NAME(...) for the tools that read a run, attograd.NAME(...) for
 // the others (python/tools.cpp).
 void bind_tools(py::module_& m, py::class_<Run>& run_class);

@@ -65,28 +65,6 @@ class PythonObserver : public train::TrainObserver {
   std::optional<py::error_already_set> error_;
 };
 
-train::Config read_config(py::handle config, const std::vector<std::string>& sets) {
-  if (py::isinstance<py::str>(config) ||
-      py::isinstance(config, py::module_::import("pathlib").attr("PurePath"))) {
-    const std::string path = py::str(config).cast<std::string>();
-    try {
-      return train::load_config(path, sets);
-    } catch (const std::exception& e) {
-      if (!std::filesystem::exists(path)) throw FileNotFound(e.what());
-      throw;
-    }
-  }
-  if (!py::isinstance<py::dict>(config))
-    throw std::invalid_argument("config: expected a dict or a path, got " + type_name(config));
-  nlohmann::json document;
-  try {
-    document = python_to_json(config, "config");
-  } catch (const io::JsonError& e) {
-    throw train::ConfigError(e.what());  // what the command line says of such a config file
-  }
-  return train::from_json(document, "config", sets);
-}
-
 // A run folder given as a path (str or os.PathLike); `field` names the argument.
 std::string resume_folder(py::handle src, const std::string& field = "config") {
   if (py::isinstance<py::str>(src) || py::hasattr(src, "__fspath__"))
@@ -141,6 +119,28 @@ py::object train_run(py::handle config_value, py::object out_value, bool overwri
 }
 
 }  // namespace
+
+train::Config read_config(py::handle config, const std::vector<std::string>& sets) {
+  if (py::isinstance<py::str>(config) ||
+      py::isinstance(config, py::module_::import("pathlib").attr("PurePath"))) {
+    const std::string path = py::str(config).cast<std::string>();
+    try {
+      return train::load_config(path, sets);
+    } catch (const std::exception& e) {
+      if (!std::filesystem::exists(path)) throw FileNotFound(e.what());
+      throw;
+    }
+  }
+  if (!py::isinstance<py::dict>(config))
+    throw std::invalid_argument("config: expected a dict or a path, got " + type_name(config));
+  nlohmann::json document;
+  try {
+    document = python_to_json(config, "config");
+  } catch (const io::JsonError& e) {
+    throw train::ConfigError(e.what());  // what the command line says of such a config file
+  }
+  return train::from_json(document, "config", sets);
+}
 
 void bind_train(py::module_& m) {
   m.def("train", &train_run, py::arg("config"), py::arg("out") = py::none(), py::arg("overwrite") = false,

@@ -162,15 +162,17 @@ Output<findings::ModeAblationResult> ablate(StudyRun& run, const AblateRequest& 
   if (request.n < 0)
     throw RequestError("n: expected at least 1 (0 = the default), got " + std::to_string(request.n));
   if (request.k < 1) throw RequestError("k: expected at least 1, got " + std::to_string(request.k));
-  const int n = train::held_out_count(run, request.n, "n");
+  if (!request.ids.empty() && request.n != 0)
+    throw RequestError("n: the sequences are the ids given; give n or ids, not both");
+  Output<findings::ModeAblationResult> out;
   // The same held-out stream as training's evaluations, so the baseline agrees with metrics.jsonl.
-  const train::Batch eval_set = run.task->eval_set(run.config.seed, n);
+  const train::Batch eval_set =
+      request.ids.empty() ? run.task->eval_set(run.config.seed, train::held_out_count(run, request.n, "n"))
+                          : sequences_batch(run, request.ids, "ids", &out.notes);
   if (mode == AblationMode::resample && eval_set.B < 2)
-    throw RequestError("mode resample: needs at least 2 held-out sequences (n " + std::to_string(eval_set.B) +
-                       ")");
+    throw RequestError("mode resample: needs at least 2 sequences (got " + std::to_string(eval_set.B) + ")");
   const ModeAblationReport r =
       ablate_heads_mode(*run.model, eval_set, mode, request.per_position, request.k, request.seed);
-  Output<findings::ModeAblationResult> out;
   out.result.mode = ablation_mode_name(mode);
   out.result.sequences = eval_set.B;
   out.result.k = mode == AblationMode::resample ? request.k : 1;

@@ -76,6 +76,9 @@ struct AblateRequest {
   bool per_position = false;  // also each head at each position alone
   int k = 4;                  // resample: draws to average over
   uint64_t seed = 1;          // resample: the draws' seed
+  // The user's sequences instead of the held-out set (study::sequences_batch: whole sequences, scored at
+  // the task's positions); n is then not given.
+  std::vector<Sequence> ids;
 };
 
 Output<findings::ModeAblationResult> ablate(StudyRun& run, const AblateRequest& request);

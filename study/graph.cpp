@@ -9,11 +9,13 @@
 #include <numeric>
 #include <optional>
 
+#include "findings/graph_html.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "nn/hooks.h"
+#include "study/run_study.h"
 #include "study/transcoder.h"
 #include "train/safetensors.h"
 
@@ -31,6 +33,8 @@ constexpr int kMaxLogits = 10;
 constexpr double kLogitProbability = 0.95;
 // QK terms shown, largest first.
 constexpr size_t kQkTerms = 12;
+// Logit effects listed per feature, each way.
+constexpr int64_t kLogitEffects = 5;
 
 Mat to_mat(const ag::Tensor<double>& t, int64_t rows, int64_t cols) {
   return Eigen::Map<const Mat>(t.data(), rows, cols);
@@ -107,8 +111,9 @@ struct LocalReplacement::Impl {
   // Per MLP layer: the transcoder, and the error (T, D).
   std::vector<Mat> W_enc, W_dec, W_skip, error;
   std::vector<Vec> b_enc, b_dec;
-  Mat tok, pos;  // (T, D): each position's token and positional embedding
-  Mat unembed;   // (K, D): the targets' demeaned unembedding rows
+  Mat tok, pos;       // (T, D): each position's token and positional embedding
+  Mat unembed;        // (K, D): the targets' demeaned unembedding rows
+  Mat vocab_unembed;  // (V, D): every token's demeaned unembedding row
   Vec unembed_bias;
   // Per node: the vector it writes into the residual stream, the level it writes at (0: the embedding,
   // l + 1: after layer l's MLP), its position; for a target, what it reads.
@@ -241,7 +246,12 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
       pre[l] = x * m.W_enc[l];
       pre[l].rowwise() += m.b_enc[l].transpose();
       Mat act = pre[l].cwiseMax(0.0);
-      if (tc.activation == SaeActivation::topk)
+      if (tc.params.threshold.defined()) {  // JumpReLU, BatchTopK: the features above their threshold
+        const Vec theta = to_vec(tc.params.threshold);
+        for (int t = 0; t < T; ++t)
+          for (int64_t j = 0; j < M; ++j)
+            if (!(pre[l](t, j) > theta[j])) act(t, j) = 0;
+      } else if (tc.activation == SaeActivation::topk)
         for (int t = 0; t < T; ++t) {
           std::vector<int64_t> order(M);
           std::iota(order.begin(), order.end(), 0);
@@ -292,6 +302,7 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
   const Vec mean_row = W_U.colwise().mean().transpose();
   const Vec b_U = dm.lm_head.bias.defined() ? to_vec(dm.lm_head.bias) : Vec::Zero(V);
   m.n_logits = static_cast<int64_t>(targets.size());
+  m.vocab_unembed = W_U.rowwise() - mean_row.transpose();
   m.unembed = Mat(m.n_logits, D);
   m.unembed_bias = Vec(m.n_logits);
   for (size_t k = 0; k < targets.size(); ++k) {
@@ -404,6 +415,19 @@ Eigen::VectorXd LocalReplacement::run(const Eigen::VectorXd& multiplier, bool bi
   for (int64_t k = 0; k < m.n_logits; ++k)
     out[N - m.n_logits + k] = xf.row(m.T - 1).dot(m.unembed.row(k)) + (biases ? m.unembed_bias[k] : 0.0);
   return out;
+}
+
+Eigen::MatrixXd LocalReplacement::feature_logit_effects() const {
+  const Impl& m = *impl_;
+  Mat rows(m.n_features, m.D);
+  for (int64_t i = 0; i < m.n_features; ++i) rows.row(i) = m.W_dec[m.nodes[i].layer].row(m.nodes[i].index);
+  // The frozen final norm at the last position, without its bias: centre, scale, weight.
+  if (m.ln_f.normalises) {
+    if (m.ln_f.centres) rows.colwise() -= rows.rowwise().mean();
+    rows *= m.ln_f.s[m.T - 1];
+    if (m.ln_f.w.size()) rows = rows * m.ln_f.w.asDiagonal();
+  }
+  return rows * m.vocab_unembed.transpose();
 }
 
 Eigen::MatrixXd LocalReplacement::adjacency() const {
@@ -767,6 +791,25 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
   g.n_tokens = rm.n_tokens();
   g.n_logits = rm.n_logits();
   g.unpruned_edges = (A.array() != 0).count();
+  g.edges.reserve(static_cast<size_t>(g.unpruned_edges));
+  for (int64_t t = 0; t < A.rows(); ++t)
+    for (int64_t c = 0; c < A.cols(); ++c)
+      if (A(t, c) != 0) g.edges.push_back({static_cast<int32_t>(c), static_cast<int32_t>(t), A(t, c)});
+  {
+    const Eigen::MatrixXd effects = rm.feature_logit_effects();
+    const int64_t V = effects.cols(), shown = std::min<int64_t>(kLogitEffects, V);
+    std::vector<int64_t> order(V);
+    for (int64_t i = 0; i < rm.n_features(); ++i) {
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return effects(i, a) > effects(i, b); });
+      for (int64_t k = 0; k < shown; ++k) {
+        g.nodes[i].top_logits.push_back({token_label(run, static_cast<int>(order[k])), effects(i, order[k])});
+        const int64_t low = order[V - 1 - k];
+        g.nodes[i].bottom_logits.push_back({token_label(run, static_cast<int>(low)), effects(i, low)});
+      }
+    }
+  }
   for (int64_t t = 0; t < A.rows(); ++t)
     for (int64_t c = 0; c < A.cols(); ++c)
       if (s.edge_kept(t, c) && s.node_kept[t] && s.node_kept[c] && A(t, c) != 0) {
@@ -806,7 +849,10 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
     std::filesystem::create_directories(dir);
     io::write_text_file_atomically(io::layout::graph_json(dir), findings::graph_to_json(g).dump() + "\n");
     io::write_text_file_atomically(io::layout::graph_matrix(dir), npy_bytes(A));
-    out.wrote = {io::layout::graph_json(dir), io::layout::graph_matrix(dir)};
+    io::write_text_file_atomically(io::layout::graph_page(dir), findings::graph_html(g));
+    write_run_report(run.dir, run.config.name);  // its "Attribution graphs" section links the viewer
+    out.wrote = {io::layout::graph_json(dir), io::layout::graph_matrix(dir), io::layout::graph_page(dir),
+                 io::layout::report_html(run.dir)};
   }
   return out;
 }

@@ -97,6 +97,10 @@ class LocalReplacement {
   std::vector<PathTerm> edge_paths(int64_t target, int64_t source) const;
   // The QK attribution of head `head` of `layer` from `query` to `key`.
   QkAttribution qk_attribution(int layer, int head, int query, int key) const;
+  // Each feature's logit effects (n_features x vocab): one unit of its decoder row read straight through
+  // the final norm frozen at the last position and the demeaned unembedding (no attention, no later
+  // layer), as a feature page's "top logits" read the decoder through W_U.
+  Eigen::MatrixXd feature_logit_effects() const;
 
  private:
   // forward up to the residual entering `stop_layer` (written to *resid), or to the end (stop_layer L).

@@ -179,38 +179,50 @@ findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
 template <typename T>
 PointGradients<T> point_gradients(const nn::CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t B,
                                   int64_t n, const std::vector<T>& grad_logits,
-                                  const std::vector<std::string>& points) {
+                                  const std::vector<std::string>& points, nn::Hooks<T>* hooks) {
   const int64_t V = model.shape.vocab;
-  if (static_cast<int64_t>(grad_logits.size()) != B * n * V)
+  if (!grad_logits.empty() && static_cast<int64_t>(grad_logits.size()) != B * n * V)
     throw std::invalid_argument("grad_logits: expected the logits' shape (" + std::to_string(B) + ", " +
                                 std::to_string(n) + ", " + std::to_string(V) + "), " +
                                 std::to_string(B * n * V) + " values, got " +
                                 std::to_string(grad_logits.size()));
-  nn::Hooks<T> hooks;
+  if (grad_logits.empty() && n < 2)
+    throw std::invalid_argument("the next-token loss needs at least 2 tokens, got " + std::to_string(n));
+  nn::Hooks<T> own;
+  nn::Hooks<T>& at = hooks ? *hooks : own;
   for (const std::string& p : points) {
-    hooks.capture(p);
-    hooks.grad(p);
+    at.capture(p);
+    at.grad(p);
   }
   PointGradients<T> out;
   {
     nn::NoParameterGrads<T> frozen(model);
-    out.logits = model.forward(ids, B, n, {}, &hooks);
-    out.logits.backward(grad_logits);
+    out.logits = model.forward(ids, B, n, {}, &at);
+    if (grad_logits.empty()) {
+      std::vector<int32_t> targets(ids.size(), -1);  // the next token at 0..n-2 of each row
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t + 1 < n; ++t) targets[b * n + t] = ids[b * n + t + 1];
+      ag::Tensor<T> loss = ag::cross_entropy(out.logits, targets, -1);
+      out.loss = static_cast<double>(loss.item());
+      loss.backward();
+    } else {
+      out.logits.backward(grad_logits);
+    }
   }
   for (const std::string& p : points) {
-    out.values[p] = hooks.captured(p);
-    out.gradients[p] = hooks.gradient(p);
+    out.values[p] = at.captured(p);
+    out.gradients[p] = at.gradient(p);
   }
   return out;
 }
 
 template PointGradients<float> point_gradients<float>(const nn::CausalLM<float>&, const std::vector<int32_t>&,
                                                       int64_t, int64_t, const std::vector<float>&,
-                                                      const std::vector<std::string>&);
+                                                      const std::vector<std::string>&, nn::Hooks<float>*);
 template PointGradients<double> point_gradients<double>(const nn::CausalLM<double>&,
                                                         const std::vector<int32_t>&, int64_t, int64_t,
                                                         const std::vector<double>&,
-                                                        const std::vector<std::string>&);
+                                                        const std::vector<std::string>&, nn::Hooks<double>*);
 
 findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
                                             const std::vector<int32_t>& clean,

@@ -69,15 +69,21 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
 // frozen (nn::NoParameterGrads: no parameter gradient is computed or touched), with each point's value and
 // the logits. grad_logits holds B * n * V values (the logits' shape, row-major). Throws
 // std::invalid_argument naming grad_logits for another size and a point the model lacks (the forward's
-// error). Attribution patching takes its gradients from here; so does Python's Run.backward.
+// error). Attribution patching takes its gradients from here; so does Python's Run.backward and its
+// backward hooks.
+//   - grad_logits empty: the metric is the mean next-token cross-entropy over positions 0..n-2 of every row
+//     (TransformerLens's return_type "loss"), kept in `loss`; n >= 2.
+//   - hooks: forward hooks that run too (read or replace values, nn/hooks.h); the points' captures and
+//     gradient probes are added to them, after their own, so values and gradients are of what flows on.
 template <typename T>
 struct PointGradients {
   ag::Tensor<T> logits;
+  double loss = 0;  // with grad_logits empty
   std::map<std::string, ag::Tensor<T>> values, gradients;
 };
 template <typename T>
 PointGradients<T> point_gradients(const nn::CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t B,
                                   int64_t n, const std::vector<T>& grad_logits,
-                                  const std::vector<std::string>& points);
+                                  const std::vector<std::string>& points, nn::Hooks<T>* hooks = nullptr);
 
 }  // namespace study

@@ -222,6 +222,27 @@ void read_saes_except(const std::string& run_dir, const std::string& replacing,
   }
 }
 
+// The saved attribution graphs: each RUN/graphs/NAME/graph.json, by name, with its viewer page.
+void read_graphs(const std::string& run_dir, std::vector<findings::GraphSummary>* graphs) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  std::error_code ec;
+  const std::string root = io::layout::graphs_root(run_dir);
+  if (fs::is_directory(root, ec))
+    for (const auto& entry : fs::directory_iterator(root, ec))
+      if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string dir = io::layout::graph_dir(run_dir, name), file = io::layout::graph_json(dir);
+    if (!fs::exists(file, ec)) continue;
+    findings::GraphSummary g =
+        findings::graph_summary_from_json(io::parse_json(io::read_text_file(file), file), name, file);
+    const std::string page = io::layout::graph_page(dir);
+    g.page = fs::exists(page, ec) ? io::layout::relative_to_run(run_dir, page) : std::string();
+    graphs->push_back(std::move(g));
+  }
+}
+
 }  // namespace
 
 void read_saes(const std::string& run_dir, std::vector<findings::SaeEvalSummary>* saes,
@@ -260,6 +281,7 @@ findings::ReportInputs read_report_inputs(const std::string& run_dir, const std:
   if (std::filesystem::exists(io::layout::measures_jsonl(run_dir)))
     in.measures = findings::read_measures(io::layout::measures_jsonl(run_dir));
   read_saes_except(run_dir, replacing, &in.saes, &in.sae_pages);
+  read_graphs(run_dir, &in.graphs);
   return in;
 }
 

@@ -9,6 +9,7 @@
 #include "io/field_table.h"
 #include "io/json_error.h"
 #include "io/json_read.h"
+#include "study/sae_ops.h"
 #include "train/safetensors.h"
 
 namespace study {
@@ -24,8 +25,13 @@ const io::Table<SaeConfig>& sae_config_fields() {
       {"d_sae", &SaeConfig::d_sae, "features; 0: `expansion` x d_in", io::at_least(0).up_to(1 << 20)},
       {"expansion", &SaeConfig::expansion, "d_sae / d_in when d_sae is 0", io::at_least(1).up_to(256)},
       {"activation",
-       io::named(&SaeConfig::activation, {{SaeActivation::relu, "relu"}, {SaeActivation::topk, "topk"}}),
-       "the encoder's nonlinearity: relu with the L1 penalty, or topk (k active features)"},
+       io::named(&SaeConfig::activation, {{SaeActivation::relu, "relu"},
+                                          {SaeActivation::topk, "topk"},
+                                          {SaeActivation::batchtopk, "batchtopk"},
+                                          {SaeActivation::jumprelu, "jumprelu"}}),
+       "the encoder's nonlinearity: relu with the L1 penalty, topk (k active features per token), "
+       "batchtopk (k N over a batch of N; a threshold at inference) or jumprelu (a learnt threshold per "
+       "feature, with the L0 penalty)"},
       {"normalize_activations",
        io::named(&SaeConfig::normalize_activations,
                  {{SaeNormalize::none, "none"},
@@ -34,7 +40,18 @@ const io::Table<SaeConfig>& sae_config_fields() {
        "(folded into sae.safetensors, which reads raw activations), or not"},
       {"l1_coefficient", &SaeConfig::l1_coefficient, "the L1 penalty's weight (ReLU)",
        io::at_least(0).up_to(1e6)},
-      {"k", &SaeConfig::k, "active features per token (TopK)", io::at_least(1).up_to(1 << 16)},
+      {"k", &SaeConfig::k, "active features per token (TopK; BatchTopK on average)",
+       io::at_least(1).up_to(1 << 16)},
+      {"l0_coefficient", &SaeConfig::l0_coefficient, "the L0 penalty's weight (JumpReLU)",
+       io::at_least(0).up_to(1e6)},
+      {"jumprelu_bandwidth", &SaeConfig::jumprelu_bandwidth,
+       "the width of the rectangle kernel in the thresholds' pseudo-derivatives (JumpReLU)",
+       io::above(0).up_to(1e3)},
+      {"jumprelu_init_threshold", &SaeConfig::jumprelu_init_threshold,
+       "every feature's starting threshold (JumpReLU)", io::above(0).up_to(1e3)},
+      {"topk_threshold_lr", &SaeConfig::topk_threshold_lr,
+       "the rate of the moving average of the smallest kept activation, the inference threshold (BatchTopK)",
+       io::above(0).up_to(1)},
       {"steps", &SaeConfig::steps, "training steps", io::at_least(1).up_to(double(int64_t(1) << 40))},
       {"batch_size", &SaeConfig::batch_size, "tokens per step", io::at_least(1).up_to(1 << 20)},
       {"lr", &SaeConfig::lr, "AdamW's learning rate after warmup", io::above(0).up_to(10)},
@@ -64,23 +81,35 @@ double sae_lr(const SaeConfig& c, int64_t step) {
   return c.lr;
 }
 
-// AdamW's parameters in checkpoint order: W_enc, b_enc, W_dec, b_dec, then W_skip when there is one.
-std::vector<train::OptimParam> optim_params(SaeParams<float>& p) {
+// AdamW's parameters in checkpoint order: W_enc, b_enc, W_dec, b_dec, then W_skip when there is one, then
+// JumpReLU's log_threshold when it is defined.
+std::vector<train::OptimParam> optim_params(SaeParams<float>& p, ag::Tensor<float>& log_threshold) {
   std::vector<train::OptimParam> params = {{"W_enc", &p.W_enc, true},
                                            {"b_enc", &p.b_enc, false},
                                            {"W_dec", &p.W_dec, true},
                                            {"b_dec", &p.b_dec, false}};
   if (p.W_skip.defined()) params.push_back({"W_skip", &p.W_skip, true});
+  if (log_threshold.defined()) params.push_back({"log_threshold", &log_threshold, false});
   return params;
 }
 
-std::vector<ag::Tensor<float>*> param_list(SaeParams<float>& p) {
-  std::vector<ag::Tensor<float>*> ts = {&p.W_enc, &p.b_enc, &p.W_dec, &p.b_dec};
-  if (p.W_skip.defined()) ts.push_back(&p.W_skip);
+// The same, with the names the checkpoint stores them under.
+std::vector<std::pair<std::string, ag::Tensor<float>*>> param_list(SaeParams<float>& p,
+                                                                   ag::Tensor<float>& log_threshold) {
+  std::vector<std::pair<std::string, ag::Tensor<float>*>> ts;
+  for (const train::OptimParam& o : optim_params(p, log_threshold)) ts.push_back({o.name, o.tensor});
   return ts;
 }
 
-const char* const kParamNames[] = {"W_enc", "b_enc", "W_dec", "b_dec", "W_skip"};
+// JumpReLU's starting log_threshold (log of jumprelu_init_threshold for every feature), trained; undefined
+// for the other activations.
+ag::Tensor<float> init_log_threshold(const SaeConfig& c, int64_t d_sae) {
+  if (c.activation != SaeActivation::jumprelu) return {};
+  ag::Tensor<float> t = ag::Tensor<float>::empty({d_sae});
+  for (int64_t j = 0; j < d_sae; ++j) t.data()[j] = static_cast<float>(std::log(c.jumprelu_init_threshold));
+  t.set_requires_grad(true);
+  return t;
+}
 
 // x times s, as a new tensor (x itself when s is 1).
 ag::Tensor<float> scaled(const ag::Tensor<float>& x, float s) {
@@ -142,13 +171,14 @@ SaeParams<float> init_transcoder(const DictShape& shape, int64_t d_sae, ag::Rng&
   p.b_dec = out_mean.empty() ? ag::Tensor<float>::zeros({shape.d_out})
                              : ag::Tensor<float>::from({shape.d_out}, out_mean);
   if (shape.skip) p.W_skip = ag::Tensor<float>::zeros({shape.d_in, shape.d_out});
-  for (ag::Tensor<float>* t : param_list(p)) t->set_requires_grad(true);
+  for (ag::Tensor<float>* t : {&p.W_enc, &p.b_enc, &p.W_dec, &p.b_dec, &p.W_skip})
+    if (t->defined()) t->set_requires_grad(true);
   return p;
 }
 
 template <typename T>
-SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k,
-                         const ag::Tensor<T>& y) {
+SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T coefficient,
+                         int k, const ag::Tensor<T>& y, T bandwidth, bool training) {
   if (x.dim() != 2 || x.size(1) != p.d_in())
     throw std::invalid_argument("sae_forward: x must be (N, " + std::to_string(p.d_in()) + ")");
   const int64_t N = x.size(0);
@@ -159,13 +189,32 @@ SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActiv
   // A transcoder's encoder reads x itself: the centre is a zero constant.
   const ag::Tensor<T> pre = ag::sparse_grad_linear(
       x, p.transcoder ? ag::Tensor<T>::zeros({p.d_in()}) : p.b_dec, p.W_enc, p.b_enc);  // (N, d_sae)
-  out.f = act == SaeActivation::topk ? ag::topk_relu(pre, k) : ag::relu(pre);
-  out.x_hat = ag::relu_decode(out.f, p.W_dec) + p.b_dec;  // (N, d_out); relu(f) = f
+  const bool thresholded = act == SaeActivation::jumprelu || (act == SaeActivation::batchtopk && !training);
+  if (thresholded && !(p.threshold.defined() && p.threshold.numel() == p.d_sae()))
+    throw std::invalid_argument("sae_forward: jumprelu and batchtopk need a threshold of d_sae entries");
+  if (act == SaeActivation::topk)
+    out.f = ag::topk_relu(pre, k);
+  else if (act == SaeActivation::batchtopk && training)
+    out.f = batch_topk_relu(pre, static_cast<int64_t>(k) * N);
+  else if (thresholded)
+    out.f = jumprelu(pre, p.threshold, bandwidth);
+  else
+    out.f = ag::relu(pre);
+  // (N, d_out); relu(f) = f. JumpReLU's threshold reads d f at inactive entries too (those within the
+  // kernel's window below it), which relu_decode's sparse backward leaves at 0: its training decodes densely.
+  out.x_hat = (act == SaeActivation::jumprelu && training ? ag::matmul(out.f, p.W_dec)
+                                                          : ag::relu_decode(out.f, p.W_dec)) +
+              p.b_dec;
   if (p.W_skip.defined()) out.x_hat = out.x_hat + ag::matmul(x, p.W_skip);
   const ag::Tensor<T> diff = out.x_hat - (y.defined() ? y : x);
   out.mse = ag::scale(ag::sum(diff * diff), T(1) / static_cast<T>(N));
   out.sparsity = ag::scale(ag::sum(out.f), T(1) / static_cast<T>(N));
-  out.loss = act == SaeActivation::relu ? out.mse + ag::scale(out.sparsity, l1) : out.mse;
+  if (act == SaeActivation::relu)
+    out.loss = out.mse + ag::scale(out.sparsity, coefficient);
+  else if (act == SaeActivation::jumprelu && coefficient != T(0))  // L0: sum over features, mean over tokens
+    out.loss = out.mse + ag::scale(ag::sum(jumprelu_step(pre, p.threshold, bandwidth)), coefficient / T(N));
+  else
+    out.loss = out.mse;
   return out;
 }
 
@@ -199,7 +248,8 @@ SaeParams<float> fold_activation_scales(const SaeParams<float>& p, float in_scal
                      p.W_dec.detach(),
                      p.b_dec.detach(),
                      p.W_skip.defined() ? p.W_skip.detach() : ag::Tensor<float>(),
-                     p.transcoder};
+                     p.transcoder,
+                     p.threshold.defined() ? p.threshold.detach() : ag::Tensor<float>()};
   if (p.transcoder && in_scale != out_scale) {
     const float r = in_scale / out_scale;
     for (ag::Tensor<float>* t : {&q.W_enc, &q.W_skip})
@@ -207,8 +257,9 @@ SaeParams<float> fold_activation_scales(const SaeParams<float>& p, float in_scal
         for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] *= r;
   }
   if (out_scale == 1.f) return q;
-  for (ag::Tensor<float>* t : {&q.b_enc, &q.b_dec})
-    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] /= out_scale;
+  for (ag::Tensor<float>* t : {&q.b_enc, &q.b_dec, &q.threshold})
+    if (t->defined())
+      for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] /= out_scale;
   return q;
 }
 
@@ -221,10 +272,13 @@ SaeTrainer::SaeTrainer(const SaeConfig& config, int64_t d_in, const std::vector<
         for (float& v : mean) v *= activation_scale;
         return init_sae(d_in, config.features(d_in), rng, mean);
       }()),
-      optimizer_(optim_params(p_), config.weight_decay),
+      log_threshold_(init_log_threshold(config, p_.d_sae())),
+      optimizer_(optim_params(p_, log_threshold_), config.weight_decay),
       fired_(static_cast<size_t>(p_.d_sae()), 0),
       scale_(activation_scale),
-      out_scale_(activation_scale) {}
+      out_scale_(activation_scale) {
+  init_threshold();
+}
 
 SaeTrainer::SaeTrainer(const SaeConfig& config, const DictShape& shape, const std::vector<float>& out_mean,
                        float in_scale, float out_scale)
@@ -237,10 +291,20 @@ SaeTrainer::SaeTrainer(const SaeConfig& config, const DictShape& shape, const st
         s.skip = config.skip;
         return init_transcoder(s, config.features(shape.d_in), rng, mean);
       }()),
-      optimizer_(optim_params(p_), config.weight_decay),
+      log_threshold_(init_log_threshold(config, p_.d_sae())),
+      optimizer_(optim_params(p_, log_threshold_), config.weight_decay),
       fired_(static_cast<size_t>(p_.d_sae()), 0),
       scale_(in_scale),
-      out_scale_(out_scale) {}
+      out_scale_(out_scale) {
+  init_threshold();
+}
+
+void SaeTrainer::init_threshold() {
+  if (log_threshold_.defined())
+    p_.threshold = ag::exp(log_threshold_).detach();
+  else if (config_.activation == SaeActivation::batchtopk)
+    p_.threshold = ag::Tensor<float>::zeros({p_.d_sae()});  // SAELens's topk_threshold starts at 0
+}
 
 SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw) {
   return step(raw, ag::Tensor<float>());
@@ -249,12 +313,28 @@ SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw) {
 SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw, const ag::Tensor<float>& raw_y) {
   const ag::Tensor<float> x = scaled(raw, scale_);
   const ag::Tensor<float> y = raw_y.defined() ? scaled(raw_y, out_scale_) : ag::Tensor<float>();
-  for (ag::Tensor<float>* t : param_list(p_)) t->zero_grad();
-  SaeOutput<float> out =
-      sae_forward(p_, x, config_.activation, static_cast<float>(config_.l1_coefficient), config_.k, y);
+  for (auto& [name, t] : param_list(p_, log_threshold_)) t->zero_grad();
+  // JumpReLU's threshold is exp(log_threshold) in the graph, so the pseudo-derivatives reach log_threshold.
+  if (log_threshold_.defined()) p_.threshold = ag::exp(log_threshold_);
+  const bool jump = config_.activation == SaeActivation::jumprelu;
+  SaeOutput<float> out = sae_forward(
+      p_, x, config_.activation, static_cast<float>(jump ? config_.l0_coefficient : config_.l1_coefficient),
+      config_.k, y, static_cast<float>(config_.jumprelu_bandwidth), true);
   out.loss.backward();
   optimizer_.step(sae_lr(config_, step_));
   normalize_decoder(p_);
+  if (log_threshold_.defined()) p_.threshold = ag::exp(log_threshold_).detach();
+  if (config_.activation == SaeActivation::batchtopk) {
+    // SAELens's update: threshold <- (1 - lr) threshold + lr * (the smallest kept activation of the batch).
+    float smallest = 0;
+    for (int64_t i = 0; i < out.f.numel(); ++i)
+      if (out.f.data()[i] > 0 && (smallest == 0 || out.f.data()[i] < smallest)) smallest = out.f.data()[i];
+    if (smallest > 0) {
+      const double lr = config_.topk_threshold_lr;
+      const float t = static_cast<float>((1 - lr) * p_.threshold.data()[0] + lr * smallest);
+      for (int64_t j = 0; j < p_.d_sae(); ++j) p_.threshold.data()[j] = t;
+    }
+  }
   const int64_t N = x.size(0), M = p_.d_sae();
   int64_t active = 0;
   for (int64_t r = 0; r < N; ++r) {
@@ -334,6 +414,11 @@ int SaeTrainer::resample_dead(const ag::Tensor<float>& in, const ag::Tensor<floa
     }
     p_.b_enc.data()[j] = 0;
     m[1][j] = v[1][j] = 0;
+    if (log_threshold_.defined()) {  // JumpReLU: the starting threshold again (its moments are the last)
+      log_threshold_.data()[j] = static_cast<float>(std::log(config_.jumprelu_init_threshold));
+      m.back()[j] = v.back()[j] = 0;
+      p_.threshold.data()[j] = static_cast<float>(config_.jumprelu_init_threshold);
+    }
   }
   return static_cast<int>(dead.size());
 }
@@ -341,17 +426,19 @@ int SaeTrainer::resample_dead(const ag::Tensor<float>& in, const ag::Tensor<floa
 void SaeTrainer::save_checkpoint(const std::string& path,
                                  const std::map<std::string, std::string>& metadata) const {
   std::vector<train::NamedArray> arrays;
-  const char* const* names = kParamNames;
   auto& self = const_cast<SaeTrainer&>(*this);
-  const std::vector<ag::Tensor<float>*> ts = param_list(self.p_);
+  const auto ts = param_list(self.p_, self.log_threshold_);
   for (size_t i = 0; i < ts.size(); ++i) {
-    arrays.push_back({names[i], ts[i]->shape(), ts[i]->to_vector()});
-    arrays.push_back({std::string("adam_m.") + names[i], ts[i]->shape(), self.optimizer_.first_moments()[i]});
-    arrays.push_back(
-        {std::string("adam_v.") + names[i], ts[i]->shape(), self.optimizer_.second_moments()[i]});
+    const auto& [name, t] = ts[i];
+    arrays.push_back({name, t->shape(), t->to_vector()});
+    arrays.push_back({"adam_m." + name, t->shape(), self.optimizer_.first_moments()[i]});
+    arrays.push_back({"adam_v." + name, t->shape(), self.optimizer_.second_moments()[i]});
   }
   std::vector<float> fired(fired_.begin(), fired_.end());  // counts up to 2^24 are exact
   arrays.push_back({"fired", {p_.d_sae()}, fired});
+  // BatchTopK's threshold is no parameter: its moving average is state.
+  if (config_.activation == SaeActivation::batchtopk)
+    arrays.push_back({"threshold", {p_.d_sae()}, p_.threshold.to_vector()});
   std::map<std::string, std::string> meta = metadata;
   meta["step"] = train::u64_to_metadata(static_cast<uint64_t>(step_));
   meta["adam_steps"] = train::u64_to_metadata(static_cast<uint64_t>(optimizer_.steps_taken()));
@@ -364,18 +451,19 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   const train::SafetensorsFile file = train::read_safetensors(path);
   const int64_t D = p_.d_in(), M = p_.d_sae();
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  const char* const* names = kParamNames;
-  const std::vector<ag::Tensor<float>*> ts = param_list(p_);
-  for (size_t i = 0; i < ts.size(); ++i)
+  const auto ts = param_list(p_, log_threshold_);
+  for (const auto& [name, t] : ts)
     for (const std::string prefix : {"", "adam_m.", "adam_v."})
-      expected.push_back({prefix + names[i], ts[i]->shape()});
+      expected.push_back({prefix + name, t->shape()});
   expected.push_back({"fired", {M}});
+  const bool batch_threshold = config_.activation == SaeActivation::batchtopk;
+  if (batch_threshold) expected.push_back({"threshold", {M}});
   train::expect_tensors(file, expected, path);
   (void)D;
   // A corrupt checkpoint is refused before anything is restored: every value finite, the second moments
   // and fire counts non-negative (counts whole), the steps within the config's.
   for (const auto& [name, shape] : expected) {
-    const bool non_negative = name.rfind("adam_v.", 0) == 0 || name == "fired";
+    const bool non_negative = name.rfind("adam_v.", 0) == 0 || name == "fired" || name == "threshold";
     for (const float v : file.find(name)->data) {
       if (!std::isfinite(v)) throw std::runtime_error(path + ": " + name + ": a value is not finite");
       if (non_negative && v < 0) throw std::runtime_error(path + ": " + name + ": a value is negative");
@@ -403,10 +491,16 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
     throw std::runtime_error(path + ": metadata adam_steps: expected at most step (" + std::to_string(step) +
                              "), got " + std::to_string(adam_steps));
   for (size_t i = 0; i < ts.size(); ++i) {
-    const std::vector<float>& w = file.find(names[i])->data;
-    std::copy(w.begin(), w.end(), ts[i]->data());
-    optimizer_.first_moments()[i] = file.find(std::string("adam_m.") + names[i])->data;
-    optimizer_.second_moments()[i] = file.find(std::string("adam_v.") + names[i])->data;
+    const auto& [name, t] = ts[i];
+    const std::vector<float>& w = file.find(name)->data;
+    std::copy(w.begin(), w.end(), t->data());
+    optimizer_.first_moments()[i] = file.find("adam_m." + name)->data;
+    optimizer_.second_moments()[i] = file.find("adam_v." + name)->data;
+  }
+  if (log_threshold_.defined()) p_.threshold = ag::exp(log_threshold_).detach();
+  if (batch_threshold) {
+    const std::vector<float>& t = file.find("threshold")->data;
+    std::copy(t.begin(), t.end(), p_.threshold.data());
   }
   const std::vector<float>& fired = file.find("fired")->data;
   for (int64_t j = 0; j < M; ++j) fired_[j] = static_cast<int64_t>(fired[j]);
@@ -424,6 +518,7 @@ void write_sae_file(const std::string& path, const SaeParams<float>& p,
                                            {"b_dec", p.b_dec.shape(), p.b_dec.to_vector()}};
   std::map<std::string, std::string> meta = metadata;
   if (p.W_skip.defined()) arrays.push_back({"W_skip", p.W_skip.shape(), p.W_skip.to_vector()});
+  if (p.threshold.defined()) arrays.push_back({"threshold", p.threshold.shape(), p.threshold.to_vector()});
   if (p.transcoder) meta["architecture"] = p.W_skip.defined() ? "skip_transcoder" : "transcoder";
   train::write_safetensors(path, arrays, meta);
 }
@@ -452,6 +547,9 @@ SaeParams<float> load_sae(const std::string& path) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
       {"W_enc", {D, M}}, {"b_enc", {M}}, {"W_dec", {M, Dout}}, {"b_dec", {Dout}}};
   if (skip) expected.push_back({"W_skip", {D, Dout}});
+  // A JumpReLU or BatchTopK dictionary has its threshold (SAELens's JumpReLU format).
+  const bool thresholded = file.find("threshold") != nullptr;
+  if (thresholded) expected.push_back({"threshold", {M}});
   train::expect_tensors(file, expected, path);
   SaeParams<float> p;
   p.transcoder = transcoder;
@@ -466,12 +564,17 @@ SaeParams<float> load_sae(const std::string& path) {
   p.W_dec = take("W_dec");
   p.b_dec = take("b_dec");
   if (skip) p.W_skip = take("W_skip");
+  if (thresholded) {
+    p.threshold = take("threshold");
+    for (int64_t j = 0; j < M; ++j)
+      if (p.threshold.data()[j] < 0) throw std::runtime_error(path + ": threshold: a value is negative");
+  }
   return p;
 }
 
 template SaeOutput<float> sae_forward(const SaeParams<float>&, const ag::Tensor<float>&, SaeActivation, float,
-                                      int, const ag::Tensor<float>&);
+                                      int, const ag::Tensor<float>&, float, bool);
 template SaeOutput<double> sae_forward(const SaeParams<double>&, const ag::Tensor<double>&, SaeActivation,
-                                       double, int, const ag::Tensor<double>&);
+                                       double, int, const ag::Tensor<double>&, double, bool);
 
 }  // namespace study

@@ -26,7 +26,10 @@
 
 namespace study {
 
-enum class SaeActivation { relu, topk };
+// relu (with the L1 penalty), topk (k per token), batchtopk (k N over a batch of N at training, a
+// threshold learnt from it at inference) or jumprelu (a threshold per feature, with the L0 penalty):
+// SAELens's architectures.
+enum class SaeActivation { relu, topk, batchtopk, jumprelu };
 // How activations are scaled before the SAE sees them (SAELens's `normalize_activations`): not at all, or
 // by one factor fixed from the data so the mean norm of a training row is sqrt(d_in)
 // (`expected_average_only_in`), so that one l1_coefficient and lr fit every model and point.
@@ -39,19 +42,23 @@ struct SaeConfig {
   int expansion = 8;  // d_sae / d_in when d_sae is 0
   SaeActivation activation = SaeActivation::relu;
   SaeNormalize normalize_activations = SaeNormalize::expected_average_only_in;
-  double l1_coefficient = 0.3;    // ReLU: the L1 penalty's weight (unit-norm decoder rows)
-  int k = 16;                     // TopK: active features per token
-  int64_t steps = 3000;           // training steps
-  int batch_size = 1024;          // tokens per step
-  double lr = 1e-3;               // AdamW, constant after warmup
-  int warmup = 100;               // linear warmup steps
-  double weight_decay = 0.0;      // AdamW on W_enc and W_dec
-  int64_t resample_every = 1000;  // dead-feature resampling period in steps; 0: never
-  int64_t buffer_tokens = 65536;  // activations collected and shuffled at a time
-  bool skip_bos = true;           // leave position 0 (BOS) out of training, evaluation and splicing
-  int eval_sequences = 256;       // held-out sequences for eval.json and features.json
-  int top_examples = 5;           // features.json: top-activating examples per feature
-  int checkpoint_every = 1000;    // steps between checkpoints (and at the end)
+  double l1_coefficient = 0.3;        // ReLU: the L1 penalty's weight (unit-norm decoder rows)
+  int k = 16;                         // TopK, BatchTopK: active features per token (BatchTopK: on average)
+  double l0_coefficient = 1.0;        // JumpReLU: the L0 penalty's weight
+  double jumprelu_bandwidth = 0.001;  // JumpReLU: the pseudo-derivatives' kernel width
+  double jumprelu_init_threshold = 0.001;  // JumpReLU: every feature's starting threshold
+  double topk_threshold_lr = 0.01;         // BatchTopK: the inference threshold's moving-average rate
+  int64_t steps = 3000;                    // training steps
+  int batch_size = 1024;                   // tokens per step
+  double lr = 1e-3;                        // AdamW, constant after warmup
+  int warmup = 100;                        // linear warmup steps
+  double weight_decay = 0.0;               // AdamW on W_enc and W_dec
+  int64_t resample_every = 1000;           // dead-feature resampling period in steps; 0: never
+  int64_t buffer_tokens = 65536;           // activations collected and shuffled at a time
+  bool skip_bos = true;                    // leave position 0 (BOS) out of training, evaluation and splicing
+  int eval_sequences = 256;                // held-out sequences for eval.json and features.json
+  int top_examples = 5;                    // features.json: top-activating examples per feature
+  int checkpoint_every = 1000;             // steps between checkpoints (and at the end)
   uint64_t seed = 1;
   bool skip = false;  // transcoders: also a linear skip W_skip (d_in, d_out) from input to output
 
@@ -77,6 +84,9 @@ struct SaeParams {
   ag::Tensor<T> W_skip;  // (d_in, d_out): a skip transcoder's linear path; undefined otherwise
   // A transcoder's encoder reads x itself; an SAE's reads x - b_dec (input and output are one point).
   bool transcoder = false;
+  // (d_sae): JumpReLU's and BatchTopK's threshold, f = pre where pre > threshold, else 0 (SAELens's
+  // JumpReLU inference, what a BatchTopK dictionary is saved as); undefined for ReLU and TopK.
+  ag::Tensor<T> threshold;
 
   int64_t d_in() const { return W_enc.size(0); }
   int64_t d_sae() const { return W_enc.size(1); }
@@ -104,16 +114,19 @@ struct SaeOutput {
   ag::Tensor<T> x_hat;  // (N, d_out) reconstruction (a transcoder's: its prediction of the target)
   ag::Tensor<T> mse;    // [] mean over tokens of ||x_hat - y||^2 (SAELens's training MSE, summed over d_out)
   ag::Tensor<T> sparsity;  // [] mean over tokens of sum_j f_j (the L1 norm: f >= 0, decoder rows unit)
-  ag::Tensor<T> loss;      // [] mse + l1 * sparsity (ReLU), mse (TopK)
+  ag::Tensor<T> loss;      // [] mse + l1 * sparsity (ReLU), mse + l0 * L0 (JumpReLU), mse (TopK, BatchTopK)
 };
 
 // The SAE on x (N, d_in), with the graph recorded when gradients are on; its MSE is to `y` (N, d_out), a
 // transcoder's target (needed when d_out differs from d_in), or to x when y is undefined. TopK keeps each
 // row's k largest pre-activations (ties: the lower index) and zeroes the rest before the ReLU; no gradient
-// flows to the zeroed ones.
+// flows to the zeroed ones. `coefficient` weighs the sparsity penalty: ReLU's L1, JumpReLU's L0 (the
+// mean over tokens of the features above threshold, its threshold gradient study/sae_ops.h's
+// pseudo-derivative with `bandwidth`). BatchTopK keeps the k N largest of the batch when `training`, and
+// (as JumpReLU) the features above p.threshold otherwise.
 template <typename T>
-SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T l1, int k,
-                         const ag::Tensor<T>& y = {});
+SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActivation act, T coefficient,
+                         int k, const ag::Tensor<T>& y = {}, T bandwidth = T(0.001), bool training = false);
 
 // Each decoder row scaled to unit norm (a zero row is left as it is).
 void normalize_decoder(SaeParams<float>& p);
@@ -183,8 +196,11 @@ class SaeTrainer {
   void load_checkpoint(const std::string& path);
 
  private:
+  void init_threshold();  // p_.threshold from log_threshold_ (JumpReLU) or 0 (BatchTopK)
   SaeConfig config_;
   SaeParams<float> p_;
+  // JumpReLU's trained parameter (SAELens's log_threshold); p_.threshold is exp of it.
+  ag::Tensor<float> log_threshold_;
   train::AdamW optimizer_;
   std::vector<int64_t> fired_;  // tokens each feature fired on since the last resampling
   int64_t step_ = 0;

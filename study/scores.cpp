@@ -4,9 +4,11 @@
 
 namespace study {
 
-Output<findings::HeadScoresFile> scores(StudyRun& run, const ScoresRequest&) {
-  const train::Batch score_set = run.task->eval_set(run.config.seed, run.config.train.eval_size);
+Output<findings::HeadScoresFile> scores(StudyRun& run, const ScoresRequest& request) {
   Output<findings::HeadScoresFile> out;
+  const train::Batch score_set = request.ids.empty()
+                                     ? run.task->eval_set(run.config.seed, run.config.train.eval_size)
+                                     : sequences_batch(run, request.ids, "ids", &out.notes);
   out.result = Study(*run.task, run.config, score_set).head_scores(*run.model, run.step);
   return out;
 }

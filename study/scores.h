@@ -8,7 +8,12 @@
 
 namespace study {
 
-struct ScoresRequest {};
+// ids: the user's sequences (study::sequences_batch: whole sequences, the model reads all but the last
+// token), at most 64 of them read; empty: the run's held-out set. The induction score reads its own
+// repeated random sequences either way.
+struct ScoresRequest {
+  std::vector<Sequence> ids;
+};
 
 Output<findings::HeadScoresFile> scores(StudyRun& run, const ScoresRequest& request);
 

@@ -47,6 +47,49 @@ std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const
   return ids;
 }
 
+train::Batch sequences_batch(const StudyRun& run, const std::vector<Sequence>& sequences,
+                             const std::string& field, std::vector<std::string>* notes) {
+  if (sequences.empty()) throw RequestError(field + ": expected at least one sequence, got none");
+  train::Batch batch;
+  // The task's sequence: T + 1 tokens, as Task::eval_set's rows are made from.
+  const size_t whole = static_cast<size_t>(run.task->seq_len()) + 1;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const std::string where = field + "[" + std::to_string(i) + "]";
+    const Sequence& s = sequences[i];
+    if (s.empty()) throw RequestError(where + ": expected token names or ids, got none");
+    std::vector<int32_t> ids;
+    if (!s.tokens.empty()) {
+      ids = train::parse_token_names(*run.task, s.tokens, where);
+      const std::optional<int> bos = run.task->token_id("BOS");
+      if (bos && ids.front() != *bos) {
+        ids.insert(ids.begin(), *bos);
+        const std::string note = bos_note(run);
+        if (notes && std::find(notes->begin(), notes->end(), note) == notes->end()) notes->push_back(note);
+      }
+    } else {
+      const int64_t vocab = run.model->shape.vocab;
+      for (int64_t id : s.ids) {
+        if (id < 0 || id >= vocab)
+          throw RequestError(where + ": " + std::to_string(id) + " is not a token id in 0.." +
+                             std::to_string(vocab - 1));
+        ids.push_back(static_cast<int32_t>(id));
+      }
+    }
+    if (ids.size() != whole)
+      throw RequestError(where + ": expected a whole sequence of the task, " + std::to_string(whole) +
+                         " tokens (the model reads all but the last), got " + std::to_string(ids.size()));
+    const std::vector<int> scored = run.task->scored_positions_of(ids);
+    std::vector<int32_t> targets(whole - 1, -1);
+    for (int t : scored)
+      if (t >= 0 && static_cast<size_t>(t) + 1 < whole) targets[t] = ids[t + 1];
+    batch.inputs.insert(batch.inputs.end(), ids.begin(), ids.end() - 1);
+    batch.targets.insert(batch.targets.end(), targets.begin(), targets.end());
+  }
+  batch.B = static_cast<int>(sequences.size());
+  batch.T = static_cast<int>(whole - 1);
+  return batch;
+}
+
 int token_id(const StudyRun& run, const Token& token, const std::string& field) {
   if (token.name.empty()) {
     const int64_t vocab = run.model->shape.vocab;

@@ -80,6 +80,13 @@ std::string bos_note(const StudyRun& run);
 std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const std::string& field,
                                Bos bos = Bos::kAdd, std::vector<std::string>* notes = nullptr);
 
+// The user's sequences as a batch the way the task makes its held-out set: each a whole sequence of the
+// task (token names, BOS put in front when missing, or ids; T + 1 tokens, the task's input length plus
+// one), the model's inputs all but its last token, the targets the next token at the task's scored
+// positions of the sequence (Task::scored_positions_of). RequestError naming `field`[i] otherwise.
+train::Batch sequences_batch(const StudyRun& run, const std::vector<Sequence>& sequences,
+                             const std::string& field, std::vector<std::string>* notes = nullptr);
+
 // The id of `token` in the run's task; RequestError "FIELD: unknown token 'NAME'" (or "FIELD: token id N is
 // outside the vocabulary 0..V-1").
 int token_id(const StudyRun& run, const Token& token, const std::string& field);

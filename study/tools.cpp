@@ -33,11 +33,13 @@ namespace {
 using nlohmann::json;
 
 // A request's inputs beyond its table: sequences (a JSON string is token names, an array of integers raw
-// ids), tokens (a string is a name, an integer an id) and optional integers (a layer, a head: absent or null
-// for none), in the order a caller gives them.
+// ids), lists of sequences (a JSON array of them: the user's prompts), tokens (a string is a name, an integer
+// an id) and optional integers (a layer, a head: absent or null for none), in the order a caller gives them
+// (a list of sequences after the table's fields, so it never takes a positional argument's place).
 template <typename Request>
-using Inputs = std::vector<std::pair<
-    const char*, std::variant<Sequence Request::*, Token Request::*, std::optional<int> Request::*>>>;
+using Inputs = std::vector<
+    std::pair<const char*, std::variant<Sequence Request::*, Token Request::*, std::optional<int> Request::*,
+                                        std::vector<Sequence> Request::*>>>;
 
 // A sequence: a string of token names or an array of ids, not empty.
 void read_sequence(const io::Section& root, const char* key, const json& value, Sequence& s) {
@@ -50,6 +52,34 @@ void read_sequence(const io::Section& root, const char* key, const json& value, 
                                           io::describe(value));
   }
   if (s.empty()) io::field_fail(root.pointer(key), "expected token names or ids, got none");
+}
+
+// A list of sequences: a non-empty array, each a string of token names or an array of integer ids.
+void read_sequences(const io::Section& root, const char* key, const json& value, std::vector<Sequence>& out) {
+  const std::string pointer = root.pointer(key);
+  if (!value.is_array() || value.empty())
+    io::field_fail(pointer, "expected a list of sequences (token-name strings or id arrays), got " +
+                                io::describe(value));
+  for (size_t i = 0; i < value.size(); ++i) {
+    const json& v = value[i];
+    const std::string where = pointer + "/" + std::to_string(i);
+    Sequence s;
+    if (v.is_string()) {
+      s.tokens = v.get<std::string>();
+    } else if (v.is_array()) {
+      for (const json& id : v) {
+        if (!id.is_number_integer() ||
+            (id.is_number_unsigned() && id.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+          io::field_fail(where, "expected integer token ids, got " + io::describe(id));
+        s.ids.push_back(id.get<int64_t>());
+      }
+    } else {
+      io::field_fail(where,
+                     "expected token names (a string) or ids (an array of integers), got " + io::describe(v));
+    }
+    if (s.empty()) io::field_fail(where, "expected token names or ids, got none");
+    out.push_back(std::move(s));
+  }
 }
 
 // A token: its name or its id; null is none.
@@ -97,6 +127,8 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
           read_sequence(root, key, value, request.**sequence);
         } else if (const auto* number = std::get_if<std::optional<int> Request::*>(&member)) {
           read_optional_int(root, key, value, request, *number);
+        } else if (const auto* list = std::get_if<std::vector<Sequence> Request::*>(&member)) {
+          read_sequences(root, key, value, request.**list);
         } else {
           read_token(root, key, value, request.*std::get<Token Request::*>(member));
         }
@@ -119,8 +151,12 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   tool.name = name;
   tool.python_name = name;
   tool.summary = summary;
-  for (const auto& input : inputs) tool.fields.push_back(input.first);
+  using List = std::vector<Sequence> Request::*;
+  for (const auto& input : inputs)
+    if (!std::holds_alternative<List>(input.second)) tool.fields.push_back(input.first);
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
+  for (const auto& input : inputs)
+    if (std::holds_alternative<List>(input.second)) tool.fields.push_back(input.first);
   tool.reads_run = std::is_invocable_v<Run, StudyRun&, const Request&>;
   tool.call = [name = tool.name, fields, inputs, run](StudyRun* open, const json& j) -> json {
     const Request request = read_request<Request, kInputs>(j, name, fields, inputs);
@@ -445,13 +481,13 @@ const std::vector<Tool>& tools() {
             return findings::lens_to_json(lens(run, r).result, false);
           }),
       row("scores", "every head's task, previous-token, first-token, induction and duplicate-token scores",
-          scores_fields(),
+          {{"ids", &ScoresRequest::ids}}, scores_fields(),
           [](StudyRun& run, const ScoresRequest& r) {
             return findings::head_scores_to_json(scores(run, r).result);
           }),
       row("ablate",
           "head ablation: held-out accuracy and loss with each head zeroed, mean-ablated or resampled",
-          ablate_fields(),
+          {{"ids", &AblateRequest::ids}}, ablate_fields(),
           [](StudyRun& run, const AblateRequest& r) {
             return findings::mode_ablation_to_json(ablate(run, r).result);
           }),

@@ -64,7 +64,7 @@ struct TrainConfig {
   std::array<double, 2> betas{0.9, 0.999};  // AdamW's (beta1, beta2)
   std::string optimizer = "adamw";          // "adamw", or "muon" for the hidden matrices (train/optimizer.h)
   double muon_lr = 0.02;                    // Muon's peak learning rate, on train.lr's schedule
-  bool scored_rows_only = false;            // the last block's MLP and the unembedding on scored rows only
+  bool scored_rows_only = false;            // nn::training_forward_rows on the scored rows
   double grad_clip = 1.0;                   // global gradient norm limit; 0 = no clipping
   int threads = 2;
   int eval_every = 250;

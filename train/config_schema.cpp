@@ -163,8 +163,10 @@ const Table<TrainConfig>& train_fields() {
        "scale both alike",
        above(0)},
       {"scored_rows_only", &TrainConfig::scored_rows_only,
-       "run the last block's MLP and the unembedding on the scored positions only: the same loss and "
-       "gradients up to float rounding (fewer rows summed), faster when few positions are scored"},
+       "run the last block's MLP and the unembedding on the scored positions only (and its queries, when "
+       "every sequence scores the same positions), and the first block's projections once per (token, "
+       "position) when the batch outnumbers the vocabulary: the same loss and gradients up to float "
+       "rounding (sums in another order), faster when few positions are scored"},
       {"grad_clip", &TrainConfig::grad_clip, "global gradient norm limit; 0 = no clipping", at_least(0)},
       {"threads", &TrainConfig::threads, "worker threads (results are the same bits for any count)",
        at_least(1, "<= 4 x the machine's cores"), kResumable},

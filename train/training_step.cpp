@@ -19,6 +19,10 @@ std::vector<OptimParam> optim_params(nn::CausalLM<float>& model, const TrainConf
 }
 }  // namespace
 
+ag::Rng data_rng(const Config& config) {
+  return ag::Rng(config.seed * 0x9E3779B97F4A7C15ULL + 1);
+}
+
 TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
     : config_(config),
       task_(make_task(config.task, config.seed)),
@@ -30,8 +34,7 @@ TrainingStep::TrainingStep(const Config& config, bool with_optimizer)
       shards_(with_optimizer
                   ? std::make_unique<BatchShards>(*model_, config.train.shards, config.train.scored_rows_only)
                   : nullptr),
-      // The data stream is separate from the init stream, so changing the model does not change the data.
-      data_rng_(config.seed * 0x9E3779B97F4A7C15ULL + 1) {
+      data_rng_(train::data_rng(config)) {
   // The config was resolved from the task's data when it was read (model.vocab, model.max_len); a data file
   // changed since then (appended to while the command starts) would give ids or lengths the model lacks.
   const Task& task = *task_;

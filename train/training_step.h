@@ -23,6 +23,10 @@ class TrainingDiverged : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The generator of a config's data stream, seeded from config.seed apart from the init stream so that
+// changing the model does not change the data: training_batch(step, ...) with it draws the trainer's batches.
+ag::Rng data_rng(const Config& config);
+
 class TrainingStep {
  public:
   // Builds the task, the model (seeded with config.seed), AdamW and the data stream; threads are the

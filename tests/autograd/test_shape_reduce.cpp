@@ -1,5 +1,5 @@
-// Shape ops (transpose, reshape, permute, concat, split, select_rows, take) and reductions (sum, mean):
-// values, errors, float64 gradient checks.
+// Shape ops (transpose, reshape, permute, concat, split, select_rows, gather_rows, take) and reductions
+// (sum, mean): values, errors, float64 gradient checks.
 #define BOOST_TEST_MODULE shape_reduce
 #include <boost/test/unit_test.hpp>
 
@@ -103,6 +103,25 @@ BOOST_AUTO_TEST_CASE(gradcheck_select_rows) {
         return ag::add(ag::mul(picked, picked), ag::sum(x[0]));
       },
       {random_tensor({5, 3}, 30)});
+}
+
+BOOST_AUTO_TEST_CASE(gather_rows_picks_rows_in_any_order_and_refuses_bad_ones) {
+  const T a = T::from({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});  // 6 rows of 2
+  const T r = ag::gather_rows<double>(a, {5, 1, 1, 0});
+  BOOST_TEST((r.shape() == ag::Shape{4, 2}));
+  BOOST_TEST(r.to_vector() == (std::vector<double>{10, 11, 2, 3, 2, 3, 0, 1}), tt::per_element());
+  BOOST_CHECK_THROW(ag::gather_rows<double>(a, {6}), std::invalid_argument);   // past the last row
+  BOOST_CHECK_THROW(ag::gather_rows<double>(a, {-1}), std::invalid_argument);  // negative
+}
+
+BOOST_AUTO_TEST_CASE(gradcheck_gather_rows) {
+  // Repeated rows (their gradients sum), rows left out, the input also used whole.
+  check_gradients(
+      [](const Inputs& x) {
+        const auto picked = ag::gather_rows(x[0], {3, 0, 3, 3, 1});
+        return ag::add(ag::mul(picked, picked), ag::sum(x[0]));
+      },
+      {random_tensor({5, 3}, 31)});
 }
 
 BOOST_AUTO_TEST_CASE(take_gathers_flat_positions_and_refuses_bad_ones) {

@@ -145,7 +145,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_one_line_and_exit_2) {
       {"sae " + run + " --at blocks.0.attn.pattern",
        "point blocks.0.attn.pattern: expected a point of shape (B, T, D)"},
       {"sae " + run + " --at blocks.0.mlp.post --config " + bad,
-       bad + ": /activation: expected \"relu\" or \"topk\", got \"gelu\""},
+       bad + ": /activation: expected \"relu\", \"topk\", \"batchtopk\" or \"jumprelu\", got \"gelu\""},
       {"sae " + run, "point: expected a hook point, e.g. blocks.0.mlp.post"},
       {"tms --n 3 --m 4", "m 4: expected fewer dimensions than n (3)"},
   };

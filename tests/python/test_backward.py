@@ -77,3 +77,69 @@ def test_backward_errors_are_one_line(run):
         run.backward(ids, np.zeros((1, 7, 33), np.float32), points=["blocks.9.resid_pre"])
     with pytest.raises(TypeError, match=r"^points\[0\]: expected a point name"):
         run.backward(ids, np.zeros((1, 7, 33), np.float32), points=[3])
+
+
+def test_bwd_hooks_match_float64_finite_differences_at_every_point(run):
+    """Backward hooks (TransformerLens's bwd_hooks) on the loss, in float64: each hook's gradient against
+    central differences of the float64 loss with the point's value moved by a forward hook."""
+    ids = np.stack([run.to_tokens(CLEAN)[0], run.to_tokens(CORRUPT)[0]])
+    points = run.hook_points() + ["blocks.1.attn.result"]
+    seen, order = {}, []
+
+    def keep(grad, hook):
+        assert not grad.flags.writeable
+        seen[hook.name] = grad.copy()
+        order.append(hook.name)
+
+    loss = run.forward(ids, return_type="loss", dtype="float64", bwd_hooks=[(p, keep) for p in points])
+    assert isinstance(loss, float)
+    assert sorted(seen) == sorted(points)
+    # Called in backward order: the logits' first, embed's last.
+    assert order[0] == "logits" and order[-1] == "embed"
+    # The same loss as float32's, to float32 rounding.
+    assert loss == pytest.approx(run.forward(ids, return_type="loss"), rel=1e-5)
+    rng = np.random.default_rng(4)
+    # float64 throughout: truncation (eps^2 f''' / 6 ~ 1e-12 at eps 1e-6) and rounding (1e-16 / eps) both
+    # far below 1e-7, while a wrong gradient is off by O(1e-2) or more.
+    eps = 1e-6
+    for point in points:
+        g = seen[point]
+        assert g.dtype == np.float64, point
+        direction = rng.standard_normal(g.shape)
+        f = lambda d: run.forward(ids, return_type="loss", dtype="float64",
+                                  hooks={point: lambda value, hook: value + d})
+        numeric = (f(eps * direction) - f(-eps * direction)) / (2 * eps)
+        analytic = float(np.sum(g * direction))
+        assert abs(numeric - analytic) <= 1e-7 + 1e-6 * abs(analytic), (point, numeric, analytic)
+
+
+def test_bwd_hooks_with_grad_logits_equal_backward(run):
+    ids = run.to_tokens(CLEAN)
+    seed = np.random.default_rng(5).standard_normal((1, ids.shape[1], len(run.vocab))).astype(np.float32)
+    got = {}
+    logits = run.forward(ids, grad_logits=seed, bwd_hooks={"blocks.0.resid_mid": lambda g, h: got.update({h: g})})
+    np.testing.assert_allclose(logits, run.forward(ids), rtol=1e-5, atol=1e-5)
+    want = run.backward(ids, seed, points=["blocks.0.resid_mid"])["blocks.0.resid_mid"]
+    np.testing.assert_array_equal(got["blocks.0.resid_mid"], want)
+    # With a forward hook that zeroes a head, the gradient is that of the patched model.
+    zero = lambda z, hook: np.zeros_like(z)
+    patched = {}
+    run.forward(ids, hooks={"blocks.0.attn.z": zero}, grad_logits=seed,
+                bwd_hooks={"blocks.0.attn.z": lambda g, h: patched.update({h: g})})
+    assert not np.array_equal(patched["blocks.0.attn.z"], run.backward(ids, seed, points="blocks.0.attn.z")["blocks.0.attn.z"])
+
+
+def test_bwd_hooks_errors_are_one_line(run):
+    ids = run.to_tokens(CLEAN)
+    with pytest.raises(ValueError, match=r"^bwd_hooks: the backward starts from the loss"):
+        run.forward(ids, bwd_hooks={"logits": lambda g, h: None})
+    with pytest.raises(ValueError, match=r"^bwd_hooks\[logits\] returned a value"):
+        run.forward(ids, return_type="loss", bwd_hooks={"logits": lambda g, h: g})
+    with pytest.raises(ValueError, match=r"^grad_logits: the seed of a backward, given without bwd_hooks"):
+        run.forward(ids, grad_logits=np.zeros((1, 7, 33), np.float32))
+    with pytest.raises(ValueError, match=r"^dtype: expected \"float32\" or \"float64\", got 'float16'"):
+        run.forward(ids, dtype="float16")
+    with pytest.raises(TypeError, match=r"^dtype: expected"):
+        run.forward(ids, dtype=3)
+    with pytest.raises(ValueError, match=r"^bwd_hooks\[0\]: expected a pair"):
+        run.forward(ids, return_type="loss", bwd_hooks=[3])

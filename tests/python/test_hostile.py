@@ -267,3 +267,65 @@ def test_ids_beyond_the_task_inside_the_model_are_valid(tmp_path):
         assert "0..39" in one_line(e)
     finally:
         run.close()
+
+
+REVERSE = {"seed": 1, "task": {"kind": "reverse", "vocab": 10, "length": 8},
+           "model": {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32},
+           "train": {"steps": 2, "batch_size": 4, "threads": 1}}
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda: attograd.nn.Linear(0, 3), ValueError, r"^in_features: expected an int in 1\.\.1048576, got 0$"),
+    (lambda: attograd.nn.Linear(2**40, 3), ValueError, r"^in_features: expected an int in 1\.\.1048576"),
+    (lambda: attograd.nn.Linear(2.5, 3), TypeError, r"^in_features: expected an int"),
+    (lambda: attograd.nn.Linear(3, 3, seed=-1), ValueError, r"^seed: expected a non-negative int"),
+    (lambda: attograd.nn.Linear(3, 3)("x"), TypeError, r"^x: expected an attograd.Tensor \(float32\), got str$"),
+    (lambda: attograd.nn.Linear(3, 3)(attograd.Tensor(np.ones((2, 4), np.float32))), ValueError,
+     r"^x: expected a tensor of 1 or more dims whose last is 3, got shape \(2, 4\)$"),
+    (lambda: attograd.nn.LayerNorm(4, eps=float("nan")), ValueError, r"^eps: expected a finite number"),
+    (lambda: attograd.nn.MultiHeadAttention(8, 3), ValueError, r"^n_heads: expected a divisor of d_model 8, got 3$"),
+    (lambda: attograd.nn.MultiHeadAttention(8, 2)(attograd.Tensor(np.ones((5, 8), np.float32))), ValueError,
+     r"^x: expected a tensor of 3 or more dims"),
+    (lambda: attograd.nn.TransformerBlock({"d_model": 8, "n_heads": 3}), ValueError, r"model/n_heads"),
+    (lambda: attograd.nn.TransformerBlock({"d_modl": 8}), ValueError, r"d_modl"),
+    (lambda: attograd.nn.CausalLM(3), ValueError, r"^config: expected a dict or a path, got int$"),
+    (lambda: attograd.nn.CausalLM(REVERSE).loss([[0, 1]], [[1, 2**40]]), ValueError,
+     r"^targets: id 1099511627776 at index 1 is outside the vocabulary 0\.\.11 \(or -1, not scored\)$"),
+    (lambda: attograd.nn.CausalLM(REVERSE).loss([[0, 1]], [[1.5, 2]]), TypeError, r"^targets: expected integer"),
+    (lambda: attograd.nn.CausalLM(REVERSE).loss([[0, 1]], [1, 2, 3]), ValueError,
+     r"^targets: expected shape \(1, 2\) \(the ids'\), got \(3,\)$"),
+    (lambda: attograd.nn.CausalLM(REVERSE).forward_backward([[0, 1]], [[1, 2]], shards=5), ValueError,
+     r"^shards: expected an int in 1\.\.1, got 5$"),
+    (lambda: attograd.nn.CausalLM(REVERSE).load_state_dict({"x": 1}), ValueError, r"^state_dict: missing parameter"),
+    (lambda: attograd.nn.Linear(2, 2).load_state_dict({"weight": np.zeros((2, 2), np.float32),
+                                                     "bias": np.zeros(2, np.float32), "w": 0}), ValueError,
+     r"^state_dict: unknown parameter 'w'$"),
+    (lambda: attograd.nn.Linear(2, 2).load_state_dict({"weight": np.zeros((3, 2), np.float32),
+                                                     "bias": np.zeros(2, np.float32)}), ValueError,
+     r"^state_dict\[weight\]: expected a float32 array of shape \(2, 2\)"),
+    (lambda: attograd.optim.AdamW([]), ValueError, r"^params: expected at least one parameter, got none$"),
+    (lambda: attograd.optim.AdamW("w"), TypeError, r"^params: expected a module, a Tensor"),
+    (lambda: attograd.optim.AdamW([[attograd.nn.Linear(2, 2)]]), TypeError, r"^params\[0\]: expected a module"),
+    (lambda: attograd.optim.AdamW(attograd.Tensor(np.ones(2, np.float32))), ValueError,
+     r"^params: params does not require grad"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2), lr=-1), ValueError, r"^lr: expected a finite number"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2), lr="x"), TypeError, r"^lr: expected a number, got str$"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2), betas=(0.9,)), ValueError, r"^betas: expected a pair"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2), betas=(0.9, 1.5)), ValueError, r"^betas\[1\]: expected"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2), decay="some"), ValueError, r"^decay: expected"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2)).load_state_dict({"step": 1}), ValueError,
+     r"^state_dict: missing 'm'$"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2)).clip_grad_norm(float("inf")), ValueError,
+     r"^max_norm: expected a finite number"),
+    (lambda: attograd.optim.learning_rate(REVERSE, -1), ValueError, r"^step: expected a non-negative int"),
+    (lambda: attograd.Task(REVERSE).batch(3), ValueError, r"^step: the data stream is drawn in order, expected step 0, got 3$"),
+    (lambda: attograd.Task(REVERSE).heldout(0), ValueError, r"^n: expected an int in 1\.\."),
+    (lambda: attograd.utils.get_act_name("zz", 0), ValueError, r"^name: expected one of"),
+    (lambda: attograd.utils.get_act_name("z"), ValueError, r"^layer: 'z' is a point of a block"),
+    (lambda: attograd.nn.Linear(), TypeError, r"^Linear\(\): expected arguments"),
+    (lambda: attograd.optim.AdamW(attograd.nn.Linear(2, 2)).step(3), TypeError, r"^step\(\): expected arguments"),
+])
+def test_engine_modules_and_optimisers_refuse_bad_arguments(call, error, message):
+    with pytest.raises(error) as e:
+        call()
+    assert re.search(message, one_line(e)), str(e.value)

@@ -2,9 +2,11 @@
 # prints on the same run: one case per tool, and a test that no tool lacks one.
 import atexit
 import os
+import re
 import shutil
 import tempfile
 
+import numpy as np
 import pytest
 
 import attograd
@@ -219,6 +221,44 @@ def test_a_deep_argument_is_one_line_not_a_crash(run):
         deep = [deep]
     with pytest.raises(ValueError, match=r"^input: nested deeper than 64 levels$"):
         run.lens(deep)
+
+
+def whole_sequences(run, n):
+    """The held-out set's first n sequences whole (inputs and the last target), as a user would write them."""
+    s = run.sample(n)
+    assert (s["targets"][:, -1] >= 0).all()  # the last position is scored: its target is the last token
+    return np.concatenate([s["ids"], s["targets"][:, -1:]], axis=1)
+
+
+def test_scores_and_ablate_on_given_sequences_equal_the_held_out_set(run):
+    seqs = whole_sequences(run, 64)  # the fixture's eval_size: scores() reads these 64
+    assert run.scores(ids=seqs) == run.scores()
+    assert run.scores(ids=seqs[:8]) != run.scores()
+    for mode in ("zero", "mean"):
+        assert run.ablate(mode=mode, ids=seqs[:16]) == run.ablate(mode=mode, n=16)
+    # Names work as ids do, BOS put in front when missing; the command line's --tokens gives the same.
+    names = [" ".join(run.token_names(row[1:])) for row in seqs[:4]]
+    assert run.ablate(mode="zero", ids=names) == run.ablate(mode="zero", ids=seqs[:4])
+    tokens = [a for n in names for a in ("--tokens", n)]
+    assert run.ablate(mode="zero", ids=names) == cli_json("ablate", run.path, "--mode", "zero", "--json", *tokens)
+    assert run.scores(ids=names) == cli_json("scores", run.path, "--json", *tokens)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda run: run.scores(ids=[]), r"^ids: expected a list of sequences"),
+    (lambda run: run.scores(ids="BOS 5"), r"^ids: expected a list of sequences"),
+    (lambda run: run.scores(ids=[[0, 1.5]]), r"^ids/0: expected integer token ids, got"),
+    (lambda run: run.scores(ids=[[0, 99]]), r"^ids\[0\]: 99 is not a token id in 0\.\.32$"),
+    (lambda run: run.scores(ids=[[0]]), r"^ids\[0\]: expected a whole sequence of the task, 33 tokens "
+                                         r"\(the model reads all but the last\), got 1$"),
+    (lambda run: run.scores(ids=[CLEAN]), r"^ids\[0\]: expected a whole sequence of the task, 33 tokens"),
+    (lambda run: run.ablate(mode="zero", n=4, ids=["5 9 3"]), r"^n: the sequences are the ids given"),
+    (lambda run: run.ablate(mode="resample", ids=whole_sequences(run, 1)), r"^mode resample: needs at least 2"),
+])
+def test_given_sequences_refuse_bad_input(run, call, message):
+    with pytest.raises(ValueError) as e:
+        call(run)
+    assert "\n" not in str(e.value) and re.search(message, str(e.value)), str(e.value)
 
 
 def test_import_model_errors_are_the_command_lines():

@@ -142,8 +142,11 @@ void train_modadd(const std::string& dir) {
 
 }  // namespace
 
-// Random transcoders for every MLP layer of `model`: layer 0 ReLU with a skip, the others TopK k 7.
-std::vector<study::LayerTranscoder> random_transcoders(const nn::CausalLM<float>& model, int64_t d_sae) {
+// Random transcoders for every MLP layer of `model`: layer 0 ReLU with a skip, the others TopK k 7; with
+// `thresholded`, JumpReLU thresholds in [0, 0.5) on every layer instead (a BatchTopK dictionary's inference
+// is the same).
+std::vector<study::LayerTranscoder> random_transcoders(const nn::CausalLM<float>& model, int64_t d_sae,
+                                                       bool thresholded = false) {
   const int64_t D = model.shape.d_model;
   ag::Rng rng(5);
   std::vector<study::LayerTranscoder> tcs(model.blocks.size());
@@ -157,6 +160,12 @@ std::vector<study::LayerTranscoder> random_transcoders(const nn::CausalLM<float>
         tcs[l].params.W_skip.data()[i] = static_cast<float>(0.1 * rng.normal());
     tcs[l].activation = skip ? study::SaeActivation::relu : study::SaeActivation::topk;
     tcs[l].k = 7;
+    if (thresholded) {
+      tcs[l].activation = study::SaeActivation::jumprelu;
+      tcs[l].params.threshold = ag::Tensor<float>::empty({d_sae});
+      for (int64_t j = 0; j < d_sae; ++j)
+        tcs[l].params.threshold.data()[j] = static_cast<float>(0.5 * rng.uniform());
+    }
   }
   return tcs;
 }
@@ -202,7 +211,7 @@ BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
   const auto out = study::graph(open, r);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BOOST_TEST_MESSAGE("induction graph (" << ids.size() << " tokens): " << seconds << " s");
-  BOOST_TEST(out.wrote.size() == 2u);
+  BOOST_TEST(out.wrote.size() == 4u);  // graph.json, adjacency.npy, graph.html, report.html
   check_schema(nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "g")))));
   BOOST_TEST(out.result.replacement_score == 1.0);  // no error node
   BOOST_TEST(out.result.completeness_score == 1.0);
@@ -232,6 +241,17 @@ BOOST_AUTO_TEST_CASE(modadd_graph_is_exact_with_transcoders) {
   BOOST_TEST(rm.n_features() > 20);
   BOOST_TEST(rm.n_errors() == static_cast<int64_t>(tcs.size() * ids.size()));
   check_exact(rm, 2, 1, false);
+  // JumpReLU (and BatchTopK's inference): the features above their thresholds, as exact.
+  const std::vector<study::LayerTranscoder> jumps = random_transcoders(*run.model, 48, true);
+  const study::LocalReplacement jump(*run.model, ids, jumps, targets, {0.4, 0.3, 0.2, 0.1});
+  BOOST_TEST(jump.n_features() > 20);
+  int64_t below = 0;  // features at or under their threshold (none should be a node)
+  for (int64_t i = 0; i < jump.n_features(); ++i) {
+    const findings::GraphNode& n = jump.nodes()[i];
+    below += !(n.activation > jumps[n.layer].params.threshold.data()[n.index]);
+  }
+  BOOST_TEST(below == 0);
+  check_exact(jump, 2, 1, false);
 }
 
 BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
@@ -277,7 +297,7 @@ BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
   g.input.ids.assign(b.inputs.begin(), b.inputs.begin() + b.T);
   g.save = "first";
   const auto out = study::graph(run, g);
-  BOOST_TEST(out.wrote.size() == 2u);
+  BOOST_TEST(out.wrote.size() == 4u);  // graph.json, adjacency.npy, graph.html, report.html
   check_schema(
       nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "first")))));
   const int64_t n = static_cast<int64_t>(out.result.nodes.size());

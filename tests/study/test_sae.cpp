@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(gradients_match_pytorch_and_finite_differences_in_float64) 
     }
     const ag::GradcheckResult r = ag::gradcheck(
         [&](const std::vector<ag::Tensor<double>>& in) {
-          study::SaeParams<double> q{in[0], in[1], in[2], in[3], {}, false};
+          study::SaeParams<double> q{in[0], in[1], in[2], in[3], {}, false, {}};
           return study::sae_forward(q, x, act, l1, k).loss;
         },
         {p.W_enc.detach().set_requires_grad(true), p.b_enc.detach().set_requires_grad(true),
@@ -328,7 +328,7 @@ BOOST_AUTO_TEST_CASE(bad_configs_and_files_are_one_line_errors) {
   BOOST_TEST(cfg("{\"l1\": 1}") == "s.json: /l1: unknown key");
   BOOST_TEST(cfg("{\"k\": 0}") == "s.json: /k: must be >= 1 and <= 65536, got 0");
   BOOST_TEST(cfg("{\"activation\": \"gelu\"}") ==
-             "s.json: /activation: expected \"relu\" or \"topk\", got \"gelu\"");
+             "s.json: /activation: expected \"relu\", \"topk\", \"batchtopk\" or \"jumprelu\", got \"gelu\"");
   BOOST_TEST(cfg("{\"lr\": \"fast\"}") == "s.json: /lr: expected a number, got string \"fast\"");
   BOOST_TEST(cfg("{\"batch_size\": 100, \"buffer_tokens\": 10}") ==
              "s.json: /buffer_tokens: expected at least batch_size (100), got 10");
@@ -346,7 +346,7 @@ BOOST_AUTO_TEST_CASE(bad_configs_and_files_are_one_line_errors) {
   BOOST_TEST_REQUIRE(rows.size() == study::sae_config_to_json(study::SaeConfig{}).size());
   BOOST_TEST(rows[2].path == "activation");
   BOOST_TEST(rows[2].default_value == "\"relu\"");
-  BOOST_TEST(rows[2].valid == "`relu` or `topk`");
+  BOOST_TEST(rows[2].valid == "`relu`, `topk`, `batchtopk` or `jumprelu`");
   BOOST_TEST(rows[1].valid == ">= 1 and <= 256");
   const study::SaeConfig round =
       study::sae_config_from_json(study::sae_config_to_json(study::SaeConfig{}), "x");
