@@ -74,6 +74,9 @@ Tensor<T> relu(const Tensor<T>& a);
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch's approximate="tanh".
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& a);
+// GELU, exact: 0.5 x (1 + erf(x / sqrt(2))), as torch's F.gelu (GPT-NeoX/Pythia's and nanoGPT's "gelu").
+template <typename T>
+Tensor<T> gelu_erf(const Tensor<T>& a);
 // SiLU (swish): x * sigmoid(x), as torch's F.silu; SwiGLU's gate.
 template <typename T>
 Tensor<T> silu(const Tensor<T>& a);

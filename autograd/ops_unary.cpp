@@ -122,6 +122,20 @@ Tensor<T> gelu(const Tensor<T>& a) {
 }
 
 template <typename T>
+Tensor<T> gelu_erf(const Tensor<T>& a) {
+  // y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2; dy/dx = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) /
+  // sqrt(2 pi). Phi is recomputed from x in backward.
+  const auto Phi = [](In<T> x) {
+    return T(0.5) * (T(1) + (x * T(0.70710678118654752440)).unaryExpr([](T v) { return std::erf(v); }));
+  };
+  return unary(
+      a, "gelu_erf", [Phi](In<T> x, Out<T> y) { y = x * Phi(x); },
+      [Phi](In<T> x, In<T>, In<T> dy, auto&& put) {
+        put(dy * (Phi(x) + x * (T(-0.5) * x.square()).exp() * T(0.39894228040143267794)));
+      });
+}
+
+template <typename T>
 Tensor<T> silu(const Tensor<T>& a) {
   // y = x s, s = sigmoid(x) = 1 / (1 + exp(-x)); dy/dx = s (1 + x (1 - s)), s recomputed from x.
   return unary(
@@ -148,6 +162,8 @@ template Tensor<float> relu<float>(const Tensor<float>&);
 template Tensor<double> relu<double>(const Tensor<double>&);
 template Tensor<float> gelu<float>(const Tensor<float>&);
 template Tensor<double> gelu<double>(const Tensor<double>&);
+template Tensor<float> gelu_erf<float>(const Tensor<float>&);
+template Tensor<double> gelu_erf<double>(const Tensor<double>&);
 template Tensor<float> silu<float>(const Tensor<float>&);
 template Tensor<double> silu<double>(const Tensor<double>&);
 

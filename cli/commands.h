@@ -38,12 +38,13 @@ Command add_sae(CLI::App& app);
 Command add_transcoder(CLI::App& app);
 Command add_graph(CLI::App& app);
 Command add_tms(CLI::App& app);
+Command add_import(CLI::App& app);
 
 // Every subcommand, in the order `attograd --help` lists them: a new command is its add_ function above and
 // one entry here.
 inline Command (*const kCommands[])(CLI::App&) = {
-    add_train,  add_eval,  add_forward, add_generate, add_attend,     add_compare, add_scores,
-    add_ablate, add_patch, add_lens,    add_detect,   add_circuits,   add_fourier, add_gradcheck,
-    add_demo,   add_bench, add_sweep,   add_sae,      add_transcoder, add_graph,   add_tms};
+    add_train, add_eval, add_forward,    add_generate, add_attend,  add_compare,   add_scores, add_ablate,
+    add_patch, add_lens, add_detect,     add_circuits, add_fourier, add_gradcheck, add_demo,   add_bench,
+    add_sweep, add_sae,  add_transcoder, add_graph,    add_tms,     add_import};
 
 }  // namespace cli

@@ -235,6 +235,12 @@ inline std::string relative_to_run(const std::string& run, const std::string& pa
   return path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : path;
 }
 
+// RUN/imported.json: written by `attograd import` (study/import_model.h) in a run it made from another
+// program's model: the family, the source folder and files, their dtypes and the tokenizer files copied.
+inline std::string imported_json(const std::string& run) {
+  return run + "/imported.json";
+}
+
 // RUN/.attograd-run: the marker that makes a folder a run folder, written when `attograd train` (or a
 // sweep, for its runs) creates the run. `train` writes into a folder that holds it or is empty, and
 // nowhere else; `--overwrite` removes run_entries() and nothing else.
@@ -261,8 +267,9 @@ inline std::vector<std::string> run_subfolders(const std::string& run) {
 // removes them, and nothing else, before a new run starts).
 inline std::vector<std::string> run_entries(const std::string& run) {
   std::vector<std::string> entries = run_subfolders(run);
-  for (const std::string& file : {metrics_jsonl(run), config_json(run), scores_json(run), report_html(run),
-                                  circuits_json(run), split_json(run), measures_jsonl(run)})
+  for (const std::string& file :
+       {metrics_jsonl(run), config_json(run), scores_json(run), report_html(run), circuits_json(run),
+        split_json(run), measures_jsonl(run), imported_json(run)})
     entries.push_back(file);
   return entries;
 }

@@ -82,6 +82,8 @@ ag::Tensor<T> activate(Activation activation, const ag::Tensor<T>& x) {
       return ag::silu(x);
     case Activation::geglu:
       return ag::gelu(x);
+    case Activation::gelu_erf:
+      return ag::gelu_erf(x);
   }
   throw std::invalid_argument("activate: unknown activation " + std::to_string(static_cast<int>(activation)));
 }

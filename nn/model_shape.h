@@ -20,17 +20,19 @@ namespace nn {
 enum class NormKind { none, layer, rms };
 // The MLP's nonlinearity, act in mlp(x) = fc2(act(fc1(x))), or a gated MLP's (up fc1, gate, down fc2):
 //   gelu    GELU, its tanh approximation;
+//   gelu_erf  GELU, exact (erf): GPT-NeoX/Pythia's and nanoGPT's "gelu";
 //   relu    ReLU;
 //   relu2   ReLU squared, relu(h)^2 (Primer; modded-nanogpt);
 //   swiglu  gated: fc2(silu(gate(x)) * fc1(x)), silu(g) = g * sigmoid(g) (Llama's SwiGLU);
 //   geglu   gated: fc2(gelu(gate(x)) * fc1(x)), GELU's tanh approximation.
-enum class Activation { gelu, relu, relu2, swiglu, geglu };
+enum class Activation { gelu, relu, relu2, swiglu, geglu, gelu_erf };
 
 // Whether the MLP is gated: a third Linear `gate` (d_model -> d_ff) whose activation multiplies fc1's
 // output; the mlp.gate hook point exists.
 constexpr bool mlp_gated(Activation activation) {
   switch (activation) {
     case Activation::gelu:
+    case Activation::gelu_erf:
     case Activation::relu:
     case Activation::relu2:
       return false;

@@ -28,6 +28,7 @@ ag::Tensor<T> mlp_residual(const TransformerBlock<T>& block, const ag::Tensor<T>
   switch (mlp.activation) {
     case Activation::gelu:
       return ag::gelu_linear(pre, mlp.fc2.weight, mlp.fc2.bias, /*residual=*/resid_mid);
+    case Activation::gelu_erf:
     case Activation::relu:
     case Activation::relu2:
     case Activation::swiglu:  // gated: handled above

@@ -16,6 +16,7 @@
 #include "study/generate.h"
 #include "study/gradcheck.h"
 #include "study/graph.h"
+#include "study/import_model.h"
 #include "study/lens.h"
 #include "study/lesson.h"
 #include "study/patching.h"
@@ -399,6 +400,17 @@ const io::Table<BenchRequest>& bench_fields() {
   return fields;
 }
 
+const io::Table<ImportRequest>& import_fields() {
+  static const io::Table<ImportRequest> fields = {
+      {"src", &ImportRequest::src, "the Hugging Face model folder (config.json, model.safetensors)",
+       io::not_empty()},
+      {"out", &ImportRequest::out, "the run folder to write (new or empty)", io::not_empty()},
+      {"family", &ImportRequest::family, "the model family; auto reads config.json's model_type",
+       io::one_of({"auto", "gpt2", "gpt_neo", "gpt_neox", "llama"})},
+  };
+  return fields;
+}
+
 const io::Table<TmsRequest>& tms_fields() {
   static const io::Table<TmsRequest> fields = {
       {"n", &TmsRequest::n, "features", io::at_least(2).below(1001)},
@@ -525,6 +537,14 @@ const std::vector<Tool>& tools() {
           [](const SaeSyntheticRequest& r) {
             return findings::sae_synthetic_to_json(sae_synthetic(r).result);
           }),
+      [] {
+        Tool t =
+            row("import", "a Hugging Face model folder (GPT-2, GPT-Neo, GPT-NeoX/Pythia, Llama) as a run",
+                import_fields(),
+                [](const ImportRequest& r) { return findings::import_to_json(import_model(r).result); });
+        t.python_name = "import_model";  // import is Python's keyword
+        return t;
+      }(),
       row("tms", "a toy model of superposition: n features in m dims at one sparsity", tms_fields(),
           [](const TmsRequest& r) { return findings::tms_panel_to_json(tms(r).result.panels.front()); }),
       row("sweep", "train every point of a sweep's grid (or plan it for a scheduler); summarise the runs",

@@ -122,8 +122,10 @@ const Table<ModelConfig>& model_fields() {
                                             {nn::Activation::relu, "relu"},
                                             {nn::Activation::relu2, "relu2"},
                                             {nn::Activation::swiglu, "swiglu"},
-                                            {nn::Activation::geglu, "geglu"}}),
-       "the MLP's nonlinearity (GELU is the tanh approximation); relu2 is ReLU squared; swiglu and geglu are "
+                                            {nn::Activation::geglu, "geglu"},
+                                            {nn::Activation::gelu_erf, "gelu_erf"}}),
+       "the MLP's nonlinearity (GELU is the tanh approximation, gelu_erf the exact one: Pythia's and "
+       "nanoGPT's); relu2 is ReLU squared; swiglu and geglu are "
        "gated MLPs, fc2(act(gate(x)) * fc1(x)) with act silu (Llama's SwiGLU) or GELU, a third Linear "
        "`gate`"},
       {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},

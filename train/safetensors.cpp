@@ -4,6 +4,8 @@
 #include "train/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -67,7 +70,9 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
 // ---------------------------------------------------------------------------------------------------------
 // Writing
 
-std::string build_header(const std::string& path, const std::vector<NamedArray>& tensors,
+// `data_sizes[i]` is the number of values tensors[i] holds, checked against its shape.
+std::string build_header(const std::string& path, const std::vector<TensorSpec>& tensors,
+                         const std::vector<uint64_t>& data_sizes,
                          const std::map<std::string, std::string>& metadata) {
   // ordered_json keeps the given order in the header too, so a human reading it sees the file's order.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -77,18 +82,19 @@ std::string build_header(const std::string& path, const std::vector<NamedArray>&
   }
   std::set<std::string> seen;
   uint64_t offset = 0;
-  for (const NamedArray& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorSpec& t = tensors[i];
     if (t.name.empty()) fail(path, "tensor name is empty", "tensor #" + std::to_string(seen.size()));
     if (t.name == "__metadata__") fail(path, "tensor name is reserved for the metadata", t.name);
     if (!seen.insert(t.name).second) fail(path, "tensor name appears twice", t.name);
     int64_t n = checked_numel(t.shape);
     if (n < 0) fail(path, "invalid shape " + ag::shape_str(t.shape), tensor_field(t.name, "shape"));
-    if (static_cast<uint64_t>(n) != t.data.size())
+    if (static_cast<uint64_t>(n) != data_sizes[i])
       fail(path,
            "shape " + ag::shape_str(t.shape) + " holds " + std::to_string(n) + " values but data has " +
-               std::to_string(t.data.size()),
+               std::to_string(data_sizes[i]),
            tensor_field(t.name, "data"));
-    uint64_t end = offset + t.data.size() * kF32Bytes;
+    uint64_t end = offset + data_sizes[i] * kF32Bytes;
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
@@ -110,7 +116,13 @@ struct Entry {
   std::string name;
   std::vector<int64_t> shape;
   uint64_t begin = 0, end = 0;
+  Dtype dtype = Dtype::f32;
 };
+
+// The bytes of one value of each dtype.
+uint64_t dtype_bytes(Dtype dtype) {
+  return dtype == Dtype::f32 ? 4 : 2;
+}
 
 uint64_t read_u64_le(const unsigned char* b) {
   uint64_t v = 0;
@@ -133,7 +145,10 @@ std::vector<int64_t> parse_shape(const std::string& path, const std::string& nam
   return shape;
 }
 
-Entry parse_entry(const std::string& path, const std::string& name, const json& j, uint64_t data_size) {
+// `any_float`: F16 and BF16 are accepted besides F32 (the mapped reader, which converts them); otherwise F32
+// only (attograd's own checkpoints).
+Entry parse_entry(const std::string& path, const std::string& name, const json& j, uint64_t data_size,
+                  bool any_float) {
   if (!j.is_object()) fail(path, "tensor entry must be an object with dtype, shape, data_offsets", name);
   for (const auto& item : j.items())
     if (item.key() != "dtype" && item.key() != "shape" && item.key() != "data_offsets")
@@ -143,12 +158,19 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
 
   const json& dtype = j["dtype"];
   if (!dtype.is_string()) fail(path, "dtype must be a string", tensor_field(name, "dtype"));
-  if (dtype.get<std::string>() != "F32")
-    fail(path, "dtype " + dtype.get<std::string>() + " is not supported, only F32",
-         tensor_field(name, "dtype"));
-
   Entry e;
   e.name = name;
+  const std::string dtype_name = dtype.get<std::string>();
+  if (dtype_name == "F32")
+    e.dtype = Dtype::f32;
+  else if (any_float && dtype_name == "F16")
+    e.dtype = Dtype::f16;
+  else if (any_float && dtype_name == "BF16")
+    e.dtype = Dtype::bf16;
+  else
+    fail(path, "dtype " + dtype_name + " is not supported, only " + (any_float ? "F32, F16 and BF16" : "F32"),
+         tensor_field(name, "dtype"));
+  const uint64_t value_bytes = dtype_bytes(e.dtype);
   e.shape = parse_shape(path, name, j["shape"]);
 
   const std::string field = tensor_field(name, "data_offsets");
@@ -171,10 +193,11 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
          tensor_field(name, "shape"));
   // Compared by division so that no product can overflow.
   const uint64_t span = e.end - e.begin;
-  if (span % kF32Bytes != 0 || span / kF32Bytes != static_cast<uint64_t>(n))
+  if (span % value_bytes != 0 || span / value_bytes != static_cast<uint64_t>(n))
     fail(path,
          "data_offsets span " + std::to_string(span) + " bytes but shape " + ag::shape_str(e.shape) +
-             " needs " + std::to_string(n) + " F32 values of 4 bytes",
+             " needs " + std::to_string(n) + " " + dtype_name + " values of " + std::to_string(value_bytes) +
+             " bytes",
          field);
   return e;
 }
@@ -182,7 +205,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
 // The header, checked against the file: returns the entries sorted by offset after verifying that they
 // tile [0, data_size) exactly, with no overlap, gap or trailing bytes.
 std::vector<Entry> parse_header(const std::string& path, const std::string& text, uint64_t data_size,
-                                std::map<std::string, std::string>& metadata) {
+                                std::map<std::string, std::string>& metadata, bool any_float = false) {
   json header;
   try {
     header = io::parse_json_text(text, "header");  // the one bounded reader: nesting, NUL, duplicate keys
@@ -201,7 +224,7 @@ std::vector<Entry> parse_header(const std::string& path, const std::string& text
       }
       continue;
     }
-    entries.push_back(parse_entry(path, key, value, data_size));
+    entries.push_back(parse_entry(path, key, value, data_size, any_float));
   }
 
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
@@ -237,16 +260,52 @@ const NamedArray* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
-void write_safetensors(const std::string& path, const std::vector<NamedArray>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  const std::string header = build_header(path, tensors, metadata);
+namespace {
+
+void write_header(io::AtomicFile& file, const std::string& header) {
   unsigned char size_bytes[8];
   for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
-
-  io::AtomicFile file(path);
   file.write(size_bytes, 8);
   file.write(header);
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<NamedArray>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorSpec> specs;
+  std::vector<uint64_t> sizes;
+  for (const NamedArray& t : tensors) {
+    specs.push_back({t.name, t.shape});
+    sizes.push_back(t.data.size());
+  }
+  const std::string header = build_header(path, specs, sizes, metadata);
+  io::AtomicFile file(path);
+  write_header(file, header);
   for (const NamedArray& t : tensors) file.write(t.data.data(), t.data.size() * kF32Bytes);
+  file.commit();
+}
+
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& tensors,
+                                const std::map<std::string, std::string>& metadata,
+                                const std::function<void(size_t, std::vector<float>&)>& fill) {
+  std::vector<uint64_t> sizes;
+  for (const TensorSpec& t : tensors) {
+    const int64_t n = checked_numel(t.shape);
+    if (n < 0) fail(path, "invalid shape " + ag::shape_str(t.shape), tensor_field(t.name, "shape"));
+    sizes.push_back(static_cast<uint64_t>(n));
+  }
+  const std::string header = build_header(path, tensors, sizes, metadata);
+  io::AtomicFile file(path);
+  write_header(file, header);
+  std::vector<float> data;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    data.assign(sizes[i], 0.0f);
+    fill(i, data);
+    if (data.size() != sizes[i])
+      fail(path, "the tensor's values changed size while it was written", tensors[i].name);
+    file.write(data.data(), data.size() * kF32Bytes);
+  }
   file.commit();
 }
 
@@ -361,6 +420,140 @@ double metadata_f64_bits(const SafetensorsFile& file, const std::string& key, co
   double v;
   std::memcpy(&v, &bits, sizeof v);
   return v;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The mapped reader
+
+namespace {
+
+// IEEE half to float: sign, 5-bit exponent, 10-bit mantissa; subnormals, infinities and NaN kept.
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // subnormal: shift the mantissa up until its leading 1 is the implicit bit
+    exponent = 113;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+}  // namespace
+
+MappedSafetensors::MappedSafetensors(const std::string& path) : path_(path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) fail(path, "no such file", "file");
+  if (!fs::is_regular_file(st)) fail(path, "is not a regular file", "file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno), "file");
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, std::string("cannot get its size: ") + std::strerror(err), "file");
+  }
+  size_ = static_cast<uint64_t>(sb.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    fail(path, "file is " + std::to_string(size_) + " bytes, too short for the 8-byte header size",
+         "header size");
+  }
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(err), "file");
+  base_ = static_cast<const unsigned char*>(p);
+
+  try {
+    const uint64_t header_size = read_u64_le(base_);
+    if (header_size > size_ - 8)
+      fail(path,
+           "header size " + std::to_string(header_size) + " is beyond the file's remaining " +
+               std::to_string(size_ - 8) + " bytes (truncated or not a safetensors file)",
+           "header size");
+    if (header_size > kMaxHeaderBytes)
+      fail(path,
+           "header size " + std::to_string(header_size) + " is over the limit of " +
+               std::to_string(kMaxHeaderBytes) + " bytes",
+           "header size");
+    data_ = base_ + 8 + header_size;
+    const std::string text(reinterpret_cast<const char*>(base_ + 8), header_size);
+    for (Entry& e : parse_header(path, text, size_ - 8 - header_size, metadata_, true))
+      tensors_.push_back({std::move(e.name), std::move(e.shape), e.dtype, e.begin, e.end});
+  } catch (...) {
+    ::munmap(const_cast<unsigned char*>(base_), size_);
+    throw;
+  }
+  // The tensors are read once each, front to back.
+  ::madvise(const_cast<unsigned char*>(base_), size_, MADV_SEQUENTIAL);
+}
+
+MappedSafetensors::~MappedSafetensors() {
+  if (base_) ::munmap(const_cast<unsigned char*>(base_), size_);
+}
+
+const MappedSafetensors::Tensor* MappedSafetensors::find(const std::string& name) const {
+  for (const Tensor& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void MappedSafetensors::read(const Tensor& t, float* out) const {
+  const unsigned char* p = data_ + t.begin;
+  const uint64_t n = (t.end - t.begin) / dtype_bytes(t.dtype);
+  switch (t.dtype) {
+    case Dtype::f32:
+      std::memcpy(out, p, n * 4);
+      break;
+    case Dtype::f16:
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = half_to_float(h);
+      }
+      break;
+    case Dtype::bf16:  // the upper 16 bits of a float
+      for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(out + i, &bits, 4);
+      }
+      break;
+  }
+}
+
+void MappedSafetensors::release(const Tensor& t) const {
+  // Whole pages inside the tensor's bytes: their file pages leave this process's resident set.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data_ + t.begin) + page - 1) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data_ + t.end) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+const char* dtype_name(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::f32:
+      return "F32";
+    case Dtype::f16:
+      return "F16";
+    case Dtype::bf16:
+      return "BF16";
+  }
+  return "?";
 }
 
 }  // namespace train

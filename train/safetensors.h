@@ -1,4 +1,5 @@
-// The checkpoint file format: safetensors (https://huggingface.co/docs/safetensors), F32 only.
+// The checkpoint file format: safetensors (https://huggingface.co/docs/safetensors). attograd writes and
+// reads its own checkpoints in F32 only; MappedSafetensors (below) reads other programs' F32, F16 and BF16.
 // A file is an 8-byte little-endian u64 N, then N bytes of JSON header
 //   {"__metadata__": {str: str}, name: {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...}
 // padded with spaces so the data starts at a multiple of 8, then the raw little-endian tensor bytes with
@@ -10,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -38,6 +40,18 @@ struct SafetensorsFile {
 void write_safetensors(const std::string& path, const std::vector<NamedArray>& tensors,
                        const std::map<std::string, std::string>& metadata);
 
+// A tensor's name and shape, for a file whose values are produced one tensor at a time.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Writes an F32 file like write_safetensors, but holds one tensor's values at a time: `fill(i, values)` puts
+// tensors[i]'s values (already sized to its shape's count) into `values` just before they are written.
+void write_safetensors_streamed(const std::string& path, const std::vector<TensorSpec>& tensors,
+                                const std::map<std::string, std::string>& metadata,
+                                const std::function<void(size_t, std::vector<float>&)>& fill);
+
 // Reads and validates a whole file. The header is checked completely (sizes, JSON, dtypes, shapes, offsets
 // that tile the data section exactly) before any tensor memory is allocated, so a corrupt or hostile file
 // costs at most its header and never crashes.
@@ -60,5 +74,46 @@ const std::string& metadata_string(const SafetensorsFile& file, const std::strin
                                    const std::string& path);
 uint64_t metadata_u64(const SafetensorsFile& file, const std::string& key, const std::string& path);
 double metadata_f64_bits(const SafetensorsFile& file, const std::string& key, const std::string& path);
+
+// The element types a mapped file may hold; each is converted to float32 on reading.
+enum class Dtype { f32, f16, bf16 };
+const char* dtype_name(Dtype dtype);  // "F32", "F16", "BF16"
+
+// A safetensors file written by anyone (Hugging Face's F32, F16 or BF16 checkpoints), mapped read-only
+// rather than read into memory: a tensor's bytes are touched only when it is read, and release() hands its
+// pages back, so reading a model costs one tensor at a time, not the file. The header gets every check of
+// read_safetensors (sizes, offsets tiling the data section, dtype, shape and byte count agreeing) before
+// any tensor is touched; errors are one line `<path>: <what> (<tensor>: <field>)`.
+class MappedSafetensors {
+ public:
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    Dtype dtype = Dtype::f32;
+    uint64_t begin = 0, end = 0;  // bytes in the data section
+  };
+
+  explicit MappedSafetensors(const std::string& path);
+  ~MappedSafetensors();
+  MappedSafetensors(const MappedSafetensors&) = delete;
+  MappedSafetensors& operator=(const MappedSafetensors&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::vector<Tensor>& tensors() const { return tensors_; }  // in the order of their data
+  const Tensor* find(const std::string& name) const;               // nullptr when absent
+  // The tensor's values as float32 into out[0 .. numel).
+  void read(const Tensor& tensor, float* out) const;
+  // Drops the tensor's pages from memory (they are read again from the file if touched).
+  void release(const Tensor& tensor) const;
+
+ private:
+  std::string path_;
+  const unsigned char* base_ = nullptr;
+  const unsigned char* data_ = nullptr;
+  uint64_t size_ = 0;
+  std::map<std::string, std::string> metadata_;
+  std::vector<Tensor> tensors_;
+};
 
 }  // namespace train

@@ -44,6 +44,13 @@ const std::vector<double> kSilu = {-0.18964545005310887, -0.2689414213699951, -0
 const std::vector<double> kSiluGrad = {-0.09940111134152683, 0.07232948812851325, 0.3522199896811173,
                                        0.59933731185485,     0.8233867834733425,  1.041294154299143,
                                        1.0881041060151693};
+// x = the same; g = F.gelu(x) (exact, erf); g.sum().backward(); x.grad
+const std::vector<double> kGeluErf = {-0.015524163314440398, -0.15865525393145702, -0.1146265733433142,
+                                      0.11585194188782061,   0.5306254434438489,   1.399789198096713,
+                                      2.99595030590511};
+const std::vector<double> kGeluErfGrad = {-0.03761108590814519, -0.08331547058768635, 0.26767223317289013,
+                                          0.6574682482341941,   0.9766141011336599,   1.1274691922299795,
+                                          1.011945647204184};
 const std::vector<double> kLogX = {0.1, 0.5, 1.0, 2.0, 10.0};
 const std::vector<double> kLog = {-2.3025850929940455, -0.69314718055994529, 0, 0.69314718055994529,
                                   2.3025850929940459};
@@ -81,6 +88,21 @@ BOOST_AUTO_TEST_CASE(gelu_gradient_matches_torch) {
   auto xf = tensor_of<float>(kX, true);
   ag::gelu(xf).backward(std::vector<float>(kX.size(), 1.0f));
   check_close(xf.grad_tensor().values(), kGeluGrad, 1e-5, "gelu grad float32");
+}
+
+BOOST_AUTO_TEST_CASE(gelu_erf_values_and_gradient_match_torch) {
+  auto x = tensor_of<double>(kX, true);
+  auto y = ag::gelu_erf(x);
+  check_close(y.values(), kGeluErf, 1e-14, "gelu_erf");
+  y.backward(std::vector<double>(kX.size(), 1.0));
+  check_close(x.grad_tensor().values(), kGeluErfGrad, 1e-13, "gelu_erf grad");
+  auto xf = tensor_of<float>(kX, true);
+  auto yf = ag::gelu_erf(xf);
+  check_close(yf.values(), kGeluErf, 1e-6, "gelu_erf float32");
+  yf.backward(std::vector<float>(kX.size(), 1.0f));
+  check_close(xf.grad_tensor().values(), kGeluErfGrad, 1e-5, "gelu_erf grad float32");
+  check_gradients("gelu_erf", [](const auto& in) { return ag::gelu_erf(in[0]); },
+                  {random_tensor({4, 6}, 7, 2.0)});
 }
 
 BOOST_AUTO_TEST_CASE(silu_values_and_gradient_match_torch) {

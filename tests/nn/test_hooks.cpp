@@ -37,7 +37,7 @@ nn::ModelShape shape(bool attention_only = false) {
 }
 
 // The model's variants: the default, attention-only, the grokking model's (no LayerNorm, ReLU, no
-// biases), and each of issue 41's options.
+// biases), each of issue 41's options, and the exact GELU of imported Pythia and nanoGPT models.
 std::vector<nn::ModelShape> variants() {
   nn::ModelShape bare = shape();
   bare.norm = nn::NormKind::none;
@@ -58,6 +58,8 @@ std::vector<nn::ModelShape> variants() {
   relu2.activation = nn::Activation::relu2;
   swiglu.activation = nn::Activation::swiglu, swiglu.norm = nn::NormKind::rms;
   geglu.activation = nn::Activation::geglu, geglu.bias = false;
+  nn::ModelShape gelu_erf = shape();  // GPT-NeoX's exact GELU, in a parallel block as Pythia's
+  gelu_erf.activation = nn::Activation::gelu_erf, gelu_erf.parallel = true;
   nn::ModelShape parallel = shape(), tied = shape(), combined = swiglu;
   parallel.parallel = true;
   tied.tie_embeddings = true, tied.logit_softcap = 2.0;
@@ -79,7 +81,7 @@ std::vector<nn::ModelShape> variants() {
           geglu,    parallel,
           tied,     combined,
           gqa,      mqa,
-          every};
+          every,    gelu_erf};
 }
 
 const std::vector<int32_t> kA = {0, 3, 5, 2, 6, 4, 9, 1, /* second sequence */ 0, 7, 7, 2, 10, 4, 3, 8};

@@ -155,7 +155,8 @@ BOOST_AUTO_TEST_CASE(gradcheck_linear_embedding_layernorm_mlp) {
   nn::MLP<double> mlp(4, 8, rng);
   check_module(mlp, random_tensor({2, 3, 4}, 32), [&](const D& x) { return mlp.forward(x); });
   BOOST_TEST(!mlp.gate);
-  for (nn::Activation a : {nn::Activation::relu2, nn::Activation::swiglu, nn::Activation::geglu}) {
+  for (nn::Activation a :
+       {nn::Activation::relu2, nn::Activation::swiglu, nn::Activation::geglu, nn::Activation::gelu_erf}) {
     nn::MLP<double> m(4, 8, rng, a);
     BOOST_TEST(bool(m.gate) == nn::mlp_gated(a));
     BOOST_TEST(m.named_parameters().size() == (nn::mlp_gated(a) ? 6u : 4u));

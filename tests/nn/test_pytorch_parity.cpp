@@ -109,11 +109,10 @@ void check_causal_lm(const std::string& file, bool reference) {
   }
   if (m.contains("activation")) {
     const std::string a = m.at("activation");
-    const std::map<std::string, nn::Activation> kinds = {{"gelu", nn::Activation::gelu},
-                                                         {"relu", nn::Activation::relu},
-                                                         {"relu2", nn::Activation::relu2},
-                                                         {"swiglu", nn::Activation::swiglu},
-                                                         {"geglu", nn::Activation::geglu}};
+    const std::map<std::string, nn::Activation> kinds = {
+        {"gelu", nn::Activation::gelu},   {"relu", nn::Activation::relu},
+        {"relu2", nn::Activation::relu2}, {"swiglu", nn::Activation::swiglu},
+        {"geglu", nn::Activation::geglu}, {"gelu_erf", nn::Activation::gelu_erf}};
     BOOST_REQUIRE_MESSAGE(kinds.count(a) == 1, file << ": activation " << a);
     shape.activation = kinds.at(a);
   }
@@ -185,8 +184,9 @@ BOOST_AUTO_TEST_CASE(grouped_query_and_local_attention_causal_lms_match_torch) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(relu2_swiglu_and_geglu_causal_lms_match_torch) {
-  for (const std::string file : {"causal_lm_relu2.json", "causal_lm_swiglu.json", "causal_lm_geglu.json"}) {
+BOOST_AUTO_TEST_CASE(relu2_swiglu_geglu_and_gelu_erf_causal_lms_match_torch) {
+  for (const std::string file :
+       {"causal_lm_relu2.json", "causal_lm_swiglu.json", "causal_lm_geglu.json", "causal_lm_gelu_erf.json"}) {
     check_causal_lm(file, /*reference=*/true);
     check_causal_lm(file, /*reference=*/false);
   }

@@ -1,7 +1,10 @@
 # Every study tool of the registry (study/tools.h) called from Python gives what `attograd TOOL --json`
 # prints on the same run: one case per tool, and a test that no tool lacks one.
+import atexit
 import os
 import re
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -25,6 +28,16 @@ def bench_setting(result):
 
 
 BENCH_CONFIG = f"{SOURCE_DIR}/bench/configs/tiny.json"
+
+# `import` writes a new run folder: each front end its own, so the printed "run" differs.
+IMPORT_SRC = f"{SOURCE_DIR}/tests/fixtures/import/gpt2"
+IMPORT_OUT = tempfile.mkdtemp(prefix="attograd-import-")
+atexit.register(shutil.rmtree, IMPORT_OUT, True)
+
+
+def without_run(result):
+    return {k: v for k, v in result.items() if k != "run"}
+
 
 # name: (the Python call on an open Run (the argument is None for a tool that reads no run), the program's
 # arguments after the tool's name; "{run}" is the run folder[, the fixture that makes the run when it is not
@@ -74,6 +87,8 @@ CASES = {
     "tms": (lambda run: attograd.tms(n=5, m=2, sparsity=0.9, importance=0.8, steps=60, seed=2),
             ["--n", "5", "--m", "2", "--sparsity", "0.9", "--importance", "0.8", "--steps", "60", "--seed",
              "2"]),
+    "import": (lambda _: attograd.import_model(IMPORT_SRC, out=os.path.join(IMPORT_OUT, "python")),
+               [IMPORT_SRC, "--out", os.path.join(IMPORT_OUT, "cli")], None, without_run),
     # Again over a finished sweep: every run is found finished and skipped, the summary rewritten.
     "sweep": (lambda sweep: attograd.sweep(sweep["file"], jobs=2), ["{sweep}", "-j", "2"]),
     "sweep_collect": (lambda sweep: attograd.sweep_collect(sweep["out"]), ["{sweep_out}"]),
@@ -244,3 +259,11 @@ def test_given_sequences_refuse_bad_input(run, call, message):
     with pytest.raises(ValueError) as e:
         call(run)
     assert "\n" not in str(e.value) and re.search(message, str(e.value)), str(e.value)
+
+
+def test_import_model_errors_are_the_command_lines():
+    with pytest.raises(ValueError, match=r"^src: .*: not a folder$"):
+        attograd.import_model(os.path.join(IMPORT_OUT, "absent"), out=os.path.join(IMPORT_OUT, "x"))
+    with pytest.raises(ValueError, match=r"num_key_value_heads: needs model.n_kv_heads"):
+        attograd.import_model(f"{SOURCE_DIR}/tests/fixtures/import/llama_gqa", out=os.path.join(IMPORT_OUT, "y"))
+    assert not os.path.exists(os.path.join(IMPORT_OUT, "y"))

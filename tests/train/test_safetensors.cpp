@@ -453,3 +453,89 @@ BOOST_AUTO_TEST_CASE(state_words_round_trip_through_metadata) {
   expect_error([&] { train::metadata_u64(f, "absent", path); },
                path + ": missing metadata key (__metadata__.absent)");
 }
+
+// ---- The mapped reader of other programs' files: F32, F16 and BF16, converted to float32.
+
+namespace {
+
+std::string u16_le(uint16_t v) {
+  return std::string{static_cast<char>(v & 0xff), static_cast<char>(v >> 8)};
+}
+
+std::vector<float> mapped_values(const std::string& path, const std::string& name) {
+  const train::MappedSafetensors file(path);
+  const train::MappedSafetensors::Tensor* t = file.find(name);
+  BOOST_TEST_REQUIRE(t != nullptr);
+  int64_t n = 1;
+  for (int64_t d : t->shape) n *= d;
+  std::vector<float> values(static_cast<size_t>(n));
+  file.read(*t, values.data());
+  file.release(*t);
+  return values;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mapped_reader_reads_what_the_writer_wrote) {
+  testing::TempDir tmp("attograd-safetensors");
+  const std::string path = tmp.file("m.safetensors");
+  write_safetensors(path, sample_tensors(), {{"step", "3"}});
+  const train::MappedSafetensors file(path);
+  BOOST_TEST(file.metadata().at("step") == "3");
+  BOOST_TEST(file.tensors().size() == sample_tensors().size());
+  for (const NamedArray& want : sample_tensors()) {
+    const std::vector<float> got = mapped_values(path, want.name);
+    BOOST_TEST_REQUIRE(got.size() == want.data.size());
+    for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(bits_of(got[i]) == bits_of(want.data[i]), want.name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mapped_reader_converts_f16_and_bf16) {
+  testing::TempDir tmp("attograd-safetensors");
+  const std::string path = tmp.file("half.safetensors");
+  // F16: 1.0 (0x3c00), -2.5 (0xc100), the smallest subnormal 2^-24 (0x0001), 65504 (0x7bff), inf (0x7c00).
+  // BF16: the upper halves of 1.0f (0x3f80), -3.0f (0xc040) and 1e-30f's bits.
+  const uint16_t tiny_bf16 = static_cast<uint16_t>(bits_of(1e-30f) >> 16);
+  const std::string data = u16_le(0x3c00) + u16_le(0xc100) + u16_le(0x0001) + u16_le(0x7bff) +
+                           u16_le(0x7c00) + u16_le(0x3f80) + u16_le(0xc040) + u16_le(tiny_bf16);
+  spit(path, raw_file(R"({"h": {"dtype": "F16", "shape": [5], "data_offsets": [0, 10]},
+                         "b": {"dtype": "BF16", "shape": [3], "data_offsets": [10, 16]}})",
+                      data));
+  const std::vector<float> h = mapped_values(path, "h");
+  BOOST_TEST(h[0] == 1.0f);
+  BOOST_TEST(h[1] == -2.5f);
+  BOOST_TEST(h[2] == std::ldexp(1.0f, -24));
+  BOOST_TEST(h[3] == 65504.0f);
+  BOOST_TEST(std::isinf(h[4]));
+  const std::vector<float> b = mapped_values(path, "b");
+  BOOST_TEST(b[0] == 1.0f);
+  BOOST_TEST(b[1] == -3.0f);
+  BOOST_TEST(bits_of(b[2]) == (bits_of(1e-30f) & 0xffff0000u));
+  // attograd's own reader still takes F32 only.
+  expect_read_error(path, "only F32");
+}
+
+BOOST_AUTO_TEST_CASE(mapped_reader_checks_the_header_like_the_reader) {
+  testing::TempDir tmp("attograd-safetensors");
+  const std::string path = tmp.file("bad.safetensors");
+  struct Case {
+    std::string bytes, needle;
+  };
+  const std::vector<Case> cases = {
+      {"abc", "too short"},
+      {u64_le(1000) + "{}", "header size"},
+      {raw_file(R"({"a": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 4]}})", "abcd"), "BF16 values"},
+      {raw_file(R"({"a": {"dtype": "F16", "shape": [2], "data_offsets": [0, 8]}})", "abcd"), "beyond"},
+      {raw_file(R"({"a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", std::string(8, '\0')),
+       "F32, F16 and BF16"},
+      {raw_file(R"({"a": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}})", "abcd"), "data section"},
+  };
+  for (const Case& c : cases) {
+    spit(path, c.bytes);
+    BOOST_TEST_CONTEXT(c.needle) {
+      expect_error([&] { train::MappedSafetensors file(path); }, c.needle);
+      expect_error([&] { train::MappedSafetensors file(path); }, path);
+    }
+  }
+  expect_error([&] { train::MappedSafetensors file(tmp.file("absent.safetensors")); }, "no such file");
+}

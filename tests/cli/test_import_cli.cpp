@@ -1,0 +1,219 @@
+// attograd import end to end on tests/fixtures/import/ (made by tests/fixtures/make_import_fixtures.py from
+// an independent PyTorch forward of each family): each family's folder, imported, gives `attograd forward`
+// logits within 1e-4 of the reference's, in float32, bfloat16 and sharded; greedy generation with the KV
+// cache picks the full forward's argmax at every step; a bad source is one line on stderr and exit 2.
+#define BOOST_TEST_MODULE import_cli
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/run_command.h"
+
+namespace fs = std::filesystem;
+using testing::CommandResult;
+using testing::read_all;
+using testing::run_attograd;
+using testing::shell_quote;
+
+namespace {
+
+fs::path temp_root() {
+  static const fs::path root = [] {
+    std::string pattern = (fs::temp_directory_path() / "attograd-import-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    return fs::path(pattern);
+  }();
+  return root;
+}
+
+struct Cleanup {
+  ~Cleanup() {
+    std::error_code ec;
+    fs::remove_all(temp_root(), ec);
+  }
+};
+BOOST_TEST_GLOBAL_FIXTURE(Cleanup);
+
+std::string fixture(const std::string& name) {
+  return std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/import/" + name;
+}
+
+// Imports the fixture `name` into a fresh run folder and returns the folder.
+std::string import_fixture(const std::string& name, const std::string& folder = "") {
+  const std::string out = (temp_root() / (folder.empty() ? name : folder)).string();
+  const CommandResult r = run_attograd("import " + shell_quote(fixture(name)) + " --out " + shell_quote(out));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, name << ": " << r.err);
+  return out;
+}
+
+std::string ids_text(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
+void check_logits(const std::string& name) {
+  const nlohmann::json expected = nlohmann::json::parse(read_all(fixture(name) + "/expected.json"));
+  const std::vector<int> ids = expected.at("ids").get<std::vector<int>>();
+  const std::string run = import_fixture(name);
+  const CommandResult r =
+      run_attograd("forward " + shell_quote(run) + " --ids '" + ids_text(ids) + "' --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const auto logits = nlohmann::json::parse(r.out).at("logits").get<std::vector<std::vector<double>>>();
+  const auto want = expected.at("logits").get<std::vector<std::vector<double>>>();
+  BOOST_TEST_REQUIRE(logits.size() == want.size());
+  double worst = 0;
+  for (size_t t = 0; t < want.size(); ++t) {
+    BOOST_TEST_REQUIRE(logits[t].size() == want[t].size());
+    for (size_t v = 0; v < want[t].size(); ++v) worst = std::max(worst, std::fabs(logits[t][v] - want[t][v]));
+  }
+  BOOST_TEST(worst < 1e-4, name << ": largest logit difference " << worst);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(gpt2_logits_equal_the_reference) {
+  check_logits("gpt2");
+}
+BOOST_AUTO_TEST_CASE(gpt2_bfloat16_logits_equal_the_reference) {
+  check_logits("gpt2_bf16");
+}
+BOOST_AUTO_TEST_CASE(gpt_neox_logits_equal_the_reference) {
+  check_logits("gpt_neox");
+}
+BOOST_AUTO_TEST_CASE(gpt_neo_with_global_layers_logits_equal_the_reference) {
+  check_logits("gpt_neo_global");
+}
+BOOST_AUTO_TEST_CASE(gpt_neo_with_local_layers_logits_equal_the_reference) {
+  check_logits("gpt_neo");  // attention_types alternating global and local: model.attn_window
+}
+BOOST_AUTO_TEST_CASE(grouped_query_llama_logits_equal_the_reference) {
+  check_logits("llama_gqa");  // num_key_value_heads < num_attention_heads: model.n_kv_heads
+}
+BOOST_AUTO_TEST_CASE(llama_logits_equal_the_reference) {
+  check_logits("llama");
+}
+BOOST_AUTO_TEST_CASE(sharded_llama_logits_equal_the_reference) {
+  check_logits("llama_sharded");
+}
+
+// scripts/import_nanogpt.py's folder (a nanoGPT checkpoint with a character meta.pkl): the run's task is its
+// characters, so a prompt is text and the ids are nanoGPT's.
+BOOST_AUTO_TEST_CASE(nanogpt_logits_equal_the_reference_and_prompts_are_text) {
+  check_logits("nanogpt");
+  const std::string run = import_fixture("nanogpt", "nanogpt-prompt");
+  const nlohmann::json config = nlohmann::json::parse(read_all(run + "/config.json"));
+  BOOST_TEST(config.at("task").at("kind") == "text");
+  BOOST_TEST(config.at("model").at("activation") == "gelu_erf");
+  const CommandResult g =
+      run_attograd("generate " + shell_quote(run) + " --prompt 'ROMEO:' --max-new 5 --temperature 0 --json");
+  BOOST_TEST_REQUIRE(g.exit_code == 0, g.err);
+  const nlohmann::json j = nlohmann::json::parse(g.out);
+  BOOST_TEST(j.at("prompt") == nlohmann::json({"R", "O", "M", "E", "O", ":"}));
+  BOOST_TEST(j.at("generated").size() == 5u);
+  // The prompt's ids are nanoGPT's (meta.pkl's stoi: the sorted characters).
+  const nlohmann::json expected = nlohmann::json::parse(read_all(fixture("nanogpt") + "/expected.json"));
+  const std::vector<int> ids = j.at("ids").get<std::vector<int>>();
+  const std::vector<int> want = expected.at("ids").get<std::vector<int>>();
+  BOOST_TEST(
+      std::vector<int>(ids.begin(), ids.begin() + 6) == std::vector<int>(want.begin(), want.begin() + 6),
+      boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_run_says_where_it_came_from) {
+  const std::string run = (temp_root() / "marker").string();
+  const CommandResult r =
+      run_attograd("import " + shell_quote(fixture("gpt2_bf16")) + " --out " + shell_quote(run) + " --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlohmann::json printed = nlohmann::json::parse(r.out);
+  const nlohmann::json marker = nlohmann::json::parse(read_all(run + "/imported.json"));
+  BOOST_TEST(marker == printed);
+  BOOST_TEST(marker.at("family") == "gpt2");
+  BOOST_TEST(marker.at("dtypes") == nlohmann::json({"BF16"}));
+  BOOST_TEST(marker.at("source") == fs::canonical(fixture("gpt2_bf16")).string());
+  // GPT-2's shape: 2 blocks of (ln1, Wq, Wk, Wv, Wo, ln2, fc1, fc2) plus embeddings, ln_f, lm_head's bias.
+  const int64_t D = 16, F = 64, V = 50, P = 32;
+  BOOST_TEST(marker.at("params").get<int64_t>() ==
+             V * D + P * D + 2 * (4 * D + 4 * (D * D + D) + 2 * D * F + F + D) + 2 * D + V);
+}
+
+BOOST_AUTO_TEST_CASE(cached_generation_follows_the_full_forward) {
+  for (const std::string name : {"gpt2", "gpt_neox", "llama"}) {
+    const std::string run = import_fixture(name, std::string("generate-") + name);
+    const CommandResult g = run_attograd("generate " + shell_quote(run) +
+                                         " --tokens '3 17 5' --max-new 12 --temperature 0 --json");
+    BOOST_TEST_REQUIRE(g.exit_code == 0, g.err);
+    const std::vector<int> ids = nlohmann::json::parse(g.out).at("ids").get<std::vector<int>>();
+    BOOST_TEST_REQUIRE(ids.size() == 15u);
+    std::vector<int> input(ids.begin(), ids.end() - 1);
+    const CommandResult f =
+        run_attograd("forward " + shell_quote(run) + " --ids '" + ids_text(input) + "' --json");
+    BOOST_TEST_REQUIRE(f.exit_code == 0, f.err);
+    const auto predictions = nlohmann::json::parse(f.out).at("predictions").get<std::vector<int>>();
+    for (size_t t = 2; t + 1 < ids.size(); ++t)
+      BOOST_TEST(predictions[t] == ids[t + 1], name << " position " << t);
+  }
+}
+
+// A copy of a fixture with config.json changed by `edit`, or a file replaced.
+std::string altered(const std::string& name, const std::string& from,
+                    const std::function<void(nlohmann::json&)>& edit) {
+  const fs::path dir = temp_root() / ("src-" + name);
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(fixture(from)))
+    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+  nlohmann::json config = nlohmann::json::parse(read_all((dir / "config.json").string()));
+  edit(config);
+  std::ofstream(dir / "config.json") << config.dump();
+  return dir.string();
+}
+
+BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
+  struct Case {
+    std::string src, expected;
+  };
+  const std::vector<Case> cases = {
+      {altered("rope", "llama",
+               [](nlohmann::json& c) {
+                 c["rope_scaling"] = {{"type", "linear"}};
+               }),
+       "rope_scaling"},
+      {altered("gqa", "llama", [](nlohmann::json& c) { c["num_key_value_heads"] = 2; }),
+       "num_key_value_heads"},
+      {altered("type", "gpt2", [](nlohmann::json& c) { c["model_type"] = "t5"; }), "model_type"},
+      {altered("act", "gpt_neox", [](nlohmann::json& c) { c["hidden_act"] = "relu"; }), "hidden_act"},
+      {altered("width", "gpt2", [](nlohmann::json& c) { c["n_embd"] = 32; }), "wte.weight"},
+      {fixture("does-not-exist"), "src"},
+  };
+  for (const Case& c : cases) {
+    const std::string out = (temp_root() / "refused").string();
+    const CommandResult r = run_attograd("import " + shell_quote(c.src) + " --out " + shell_quote(out));
+    BOOST_TEST(r.exit_code == 2, c.src << ": " << r.err);
+    BOOST_TEST(r.err.find(c.expected) != std::string::npos, c.src << ": " << r.err);
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+    BOOST_TEST(!fs::exists(out), "a refused import leaves no run folder: " << c.src);
+  }
+
+  // A truncated safetensors file names the file.
+  const std::string src = altered("truncated", "gpt2", [](nlohmann::json&) {});
+  fs::resize_file(fs::path(src) / "model.safetensors",
+                  fs::file_size(fs::path(src) / "model.safetensors") - 3);
+  const CommandResult r =
+      run_attograd("import " + shell_quote(src) + " --out " + shell_quote((temp_root() / "t").string()));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.err.find("model.safetensors") != std::string::npos, r.err);
+
+  // An occupied output folder is refused.
+  const std::string taken = import_fixture("llama", "taken");
+  const CommandResult again =
+      run_attograd("import " + shell_quote(fixture("llama")) + " --out " + shell_quote(taken));
+  BOOST_TEST(again.exit_code == 2);
+  BOOST_TEST(again.err.find("out:") != std::string::npos, again.err);
+}
