@@ -8,6 +8,7 @@
 // must be handled.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -137,7 +138,7 @@ inline int64_t kv_heads(const ModelShape& s) {
   return s.n_kv_heads > 0 ? s.n_kv_heads : s.n_heads;
 }
 // Layer `layer`'s attention window (0: global).
-inline int64_t attn_window(const ModelShape& s, size_t layer) {
+inline int64_t attn_window(const ModelShape& s, std::size_t layer) {
   if (s.attn_window.empty()) return 0;
   return s.attn_window.size() == 1      ? s.attn_window[0]
          : layer < s.attn_window.size() ? s.attn_window[layer]

@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
                }),
        "rope_scaling"},
       {altered("gqa", "llama", [](nlohmann::json& c) { c["num_key_value_heads"] = 2; }),
-       "num_key_value_heads"},
+       "k_proj.weight: shape [16, 16], but config.json implies [8, 16]"},
       {altered("type", "gpt2", [](nlohmann::json& c) { c["model_type"] = "t5"; }), "model_type"},
       {altered("act", "gpt_neox", [](nlohmann::json& c) { c["hidden_act"] = "relu"; }), "hidden_act"},
       {altered("width", "gpt2", [](nlohmann::json& c) { c["n_embd"] = 32; }), "wte.weight"},

@@ -1,6 +1,7 @@
 # Every study tool of the registry (study/tools.h) called from Python gives what `attograd TOOL --json`
 # prints on the same run: one case per tool, and a test that no tool lacks one.
 import atexit
+import json
 import os
 import re
 import shutil
@@ -264,6 +265,15 @@ def test_given_sequences_refuse_bad_input(run, call, message):
 def test_import_model_errors_are_the_command_lines():
     with pytest.raises(ValueError, match=r"^src: .*: not a folder$"):
         attograd.import_model(os.path.join(IMPORT_OUT, "absent"), out=os.path.join(IMPORT_OUT, "x"))
-    with pytest.raises(ValueError, match=r"num_key_value_heads: needs model.n_kv_heads"):
-        attograd.import_model(f"{SOURCE_DIR}/tests/fixtures/import/llama_gqa", out=os.path.join(IMPORT_OUT, "y"))
+    # A config that disagrees with its tensors (2 kv heads, full-width k_proj): refused once the reading has
+    # begun, and the run folder is not left behind.
+    src = os.path.join(IMPORT_OUT, "llama_kv2")
+    shutil.copytree(f"{SOURCE_DIR}/tests/fixtures/import/llama", src)
+    with open(os.path.join(src, "config.json")) as f:
+        config = json.load(f)
+    config["num_key_value_heads"] = 2
+    with open(os.path.join(src, "config.json"), "w") as f:
+        json.dump(config, f)
+    with pytest.raises(ValueError, match=r"k_proj\.weight: shape \[\d+, \d+\], but config\.json implies"):
+        attograd.import_model(src, out=os.path.join(IMPORT_OUT, "y"))
     assert not os.path.exists(os.path.join(IMPORT_OUT, "y"))
