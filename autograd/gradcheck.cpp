@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
+#include <random>
 #include <stdexcept>
 
 #include "autograd/ops.h"
@@ -85,7 +87,17 @@ GradcheckResult gradcheck(const std::function<Tensor<double>(const std::vector<T
         return std::abs(analytic[i] - numeric) /
                std::max({std::abs(analytic[i]), std::abs(numeric), options.floor});
       };
-      for (int64_t i = 0; i < x.numel(); ++i) {
+      // The elements checked: all, or max_elements of them (a partial Fisher-Yates shuffle from the seed).
+      std::vector<int64_t> order(static_cast<size_t>(x.numel()));
+      std::iota(order.begin(), order.end(), int64_t{0});
+      size_t count = order.size();
+      if (options.max_elements > 0 && static_cast<size_t>(options.max_elements) < count) {
+        count = static_cast<size_t>(options.max_elements);
+        std::mt19937_64 pick(options.seed + 1 + result.worst_rel_error.size());  // one stream per input
+        for (size_t k = 0; k < count; ++k) std::swap(order[k], order[k + pick() % (order.size() - k)]);
+      }
+      for (size_t k = 0; k < count; ++k) {
+        const int64_t i = order[k];
         double numeric = central(i, options.eps);
         // Richardson's step: where D(h)'s error is truncation, c h^2, D(h/2)'s is a quarter of it, and
         // (4 D(h/2) - D(h)) / 3 cancels it, leaving O(h^4). Taken only where D(h) disagrees with backward by

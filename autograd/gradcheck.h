@@ -16,7 +16,10 @@ struct GradcheckOptions {
   // Relative error of one element: |analytic - numeric| / max(|analytic|, |numeric|, floor). The floor
   // keeps near-zero gradients from turning round-off into a large relative error.
   double floor = 1e-3;
-  uint64_t seed = 1234;  // for the random projection of a non-scalar output
+  uint64_t seed = 1234;  // for the random projection of a non-scalar output (and the sample below)
+  // Check at most this many elements of each input, drawn at random from the seed without repeats (0: every
+  // element): for checks over many large inputs, where each element costs two evaluations of f.
+  int64_t max_elements = 0;
   // An element whose central difference D(h) is further than this (relative) from backward, by an error
   // that D(h/2) shrinks to about a quarter (truncation, c h^2), is estimated again by Richardson
   // extrapolation, (4 D(h/2) - D(h)) / 3, whose truncation error is O(h^4): a function with a large third

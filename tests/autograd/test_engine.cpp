@@ -198,3 +198,35 @@ BOOST_AUTO_TEST_CASE(richardson_removes_the_central_differences_truncation_error
   BOOST_TEST(unrefined.worst() < 3e-6);
   BOOST_TEST(ag::gradcheck(steep, {x}).worst() < 1e-9);
 }
+
+BOOST_AUTO_TEST_CASE(gradcheck_samples_max_elements_without_repeats) {
+  // A backward wrong in element 7 only (of 40): every element checked finds it; a sample of 10 evaluates f
+  // 1 + 2 x 10 times and reports the error only if element 7 was drawn; all 40 drawn finds it again.
+  int calls = 0;
+  auto wrong_at_7 = [&calls](const std::vector<T>& in) {
+    ++calls;
+    T out = T::empty(in[0].shape());
+    out.vec() = in[0].vec() * 2.0;
+    if (ag::needs_grad<double>({&in[0]}))
+      ag::attach(out, "wrong_at_7", {in[0].node_ptr()}, [](ag::Node<double>& n) {
+        for (int64_t i = 0; i < n.numel(); ++i)
+          n.inputs[0]->grad_buffer()[i] += (i == 7 ? 3.0 : 2.0) * n.grad[i];
+      });
+    return out;
+  };
+  std::vector<double> values(40);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01 * static_cast<double>(i);
+  const T x = T::from({40}, values, true);
+  const ag::GradcheckResult all = ag::gradcheck(wrong_at_7, {x});
+  BOOST_TEST(all.worst() > 0.3);
+  BOOST_TEST(all.worst_index[0] == 7);
+  ag::GradcheckOptions sample;
+  sample.max_elements = 10;
+  calls = 0;
+  const ag::GradcheckResult some = ag::gradcheck(wrong_at_7, {x}, sample);
+  const bool found = some.worst() > 0.3;
+  BOOST_TEST(calls == 1 + 2 * 10 + (found ? 2 : 0));  // the wrong element also takes Richardson's D(h/2)
+  BOOST_TEST((found ? some.worst_index[0] == 7 : some.worst() < 1e-9));
+  sample.max_elements = 40;
+  BOOST_TEST(ag::gradcheck(wrong_at_7, {x}, sample).worst_index[0] == 7);
+}
