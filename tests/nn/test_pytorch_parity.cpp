@@ -184,6 +184,12 @@ BOOST_AUTO_TEST_CASE(grouped_query_and_local_attention_causal_lms_match_torch) {
   }
 }
 
+// configs/modern.json's options at once: RMSNorm, rotary, QK-norm, SwiGLU, 4 query heads on 2 kv heads.
+BOOST_AUTO_TEST_CASE(the_modern_config_s_causal_lm_matches_torch) {
+  check_causal_lm("causal_lm_modern.json", /*reference=*/true);
+  check_causal_lm("causal_lm_modern.json", /*reference=*/false);
+}
+
 BOOST_AUTO_TEST_CASE(relu2_swiglu_geglu_and_gelu_erf_causal_lms_match_torch) {
   for (const std::string file :
        {"causal_lm_relu2.json", "causal_lm_swiglu.json", "causal_lm_geglu.json", "causal_lm_gelu_erf.json"}) {
