@@ -68,7 +68,7 @@ BOOST_AUTO_TEST_CASE(scored_rows_give_the_full_forwards_logits_and_gradients) {
   modern.rotary_fraction = 0.5;
   modern.qk_norm = true;
   modern.norm = nn::NormKind::rms;
-  modern.n_kv_heads = 1;        // k and v narrower than q
+  modern.n_kv_heads = 1;     // k and v narrower than q
   modern.attn_window = {3};  // every block local: rows 4..6 of the last mask differ from causal
   for (int64_t batch : {5, 9})
     cases.push_back({"rotary, qk_norm, rms, one kv head, window", modern, batch, true});
