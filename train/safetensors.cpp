@@ -514,6 +514,7 @@ const MappedSafetensors::Tensor* MappedSafetensors::find(const std::string& name
 void MappedSafetensors::read(const Tensor& t, float* out) const {
   const unsigned char* p = data_ + t.begin;
   const uint64_t n = (t.end - t.begin) / dtype_bytes(t.dtype);
+  if (n == 0) return;  // an empty tensor: out may be null (an empty vector's data()), and memcpy's may not
   switch (t.dtype) {
     case Dtype::f32:
       std::memcpy(out, p, n * 4);
