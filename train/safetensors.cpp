@@ -49,6 +49,20 @@ constexpr uint64_t kF32Bytes = 4;
   throw std::runtime_error(io::printable(path + ": " + what + " (" + field + ")"));
 }
 
+// The 8-byte header length of a file of file_size bytes (at least 8): inside the file and under the limit.
+void check_header_size(const std::string& path, uint64_t header_size, uint64_t file_size) {
+  if (header_size > file_size - 8)
+    fail(path,
+         "header size " + std::to_string(header_size) + " is beyond the file's remaining " +
+             std::to_string(file_size - 8) + " bytes (truncated or not a safetensors file)",
+         "header size");
+  if (header_size > kMaxHeaderBytes)
+    fail(path,
+         "header size " + std::to_string(header_size) + " is over the limit of " +
+             std::to_string(kMaxHeaderBytes) + " bytes",
+         "header size");
+}
+
 std::string tensor_field(const std::string& name, const char* field) {
   return name + ": " + field;
 }
@@ -329,16 +343,7 @@ SafetensorsFile read_file(const std::string& path, bool with_data) {
   unsigned char size_bytes[8];
   if (!in.read(reinterpret_cast<char*>(size_bytes), 8)) fail(path, "file ended early", "header size");
   const uint64_t header_size = read_u64_le(size_bytes);
-  if (header_size > file_size - 8)
-    fail(path,
-         "header size " + std::to_string(header_size) + " is beyond the file's remaining " +
-             std::to_string(file_size - 8) + " bytes (truncated or not a safetensors file)",
-         "header size");
-  if (header_size > kMaxHeaderBytes)
-    fail(path,
-         "header size " + std::to_string(header_size) + " is over the limit of " +
-             std::to_string(kMaxHeaderBytes) + " bytes",
-         "header size");
+  check_header_size(path, header_size, file_size);
 
   std::string text(header_size, '\0');
   if (!in.read(text.data(), static_cast<std::streamsize>(header_size)))
@@ -479,16 +484,7 @@ MappedSafetensors::MappedSafetensors(const std::string& path) : path_(path) {
 
   try {
     const uint64_t header_size = read_u64_le(base_);
-    if (header_size > size_ - 8)
-      fail(path,
-           "header size " + std::to_string(header_size) + " is beyond the file's remaining " +
-               std::to_string(size_ - 8) + " bytes (truncated or not a safetensors file)",
-           "header size");
-    if (header_size > kMaxHeaderBytes)
-      fail(path,
-           "header size " + std::to_string(header_size) + " is over the limit of " +
-               std::to_string(kMaxHeaderBytes) + " bytes",
-           "header size");
+    check_header_size(path, header_size, size_);
     data_ = base_ + 8 + header_size;
     const std::string text(reinterpret_cast<const char*>(base_ + 8), header_size);
     for (Entry& e : parse_header(path, text, size_ - 8 - header_size, metadata_, true))
