@@ -1,5 +1,5 @@
 // The induction circuit read off a pruned attribution graph (study/graph.h). configs/induction.json's
-// model (attention-only), trained for 1000 steps at lr 0.005 (about 5 s of CPU; held-out exact match 1.0,
+// model (attention-only), trained for 1000 steps at lr 0.005 (held-out exact match 1.0,
 // its induction heads formed), on `BOS 5 9 3 7 12 8 2 5 9 3 7 12 8 2 5`, whose answer `9` follows the
 // earlier `5`s at positions 1 and 8. With the default thresholds the pruned graph keeps the path
 //   token `5` at 8 -> a previous-token head of layer 0 (moves it to position 9) -> an induction head of
