@@ -1,5 +1,5 @@
-// attograd import SRC --out RUN [--family F] [--json]: parses the arguments into a study::ImportRequest,
-// calls study::import_model and prints what it wrote (docs/import.md).
+// attograd import SRC --out RUN [--family F] [--process] [--json]: parses the arguments into a
+// study::ImportRequest, calls study::import_model and prints what it wrote (docs/import.md).
 #include "cli/commands.h"
 #include "cli/print.h"
 #include "study/import_model.h"
@@ -19,12 +19,15 @@ Command add_import(CLI::App& app) {
       "Reads SRC/config.json and SRC/model.safetensors (or its sharded index; F32, F16 or BF16) and writes\n"
       "RUN/config.json, RUN/checkpoint/model.safetensors, the tokenizer files and RUN/imported.json\n"
       "(docs/import.md).\n"
-      "Example: attograd import ~/models/gpt2 --out runs/gpt2");
+      "Example: attograd import ~/models/gpt2 --out runs/gpt2 [--process]");
   study::ImportRequest& r = a->request;
   sub->add_option("SRC", r.src, "the Hugging Face model folder")->required();
   sub->add_option("--out", r.out, "the run folder to write (new or empty)")->required();
   sub->add_option("--family", r.family, "auto (config.json's model_type), gpt2, gpt_neo, gpt_neox or llama")
       ->check(CLI::IsMember({"auto", "gpt2", "gpt_neo", "gpt_neox", "llama"}));
+  sub->add_flag("--process", r.process,
+                "save TransformerLens's processed weights: norms folded, writers and unembedding centred, "
+                "value biases folded (docs/import.md)");
   sub->add_flag("--json", a->json, "print the import's summary as one JSON line");
   return [a] {
     const auto out = study::import_model(a->request);

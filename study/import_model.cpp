@@ -18,7 +18,10 @@
 #include "io/json_read.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
+#include "study/processing.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/model_factory.h"
 #include "train/safetensors.h"
 #include "train/tasks.h"
 
@@ -562,13 +565,30 @@ Output<findings::ImportReport> import_model(const ImportRequest& request) {
       io::write_text_file_atomically(out + "/" + name,
                                      io::read_text_file(src + "/" + name, size_t(64) << 20));
     config = train::from_json(document, hf.path + " (as attograd's config)");
-    (void)train::make_task(config.task, config.seed);  // opens as every reading tool will open it
+    (void)train::make_task(config.task, config.seed, out);  // opens as every reading tool will open it
     io::write_text_file_atomically(io::layout::config_json(out), train::to_json(config).dump(2) + "\n");
     const std::map<std::string, std::string> metadata = {{"config", train::to_json(config).dump()},
                                                          {"step", "0"}};
     train::write_safetensors_streamed(io::layout::model_checkpoint(out), plan.specs, metadata,
                                       [&](size_t i, std::vector<float>& values) { plan.fills[i](values); });
     source.check_all_used(plan.ignorable);
+    if (request.process) {
+      // The checkpoint just written, read back as every tool reads it, processed and written over itself
+      // with its config untied (the processed copy always is).
+      const auto model = train::make_model<float>(config);
+      train::load_model_checkpoint(io::layout::model_checkpoint(out), *model);
+      const auto processed = processed_weights(*model, all_processing(), &report.processing);
+      config.model.tie_embeddings = false;
+      io::write_text_file_atomically(io::layout::config_json(out), train::to_json(config).dump(2) + "\n");
+      std::vector<train::TensorSpec> specs;
+      const auto params = processed->named_parameters();
+      for (const auto& p : params) specs.push_back({p.name, p.tensor->shape()});
+      train::write_safetensors_streamed(
+          io::layout::model_checkpoint(out), specs,
+          {{"config", train::to_json(config).dump()}, {"step", "0"}},
+          [&](size_t i, std::vector<float>& values) { values = params[i].tensor->to_vector(); });
+      plan.specs = specs;
+    }
 
     report.family = family;
     report.source = src;

@@ -15,8 +15,9 @@
 // for GPT-Neo's local layers) are checked against this build's config first: a model that needs one the
 // build lacks is refused in one line naming it.
 //
-// Memory: each source tensor is read from the mapped file, converted and written, then its pages are
-// released, so an import holds about one tensor at a time besides the file's page cache.
+// Memory: without `process`, each source tensor is read from the mapped file, converted and written, then its
+// pages are released, so an import holds about one tensor at a time besides the file's page cache; `process`
+// then reads the written checkpoint back and holds the model twice (it and its processed copy).
 #pragma once
 
 #include <string>
@@ -30,6 +31,10 @@ struct ImportRequest {
   std::string src;              // the Hugging Face model folder
   std::string out;              // the run folder to write (new, or empty)
   std::string family = "auto";  // auto (config.json's model_type), gpt2, gpt_neo, gpt_neox or llama
+  // Save the weights TransformerLens's from_pretrained would give (every step of study/processing.h:
+  // fold_ln, center_writing_weights, center_unembed, fold_value_biases) instead of the source's. The run is
+  // then untied (model.tie_embeddings false) and imported.json lists what each step did.
+  bool process = false;
 };
 
 // Imports the model; RequestError naming the field for a bad request, std::invalid_argument for a source

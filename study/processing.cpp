@@ -59,10 +59,29 @@ void centre(ag::Tensor<T>& W, int axis) {
   }
 }
 
+// wo.bias += Wo b_v and b_v = 0, b_v's kv head g read by query heads g * G .. (g + 1) * G - 1.
+template <typename T>
+void fold_value_bias(nn::MultiHeadAttention<T>& attn) {
+  T* bv = attn.wv.bias.data();
+  T* bo = attn.wo.bias.data();
+  const T* Wo = attn.wo.weight.data();  // (d_model, n_heads * dk)
+  const int64_t D = attn.d_model, dk = attn.dk, in = attn.n_heads * dk;
+  const int64_t group = attn.n_heads / attn.n_kv_heads;
+  for (int64_t o = 0; o < D; ++o) {
+    double sum = 0;
+    for (int64_t h = 0; h < attn.n_heads; ++h)
+      for (int64_t d = 0; d < dk; ++d)
+        sum += double(Wo[o * in + h * dk + d]) * double(bv[(h / group) * dk + d]);
+    bo[o] = T(double(bo[o]) + sum);
+  }
+  for (int64_t i = 0; i < attn.wv.bias.numel(); ++i) bv[i] = T(0);
+}
+
 }  // namespace
 
 template <typename T>
-std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model) {
+std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model, const Processing& steps,
+                                                   ProcessingLog* log) {
   ag::Rng rng(0);  // the values are overwritten below
   // Tied embeddings are untied in the copy: the fold and the centring change the embedding and the
   // unembedding differently.
@@ -79,42 +98,70 @@ std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model)
     to[i].tensor->assign(from[j++].tensor->to_vector());
   }
   nn::CausalLM<T>& m = *out;
-  // The identity norm (kind none) folds nothing.
-  auto fold_all = [](nn::Norm<T>& norm, std::initializer_list<nn::Linear<T>*> readers) {
-    if (!norm.normalises()) return;
-    for (nn::Linear<T>* reader : readers)
-      if (reader) fold(norm, *reader);  // a null reader: the gate of an MLP without one
-    finish_fold(norm);
+  auto note = [log](const char* step, const std::string& what) {
+    if (log) log->emplace_back(step, what);
   };
-  for (auto& block : m.blocks) {
-    fold_all(*block->ln1, {&block->attn.wq, &block->attn.wk, &block->attn.wv});
-    if (block->mlp) fold_all(*block->ln2, {&block->mlp->fc1, block->mlp->gate.get()});
+  const bool norms = m.ln_f->normalises(), centring = m.ln_f->centres();
+  if (steps.fold_ln) {
+    // The identity norm (kind none) folds nothing.
+    auto fold_all = [](nn::Norm<T>& norm, std::initializer_list<nn::Linear<T>*> readers) {
+      if (!norm.normalises()) return;
+      for (nn::Linear<T>* reader : readers)
+        if (reader) fold(norm, *reader);  // a null reader: the gate of an MLP without one
+      finish_fold(norm);
+    };
+    for (auto& block : m.blocks) {
+      fold_all(*block->ln1, {&block->attn.wq, &block->attn.wk, &block->attn.wv});
+      if (block->mlp) fold_all(*block->ln2, {&block->mlp->fc1, block->mlp->gate.get()});
+    }
+    fold_all(*m.ln_f, {&m.lm_head});
+    note("fold_ln", !norms ? "skipped: the model has no norms"
+                    : centring
+                        ? "the norms' weights and biases folded into their readers, rows centred"
+                        : "the norms' weights folded into their readers (RMSNorm: no bias, no centring)");
   }
-  fold_all(*m.ln_f, {&m.lm_head});
   // Writers to the stream, centred over d_model, when every reader of the stream (each a norm of the same
   // kind) removes its mean; otherwise the stream's mean is read and stays.
-  if (m.ln_f->centres()) {
-    centre(m.tok_emb.weight, 1);
-    if (m.pos_emb) centre(m.pos_emb->weight, 1);
-    for (auto& block : m.blocks) {
-      centre(block->attn.wo.weight, 0);
-      if (block->attn.wo.bias.defined()) centre(block->attn.wo.bias, 1);
-      if (block->mlp) {
-        centre(block->mlp->fc2.weight, 0);
-        if (block->mlp->fc2.bias.defined()) centre(block->mlp->fc2.bias, 1);
+  if (steps.center_writing_weights) {
+    if (centring) {
+      centre(m.tok_emb.weight, 1);
+      if (m.pos_emb) centre(m.pos_emb->weight, 1);
+      for (auto& block : m.blocks) {
+        centre(block->attn.wo.weight, 0);
+        if (block->attn.wo.bias.defined()) centre(block->attn.wo.bias, 1);
+        if (block->mlp) {
+          centre(block->mlp->fc2.weight, 0);
+          if (block->mlp->fc2.bias.defined()) centre(block->mlp->fc2.bias, 1);
+        }
       }
     }
+    note("center_writing_weights", centring ? "tok_emb, pos_emb, wo and fc2 centred over d_model"
+                                            : "skipped: the norms do not centre (the stream's mean is read)");
   }
   // The unembedding, centred over the vocabulary: a constant added to every logit changes no probability,
   // unless the logits are soft-capped (tanh is not shift-invariant), when it stays as it is.
-  if (m.shape.logit_softcap <= 0) {
-    centre(m.lm_head.weight, 0);
-    if (m.lm_head.bias.defined()) centre(m.lm_head.bias, 1);
+  if (steps.center_unembed) {
+    const bool capped = m.shape.logit_softcap > 0;
+    if (!capped) {
+      centre(m.lm_head.weight, 0);
+      if (m.lm_head.bias.defined()) centre(m.lm_head.bias, 1);
+    }
+    note("center_unembed", capped ? "skipped: logit_softcap (tanh is not shift-invariant)"
+                                  : "lm_head centred over the vocabulary");
+  }
+  // After the centring: Wo's columns are centred, so Wo b_v is too.
+  if (steps.fold_value_biases) {
+    const bool biases = m.blocks.empty() || m.blocks.front()->attn.wv.bias.defined();
+    if (biases)
+      for (auto& block : m.blocks) fold_value_bias(block->attn);
+    note("fold_value_biases", biases ? "wv.bias folded into wo.bias" : "skipped: the model has no biases");
   }
   return out;
 }
 
-template std::unique_ptr<nn::CausalLM<float>> processed_weights<float>(const nn::CausalLM<float>&);
-template std::unique_ptr<nn::CausalLM<double>> processed_weights<double>(const nn::CausalLM<double>&);
+template std::unique_ptr<nn::CausalLM<float>> processed_weights<float>(const nn::CausalLM<float>&,
+                                                                       const Processing&, ProcessingLog*);
+template std::unique_ptr<nn::CausalLM<double>> processed_weights<double>(const nn::CausalLM<double>&,
+                                                                         const Processing&, ProcessingLog*);
 
 }  // namespace study

@@ -407,6 +407,9 @@ const io::Table<ImportRequest>& import_fields() {
       {"out", &ImportRequest::out, "the run folder to write (new or empty)", io::not_empty()},
       {"family", &ImportRequest::family, "the model family; auto reads config.json's model_type",
        io::one_of({"auto", "gpt2", "gpt_neo", "gpt_neox", "llama"})},
+      {"process", &ImportRequest::process,
+       "save TransformerLens's processed weights (fold_ln, center_writing_weights, center_unembed, "
+       "fold_value_biases)"},
   };
   return fields;
 }

@@ -217,3 +217,80 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
   BOOST_TEST(again.exit_code == 2);
   BOOST_TEST(again.err.find("out:") != std::string::npos, again.err);
 }
+
+namespace {
+
+// Each row's log-softmax.
+std::vector<std::vector<double>> log_softmax(const std::vector<std::vector<double>>& logits) {
+  std::vector<std::vector<double>> out = logits;
+  for (auto& row : out) {
+    const double top = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (double x : row) sum += std::exp(x - top);
+    for (double& x : row) x -= top + std::log(sum);
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> forward_logits(const std::string& run, const std::vector<int>& ids) {
+  const CommandResult r =
+      run_attograd("forward " + shell_quote(run) + " --ids '" + ids_text(ids) + "' --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  return nlohmann::json::parse(r.out).at("logits").get<std::vector<std::vector<double>>>();
+}
+
+}  // namespace
+
+// attograd import --process saves TransformerLens's processed weights (study/processing.h). For every family
+// (LayerNorm and RMSNorm, learned and rotary positions, parallel blocks, SwiGLU, grouped-query heads, local
+// windows): the log-probabilities equal the unprocessed run's within 1e-4 (the logits move by a constant per
+// position), the processed logits sum to 0 over the vocabulary (center_unembed) where the source's do not,
+// imported.json says what each step did, and `circuits --processed` reads the processed run.
+BOOST_AUTO_TEST_CASE(processed_imports_keep_the_log_probabilities) {
+  for (const std::string name : {"gpt2", "gpt_neox", "gpt_neo", "llama", "llama_gqa", "nanogpt"}) {
+    const std::vector<int> ids =
+        nlohmann::json::parse(read_all(fixture(name) + "/expected.json")).at("ids").get<std::vector<int>>();
+    const std::string plain = import_fixture(name, "plain-" + name);
+    const std::string run = (temp_root() / ("processed-" + name)).string();
+    const CommandResult r = run_attograd("import " + shell_quote(fixture(name)) + " --out " +
+                                         shell_quote(run) + " --process --json");
+    BOOST_TEST_REQUIRE(r.exit_code == 0, name << ": " << r.err);
+    const nlohmann::json marker = nlohmann::json::parse(read_all(run + "/imported.json"));
+    BOOST_TEST(marker == nlohmann::json::parse(r.out));
+    BOOST_TEST(marker.at("processed") == true);
+    const nlohmann::json& steps = marker.at("processing");
+    BOOST_TEST(steps.size() == 4u, steps.dump());
+    const bool rms = name.rfind("llama", 0) == 0;
+    for (const char* step : {"fold_ln", "center_unembed"})
+      BOOST_TEST(steps.at(step).get<std::string>().rfind("skipped", 0) != 0, name << ": " << steps.dump());
+    // RMSNorm does not centre its input: the stream's writers stay, and Llama has no value biases.
+    BOOST_TEST((steps.at("center_writing_weights").get<std::string>().rfind("skipped", 0) == 0) == rms,
+               name << ": " << steps.dump());
+    BOOST_TEST((steps.at("fold_value_biases").get<std::string>().rfind("skipped", 0) == 0) == rms,
+               name << ": " << steps.dump());
+    BOOST_TEST(nlohmann::json::parse(read_all(run + "/config.json")).at("model").at("tie_embeddings") ==
+               false);
+
+    const auto want = forward_logits(plain, ids), got = forward_logits(run, ids);
+    BOOST_TEST_REQUIRE(got.size() == want.size());
+    const auto want_lp = log_softmax(want), got_lp = log_softmax(got);
+    double worst = 0, plain_mean = 0, processed_mean = 0;
+    for (size_t t = 0; t < want.size(); ++t) {
+      double a = 0, b = 0;
+      for (size_t v = 0; v < want[t].size(); ++v) {
+        worst = std::max(worst, std::fabs(got_lp[t][v] - want_lp[t][v]));
+        a += want[t][v] / double(want[t].size());
+        b += got[t][v] / double(got[t].size());
+      }
+      plain_mean = std::max(plain_mean, std::fabs(a));
+      processed_mean = std::max(processed_mean, std::fabs(b));
+    }
+    BOOST_TEST(worst < 1e-4, name << ": largest log-probability difference " << worst);
+    BOOST_TEST(processed_mean < 1e-5, name << ": a row's mean logit " << processed_mean);
+    BOOST_TEST(plain_mean > 1e-3,
+               name << ": the source's logits were centred already (" << plain_mean << ")");
+
+    const CommandResult c = run_attograd("circuits " + shell_quote(run) + " --processed --json");
+    BOOST_TEST(c.exit_code == 0, name << ": " << c.err);
+  }
+}
