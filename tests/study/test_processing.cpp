@@ -221,3 +221,35 @@ BOOST_AUTO_TEST_CASE(matches_pytorch_to_1e_4) {
   }
   BOOST_TEST_MESSAGE("processed weights: max |ours - PyTorch| = " << worst);
 }
+
+// fold_value_biases (import --process's fourth step) on grouped-query heads with rotary positions and a
+// local window: wv.bias becomes 0, wo.bias takes Wo b_v (b_v repeated to its query heads), the
+// log-probabilities stay (1e-10 in float64); the log says what each step did, and the default leaves the
+// value biases where they are.
+BOOST_AUTO_TEST_CASE(value_biases_fold_into_the_output_bias_on_grouped_query_heads) {
+  nn::ModelShape s = shape(false);
+  s.n_kv_heads = 2, s.positions = nn::PositionKind::rotary, s.attn_window = {0, 3};
+  ag::Rng rng(4);
+  nn::CausalLM<double> model(s, rng);
+  perturb(model);
+  study::ProcessingLog log;
+  const auto processed = study::processed_weights(model, study::all_processing(), &log);
+  BOOST_TEST(worst_difference(model, *processed, kIds, 2) <= 1e-10);
+  for (const auto& block : processed->blocks)
+    for (double b : block->attn.wv.bias.to_vector()) BOOST_TEST(b == 0.0);
+  BOOST_TEST((processed->blocks[0]->attn.wo.bias.to_vector() != model.blocks[0]->attn.wo.bias.to_vector()));
+  BOOST_TEST_REQUIRE(log.size() == 4u);
+  BOOST_TEST(log[3].first == "fold_value_biases");
+  BOOST_TEST(log[3].second == "wv.bias folded into wo.bias");
+  const auto by_default = study::processed_weights(model);
+  BOOST_TEST(
+      (by_default->blocks[0]->attn.wv.bias.to_vector() != processed->blocks[0]->attn.wv.bias.to_vector()));
+  BOOST_TEST(worst_difference(model, *by_default, kIds, 2) <= 1e-10);
+  // Without biases the step has nothing to fold and says so.
+  s.bias = false;
+  ag::Rng again(4);
+  nn::CausalLM<double> plain(s, again);
+  study::ProcessingLog none;
+  (void)study::processed_weights(plain, study::all_processing(), &none);
+  BOOST_TEST(none[3].second == "skipped: the model has no biases");
+}
