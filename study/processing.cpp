@@ -135,7 +135,8 @@ std::unique_ptr<nn::CausalLM<T>> processed_weights(const nn::CausalLM<T>& model,
         }
       }
     }
-    note("center_writing_weights", centring ? "tok_emb, pos_emb, wo and fc2 centred over d_model"
+    const std::string writers = m.pos_emb ? "tok_emb, pos_emb, wo and fc2" : "tok_emb, wo and fc2";
+    note("center_writing_weights", centring ? writers + " centred over d_model"
                                             : "skipped: the norms do not centre (the stream's mean is read)");
   }
   // The unembedding, centred over the vocabulary: a constant added to every logit changes no probability,
