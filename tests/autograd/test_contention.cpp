@@ -3,7 +3,6 @@
 // slow. While other processes use the cores, idle workers sleep instead of spinning and small jobs run
 // on the caller. Either way every index runs once, nested jobs finish, and results keep their bits; and
 // the measurement (autograd/cpu_contention.h) sees a spinning process.
-#define BOOST_TEST_MODULE contention
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,6 +1,5 @@
 // Broadcasting elementwise ops, matmul and linear: forward values, broadcasting semantics, error
 // messages, and float64 gradient checks (tolerance 1e-6 relative).
-#define BOOST_TEST_MODULE elementwise_matmul
 #include <boost/test/unit_test.hpp>
 
 #include "autograd/ops.h"

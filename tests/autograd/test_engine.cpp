@@ -1,5 +1,4 @@
 // The engine itself: backward order and accumulation, no-grad, graph release, deep chains, detach.
-#define BOOST_TEST_MODULE engine
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <type_traits>

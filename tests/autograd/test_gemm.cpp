@@ -1,7 +1,6 @@
 // ag::gemm (the packed GEMM under matmul, linear and attention) against a plain triple loop, on shapes
 // that cross every blocking edge (the micro-tile, the packed depth of 512, the 2048-column panel), with
 // transposed and strided operands; and the thread pool it runs on, under jobs of changing sizes.
-#define BOOST_TEST_MODULE gemm
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cmath>

@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE linear_fused
 #include <boost/test/unit_test.hpp>
 
 // gelu_linear, layer_norm_linear, and linear and gelu_linear with a residual: float64 gradient checks, the

@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE norm_embedding
 #include <boost/test/unit_test.hpp>
 
 // layer_norm, rms_norm and embedding: PyTorch reference values (rms_norm's: by hand) and gradients, float64

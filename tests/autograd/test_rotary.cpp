@@ -1,7 +1,6 @@
 // rotary (RoPE in GPT-NeoX's rotate_half layout): values by hand, partial rotation, the position offset
 // incremental decoding uses, norms kept, float64 gradient checks (with the gradient accumulating into an
 // input used twice), the float32 path, and the error messages.
-#define BOOST_TEST_MODULE rotary
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>

@@ -1,6 +1,5 @@
 // Shape ops (transpose, reshape, permute, concat, split, select_rows, gather_rows, take) and reductions
 // (sum, mean): values, errors, float64 gradient checks.
-#define BOOST_TEST_MODULE shape_reduce
 #include <boost/test/unit_test.hpp>
 
 #include "autograd/ops.h"

@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE softmax_ops
 #include <boost/test/unit_test.hpp>
 
 // softmax, log_softmax, masked_fill and cross_entropy: known values, PyTorch references, masked rows

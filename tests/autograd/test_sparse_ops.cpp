@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE sparse_ops
 #include <boost/test/unit_test.hpp>
 
 // topk_relu, relu_decode and sparse_grad_linear (autograd/ops_sparse.cpp): each forward against its dense

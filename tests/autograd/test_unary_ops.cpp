@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE unary_ops
 #include <boost/test/unit_test.hpp>
 
 // exp, log, rsqrt, sqrt, pow, tanh, relu, gelu and silu: forward values against PyTorch, float64 gradient

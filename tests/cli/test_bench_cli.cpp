@@ -1,6 +1,5 @@
 // `attograd bench` as bench/compare reads it: one JSON line per run, training steps or (--forward) forward
 // passes, with the FMA peak measured in the same process and the MFU against it.
-#define BOOST_TEST_MODULE bench_cli
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <nlohmann/json.hpp>

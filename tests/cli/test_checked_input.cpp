@@ -3,7 +3,6 @@
 // refused in one line naming the option, nothing clamped or wrapped); `attograd sae` checks every output
 // before training and prints progress only on a terminal, so a failing command prints exactly one line; ids
 // the model has beyond its task's vocabulary are valid input and output everywhere, shown as <id N>.
-#define BOOST_TEST_MODULE checked_input
 #include <sys/stat.h>
 
 #include <boost/test/unit_test.hpp>

@@ -4,7 +4,6 @@
 // --help) lists must have its section, every argument and long option that `attograd SUB --help` lists must
 // be in that section's table, and the section's table and usage may name no subcommand or option the program
 // lacks. A failure names what is missing where.
-#define BOOST_TEST_MODULE contract
 #include <boost/test/unit_test.hpp>
 #include <cctype>
 #include <map>

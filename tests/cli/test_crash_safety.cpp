@@ -3,7 +3,6 @@
 // disk (simulated with a file-size limit) while checkpointing (exit 1, one line naming the file, the
 // previous checkpoint intact), SIGTERM (checkpoint and exit 130, like Ctrl-C), and --overwrite followed by
 // a crash (the old checkpoint is gone, so --resume cannot continue the old run by mistake).
-#define BOOST_TEST_MODULE crash_safety
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

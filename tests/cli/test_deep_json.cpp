@@ -2,7 +2,6 @@
 // 200,000 levels deep anywhere (under an unknown key, in a sequences line, a sweep's grid or base, an SAE
 // config, a detect pattern, a --set value) and a NUL byte are each refused in one line with exit 2, where
 // a recursive dump or copy of the value used to overflow the stack (SIGSEGV).
-#define BOOST_TEST_MODULE deep_json
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>

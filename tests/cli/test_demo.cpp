@@ -1,6 +1,5 @@
 // attograd demo, run as a user runs it: exit 0, every line within 80 columns, the lesson's softmax numbers,
 // the six tokens, every section heading, the sqrt(dk) section's finding, and --section running one section.
-#define BOOST_TEST_MODULE demo
 #include <boost/test/unit_test.hpp>
 #include <sstream>
 #include <string>

@@ -1,7 +1,6 @@
 // `attograd fourier` and the progress measures end to end: a small modular-addition run (p 23) trained with
 // output.measures_every writes measures.jsonl and fourier/, a resumed run's measures equal an uninterrupted
 // run's, `fourier --json` has the documented keys, and a run that is not modular addition is one error line.
-#define BOOST_TEST_MODULE fourier_cli
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>

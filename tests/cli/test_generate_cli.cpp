@@ -3,7 +3,6 @@
 // same tokens, different seeds differ at temperature 1, greedy decoding is the argmax of `forward`'s
 // logits (the full forward) at every step, --max-new and max_len stop it and say so, --prompt and --tokens
 // agree, BOS is put in front; every bad input is one line on stderr and exit 2.
-#define BOOST_TEST_MODULE generate_cli
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>

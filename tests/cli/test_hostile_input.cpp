@@ -1,7 +1,6 @@
 // The command line under inputs a careless or hostile user gives: each case exits 2 with one printable
 // line on stderr and writes nothing, where it used to hang, allocate gigabytes, or print raw bytes.
 // Raw bytes reach the program through printf in the shell (/bin/sh has no $'...').
-#define BOOST_TEST_MODULE hostile_input
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <fstream>

@@ -2,7 +2,6 @@
 // an independent PyTorch forward of each family): each family's folder, imported, gives `attograd forward`
 // logits within 1e-4 of the reference's, in float32, bfloat16 and sharded; greedy generation with the KV
 // cache picks the full forward's argmax at every step; a bad source is one line on stderr and exit 2.
-#define BOOST_TEST_MODULE import_cli
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>

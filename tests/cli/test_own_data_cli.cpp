@@ -2,7 +2,6 @@
 // letter of a varying-length list, configs/most_frequent.json) trains to >= 99% held-out, and eval, forward,
 // attend and patch read that run with its own token names; a bad line is one error naming the config, the
 // file, the line and the field, exit 2; modadd with a train fraction and full batches records its split.
-#define BOOST_TEST_MODULE own_data_cli
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 

@@ -2,7 +2,6 @@
 // are one line and exit 2, --json prints the documented schema (with --attribution too), --save and circuits
 // write their files and the report shows them, circuits --processed prints without writing, and training a
 // one-layer model ends with per-head circuits but no composition.
-#define BOOST_TEST_MODULE patch_circuits_cli
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <filesystem>

@@ -1,7 +1,6 @@
 // A run folder nobody else can break, and no input that hangs, aborts or deletes: the ten findings of the
 // third reliability audit (issue 32), each reproduced from the command line. Every case ends in bounded
 // time (a command that would hang or allocate without bound runs under `timeout` and a memory limit).
-#define BOOST_TEST_MODULE run_ownership
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -7,7 +7,6 @@
 // eval.json beside it are one-line errors with exit 2; a linked RUN/sae or RUN/sae/POINT is refused before
 // anything is written through it; a corrupt checkpoint (a value not finite, a step beyond the config's) is
 // refused on --resume naming the file and the tensor or field; tms --json prints W (m x n), b and the loss.
-#define BOOST_TEST_MODULE sae_cli
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,6 +1,5 @@
 // The study commands end to end: attend, compare, ablate (and its single modes) on a tiny run trained once
 // by the real binary.
-#define BOOST_TEST_MODULE study_commands
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>

@@ -2,7 +2,6 @@
 // stopped with Ctrl-C (SIGINT to the sweep) and run again ends with the same summary numbers and the same
 // model tensors as one never stopped; `--print-commands | xargs -P 2` then `sweep collect` gives the same
 // summary.json as `sweep -j 2`.
-#define BOOST_TEST_MODULE sweep_cli
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

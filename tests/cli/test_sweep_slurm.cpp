@@ -4,7 +4,6 @@
 // task is skipped when the script is regenerated, and an owner left by a killed task is found stale by its
 // job id. squeue is a fake on PATH that answers what each case needs and logs how it was asked.
 // tests/slurm/sweep_on_slurm.py does the same on a real single-node cluster.
-#define BOOST_TEST_MODULE sweep_slurm
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

@@ -1,7 +1,6 @@
 // `attograd train` and friends as a user meets them: bad configs and arguments give one line and exit 2
 // with nothing written; Ctrl-C (SIGINT) writes a checkpoint and a resumed run ends with the same model
 // bytes as an uninterrupted one; eval and forward read the run folder.
-#define BOOST_TEST_MODULE train_cli
 #include <signal.h>
 #include <unistd.h>
 

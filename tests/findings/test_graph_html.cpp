@@ -2,7 +2,6 @@
 // holds every node and every edge of the unpruned graph (not only the kept links), whose token names
 // cannot close its script, and which names no address but the SVG namespace. tests/browser/
 // graph_in_browser.py drives the page itself.
-#define BOOST_TEST_MODULE graph_html
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 #include <regex>

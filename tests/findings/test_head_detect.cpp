@@ -1,7 +1,6 @@
 // Head detectors (findings/head_detect.h): the rules' patterns on a hand-made input, both modes on maps
 // whose scores are known (a perfect previous-token map scores 1, a uniform map less), a head's score is the
 // mean over inputs, rule files are read and checked with one-line errors.
-#define BOOST_TEST_MODULE head_detect
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 

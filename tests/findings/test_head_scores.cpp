@@ -2,7 +2,6 @@
 // previous-token, induction and duplicate-token maps, the uniform causal map's closed forms, a task map with
 // given ideal keys), pooling over probes, the duplicate-token score against `detect --pattern duplicate`,
 // and the scores.json round trip (including a file written before the duplicate-token score) and its errors.
-#define BOOST_TEST_MODULE head_scores
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <filesystem>

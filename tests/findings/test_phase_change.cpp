@@ -1,6 +1,5 @@
 // Phase-change steps: the first crossing of 0.5 by the best head, interpolated between dumps; the
 // held-out loss's steepest fall; and scores.json keeping them through a write and a read.
-#define BOOST_TEST_MODULE phase_change
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 

@@ -4,7 +4,6 @@
 // report's SAE section (eval.json's numbers, the density histogram, the link; absent without SAEs) and
 // eval.json's errors, and an SAE's features.html (a window around each peak, in budget at the text SAE's
 // size).
-#define BOOST_TEST_MODULE rendering
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE json_read
 #include <boost/test/unit_test.hpp>
 
 // The one JSON reader (io/json_read.h) and the field tables (io/field_table.h): each refusal is one line

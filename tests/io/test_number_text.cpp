@@ -1,6 +1,5 @@
 // io/number_text.h: one strict parser per type for numbers given as text, and the ranges of io::Valid
 // (shared with the field tables) refusing NaN.
-#define BOOST_TEST_MODULE number_text
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>

@@ -6,7 +6,6 @@
 // The table is the one home of the layers; this test and CMakeLists.txt follow it. The CMake libraries
 // stop a call upward at link time; the include check stops an include upward, which compiles and links
 // whenever the code it reaches is inline.
-#define BOOST_TEST_MODULE include_rules
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <filesystem>

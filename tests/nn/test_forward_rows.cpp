@@ -2,7 +2,6 @@
 // gradient equal training_forward's on those rows, in float64, through each of its paths: the first
 // block on the (token, position) grid (more sequences than tokens), the last block's queries at the
 // positions every sequence shares, both at once in a one-block model, and neither.
-#define BOOST_TEST_MODULE forward_rows
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>

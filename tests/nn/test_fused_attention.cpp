@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE fused_attention
 #include <boost/test/unit_test.hpp>
 
 // The fused attention op (ag::attention) against the composed path it replaces (split heads, then

@@ -7,7 +7,6 @@
 // the gradient through every point's replacement matches finite differences in float64, and so does the
 // gradient kept at every point by Hooks::grad (all points at once, with and without parameter gradients);
 // a misspelt point is an error.
-#define BOOST_TEST_MODULE hooks
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>

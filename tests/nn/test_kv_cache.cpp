@@ -8,7 +8,6 @@
 // is the argmax, the same seed gives the same tokens, top-k = 1 is greedy, draws follow
 // softmax(logits / temperature); generate with and without the cache gives the same tokens, and stops at
 // max_new or max_len.
-#define BOOST_TEST_MODULE kv_cache
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>

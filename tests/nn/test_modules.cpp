@@ -1,6 +1,5 @@
 // nn/ modules: parameter names and init, attention semantics (masks, fully masked rows), and a float64
 // gradient check of every module, up to a whole CausalLM's loss with causal and padding masks.
-#define BOOST_TEST_MODULE modules
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>

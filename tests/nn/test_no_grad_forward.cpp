@@ -1,6 +1,5 @@
 // A forward pass under ag::NoGradScope (evaluation, the study tools, `attograd bench --forward`) records
 // no graph and allocates no gradient buffers, and gives the same logits as a forward that records one.
-#define BOOST_TEST_MODULE no_grad_forward
 #include <boost/test/unit_test.hpp>
 #include <vector>
 

@@ -3,7 +3,6 @@
 // 2-layer model with each model option (RMSNorm; rotary and no positions, unscaled attention, QK-norm;
 // ReLU^2, SwiGLU, GEGLU; parallel, tied, soft-capped), with
 // logits, loss, attention weights and every parameter gradient. Each tensor's error is reported.
-#define BOOST_TEST_MODULE pytorch_parity
 #include <boost/test/unit_test.hpp>
 
 #include "common/fixture.h"

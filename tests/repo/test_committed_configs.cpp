@@ -5,7 +5,6 @@
 // the field (a JSON pointer) and the missing file. A path outside the repository must be listed in
 // scripts/setup's `data_files` with the Debian package that provides it, that package must be in setup's
 // `packages`, and where the file is installed `dpkg -S` must name that package.
-#define BOOST_TEST_MODULE committed_configs
 #include <unistd.h>
 
 #include <algorithm>

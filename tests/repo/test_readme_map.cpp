@@ -3,7 +3,6 @@
 // folder or a doc the map lacks fails, and so does an entry for a folder or a doc that does not exist.
 // The folders are those on disk, less .git and what .gitignore leaves out (build*/, runs/, ...). And every
 // docs/*.md stays under 400 lines: a page a newcomer reads, split when it grows past that.
-#define BOOST_TEST_MODULE readme_map
 #include <fnmatch.h>
 
 #include <boost/test/unit_test.hpp>

@@ -5,7 +5,6 @@
 // numbers as ablate_heads for zero and mean, resampling from identical sequences changes nothing and from
 // different ones something, the same seed gives the same draws, and per-position entries cover every
 // position. Resampling streams its draws and gives, bit for bit, what keeping every draw gave.
-#define BOOST_TEST_MODULE ablation
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <utility>

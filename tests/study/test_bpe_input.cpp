@@ -2,7 +2,6 @@
 // model's task, its tokenizer.json in the run folder) opens from wherever the folder is, names its tokens
 // by the tokenizer, encodes a prompt with it (BOS from the tokenizer's post-processor) and refuses to draw
 // data; a text task with unit "bpe" trains on the tokenizer's ids; the config checks name the field.
-#define BOOST_TEST_MODULE bpe_input
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>

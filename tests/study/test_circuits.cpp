@@ -1,7 +1,6 @@
 // Circuit analysis (study/circuits.h) against an independent NumPy implementation (fixture
 // induction_small.json, from tests/fixtures/make_fixtures.py and the committed checkpoint), plus hand-checked
 // cases, errors and the JSON.
-#define BOOST_TEST_MODULE circuits
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 

@@ -2,7 +2,6 @@
 // implementation (fixture fourier_small.json, from tests/fixtures/make_fourier_fixture.py and the committed
 // run tests/fixtures/grokking_small/), plus the Gini coefficient on hand-checked values, the split it reads
 // and the tasks it refuses.
-#define BOOST_TEST_MODULE fourier
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 

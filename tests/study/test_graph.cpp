@@ -10,7 +10,6 @@
 // graph.json has Neuronpedia's required fields and its links name its nodes; the transcoder tool trains,
 // saves, reloads and evaluates per-layer transcoders, with a resumed training equal to an uninterrupted one,
 // and refuses bad layers in one line.
-#define BOOST_TEST_MODULE graph
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>

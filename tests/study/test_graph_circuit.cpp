@@ -10,7 +10,6 @@
 // with a previous-token score >= 0.3 on this prompt and then that induction head. The head's QK attribution
 // from the last position to key 9 is led by the pair (query: `5` at 15, key: `5` at 8), the key side's `5`
 // having come from the position before: the previous-token step, seen from the score's side.
-#define BOOST_TEST_MODULE graph_circuit
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 

@@ -1,7 +1,6 @@
 // Activation patching (study/patching.h) against an independent PyTorch implementation (fixture
 // induction_small.json, made by tests/fixtures/make_fixtures.py from the committed checkpoint), plus its
 // invariants, its errors and its JSON.
-#define BOOST_TEST_MODULE patching
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <set>

@@ -4,7 +4,6 @@
 // weights and unembedding are centred, and the original model is unchanged (without a norm, the same
 // log-probabilities with the writers left as they are); every processed parameter of
 // induction_small matches PyTorch's processing (fixture residual_small.json) to 1e-4.
-#define BOOST_TEST_MODULE processing
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 

@@ -4,7 +4,6 @@
 // numbers match an independent PyTorch computation (fixture residual_small.json, made by
 // tests/fixtures/make_residual_fixture.py from the committed induction_small checkpoint) to 1e-4; the JSON
 // round-trips; TransformerLens's cache helpers give the lens's numbers; bad arguments are one-line errors.
-#define BOOST_TEST_MODULE residual
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <map>

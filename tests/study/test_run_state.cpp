@@ -2,7 +2,6 @@
 // empty folder is new, a folder that holds something else is refused, a run whose lock another holder has
 // is busy (and not without `live`), a checkpoint-less run is new, and the JSON names every fact. And what a
 // trained run's folder holds with the study beside the trainer: a run learns and writes every file.
-#define BOOST_TEST_MODULE run_state
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>

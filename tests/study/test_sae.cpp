@@ -9,7 +9,6 @@
 // scale 1 (the default config on every committed config's MLP: test_sae_defaults.cpp); TMS's dense regime
 // stores 2 of 5 features; the Hungarian matching is optimal (against brute force); an SAE recovers a small
 // synthetic dictionary; bad configs and files are one-line errors.
-#define BOOST_TEST_MODULE sae
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <filesystem>

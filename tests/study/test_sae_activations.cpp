@@ -5,7 +5,6 @@
 // log_threshold through the trainer's exp; each activation trains through `attograd sae`'s trainer
 // with a loss that falls, saves its threshold, reloads it and fires about k features per token (BatchTopK);
 // and a checkpoint resumes each bit-exactly.
-#define BOOST_TEST_MODULE sae_activations
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 

@@ -1,7 +1,6 @@
 // The SAE's default config on every committed config's MLP (study/sae.h, docs/sae.md): explained variance
 // >= 0.8 at every layer's blocks.L.mlp.post on short runs. Its own test program: it trains a model per
 // config, the longest work of the SAE tests, so it has its own time budget.
-#define BOOST_TEST_MODULE sae_defaults
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <string>

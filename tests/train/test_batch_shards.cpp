@@ -2,7 +2,6 @@
 // number of shards (up to float rounding: the sums are added in another order), weighted by scored targets
 // (a shard with few or none scored counts for less or nothing), the same bits for any thread count, and
 // replicas that follow the model's weights from step to step.
-#define BOOST_TEST_MODULE batch_shards
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <vector>

@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE config
 #include <boost/test/unit_test.hpp>
 
 // Config loading: every bad-config case gives its exact one-line message, --set overrides go through the

@@ -2,7 +2,6 @@
 // exhaust memory or break the one-line error rule: train.threads and the memory estimate, config files
 // that are not small JSON, bytes that are not printable text, --resume overrides, --ids syntax, the
 // checkpoint's tensor table and header size, and the optimiser file's metadata.
-#define BOOST_TEST_MODULE limits
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <filesystem>

@@ -1,5 +1,4 @@
 // RUN/metrics.jsonl: the reader validates every line and names the file, line and field of a bad one.
-#define BOOST_TEST_MODULE metrics_log
 #include <sys/resource.h>
 
 #include <boost/test/unit_test.hpp>

@@ -2,7 +2,6 @@
 // bits as scaling the gradients first, and clip_factor is the ratio the clip promises. Weight decay follows
 // the kind each module declares for its parameters: train.decay "weights" decays exactly the weight
 // matrices (never biases, norms or embeddings), "all" every parameter.
-#define BOOST_TEST_MODULE optimizer
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <set>

@@ -3,7 +3,6 @@
 // stated sizes, depends on the seed only, and training batches never hold a held-out sequence; epochs visit
 // each training sequence once; batch_size 0 is the whole set; short sequences are padded at the end and the
 // padding changes no real position's logits; text windows come from their own region.
-#define BOOST_TEST_MODULE own_data
 #include <sys/stat.h>
 
 #include <boost/test/unit_test.hpp>

@@ -1,7 +1,6 @@
 // Tests for train/safetensors: the byte layout against files built by hand from the format's specification,
 // round trips, and that every kind of broken file gives a one-line error naming the file and the field
 // (never a crash or a huge allocation), and that writes are atomic.
-#define BOOST_TEST_MODULE safetensors
 #include <sys/resource.h>
 #include <unistd.h>
 

@@ -1,6 +1,5 @@
 // Sweep files: the grid's product in order (first key slowest), run names made of the varying settings,
 // every run's config equal to `--set`'s, and every committed sweep file loading.
-#define BOOST_TEST_MODULE sweep
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>

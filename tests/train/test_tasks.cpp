@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE tasks
 #include <boost/test/unit_test.hpp>
 
 // The toy tasks. Every registered kind, read from the registry: its entry, well-formed batches, the scored

@@ -1,7 +1,6 @@
 // Tests for train/tokenizer: the encodings of tests/fixtures/tokenizer/encodings.json (a byte-level BPE
 // trained and applied by tests/fixtures/make_tokenizer_fixture.py in plain Python) from each of the three
 // file layouts, round trips of arbitrary bytes, and one-line errors for broken and unsupported files.
-#define BOOST_TEST_MODULE tokenizer
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>

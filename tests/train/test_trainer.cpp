@@ -3,7 +3,6 @@
 // count), stopping at any step and resuming gives the same final loss and the same model bytes as an
 // uninterrupted run, a NaN loss stops the run and keeps the last good
 // checkpoint, and a truncated or corrupt checkpoint is refused with one line naming the file.
-#define BOOST_TEST_MODULE trainer
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
