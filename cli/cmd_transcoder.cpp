@@ -53,9 +53,10 @@ Command add_transcoder(CLI::App& app) {
       if (!request.layers.empty()) again += " --layers " + request.layers;
       if (!request.out.empty()) again += " --out " + request.out;
       if (request.cross_layer) again += " --cross-layer";
-      std::fprintf(stderr,
-                   "interrupted in layer %d at step %lld: checkpoint saved; continue with: %s --resume\n",
-                   out.result.stopped_layer, static_cast<long long>(out.result.steps), again.c_str());
+      const std::string where =
+          request.cross_layer ? std::string() : " in layer " + std::to_string(out.result.stopped_layer);
+      std::fprintf(stderr, "interrupted%s at step %lld: checkpoint saved; continue with: %s --resume\n",
+                   where.c_str(), static_cast<long long>(out.result.steps), again.c_str());
       return 130;
     }
     return print_output(a->json, out, findings::transcoder_eval_to_json(out.result.eval), "",

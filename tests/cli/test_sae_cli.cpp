@@ -314,7 +314,7 @@ BOOST_AUTO_TEST_CASE(transcoders_write_feature_pages_linked_from_the_report) {
   const std::string dir = run + "/transcoders";
   BOOST_TEST(fs::is_regular_file(dir + "/checkpoint.safetensors"));
   const train::SafetensorsFile l0 = train::read_safetensors(dir + "/0/transcoder.safetensors");
-  train::expect_tensors(l0, {{"W_enc", {32, 24}}, {"b_enc", {24}}, {"W_dec", {24, 2, 32}}, {"b_dec", {32}}},
+  train::expect_tensors(l0, {{"W_enc", {16, 24}}, {"b_enc", {24}}, {"W_dec", {24, 2, 16}}, {"b_dec", {16}}},
                         "layer 0");
   BOOST_TEST(train::metadata_string(l0, "architecture", "layer 0") == "cross_layer_transcoder");
   const std::string report = testing::read_all(run + "/report.html");
