@@ -447,10 +447,11 @@ std::string transcoders_section(const ReportContext& c) {
     const json v = j.value(key, json());
     return v.is_number() ? v.get<double>() : std::nan("");
   };
-  std::string out = std::string("<p class=\"note\">The run's ") +
-                    (e.value("cross_layer", false) ? "cross-layer transcoder" : "transcoders") +
-                    " (attograd transcoder; docs/graphs.md), each layer's feature pages linked. With every MLP "
-                    "replaced at once: ";
+  std::string out =
+      std::string("<p class=\"note\">The run's ") +
+      (e.value("cross_layer", false) ? "cross-layer transcoder" : "transcoders") +
+      " (attograd transcoder; docs/graphs.md), each layer's feature pages linked. With every MLP "
+      "replaced at once: ";
   io::append_format(out, "CE %.4f against %.4f clean, %.4f of the loss recovered.</p>\n",
                     num(e, "ce_replaced"), num(e, "ce_clean"), num(e, "ce_loss_recovered"));
   out +=
