@@ -1,6 +1,6 @@
-// attograd transcoder RUN_DIR [--layers L,...] [--config SAE.json] [--out DIR] [--resume] [--json]: parses
-// the flags into a study::TranscoderRequest, calls study::transcoder (study/transcoder.h) with the progress
-// line and Ctrl-C's stop, and prints the evaluation.
+// attograd transcoder RUN_DIR [--layers L,... | --cross-layer] [--config SAE.json] [--out DIR] [--resume]
+// [--json]: parses the flags into a study::TranscoderRequest, calls study::transcoder (study/transcoder.h)
+// with the progress line and Ctrl-C's stop, and prints the evaluation.
 #include <cstdio>
 #include <optional>
 
@@ -20,11 +20,13 @@ Command add_transcoder(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "transcoder", "train per-layer transcoders (MLP input to MLP output) on a run, and evaluate them");
+      "transcoder",
+      "train per-layer or cross-layer transcoders (MLP input to MLP outputs) on a run, and evaluate them");
   sub->footer(
       "Writes DIR (default RUN_DIR/transcoders): L/transcoder.safetensors and L/checkpoint.safetensors per\n"
-      "layer, and eval.json (explained variance of each MLP's output, L0, dead features, CE loss recovered\n"
-      "with every MLP replaced at once). The config is an SAE config (docs/sae.md; \"skip\": true adds a\n"
+      "layer (--cross-layer: one DIR/checkpoint.safetensors), and eval.json (explained variance of each\n"
+      "MLP's output, L0, dead features, CE loss recovered with every MLP replaced at once). The config is an "
+      "SAE config (docs/sae.md; \"skip\": true adds a\n"
       "linear skip). docs/graphs.md says more.\n"
       "Example: attograd transcoder runs/modadd --config configs/sae/transcoder.json");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
@@ -33,6 +35,8 @@ Command add_transcoder(CLI::App& app) {
   sub->add_option("--config", a->request.config, "SAE config (JSON; every field has a default)");
   sub->add_option("--out", a->request.out, "output folder (default RUN_DIR/transcoders)");
   sub->add_flag("--resume", a->request.resume, "continue each layer from its checkpoint, bit-exactly");
+  sub->add_flag("--cross-layer", a->request.cross_layer,
+                "one cross-layer transcoder: layer L's features write to every MLP output from L on");
   sub->add_flag("--json", a->json, "print eval.json's object on one line instead of the table");
   return [a] {
     Progress progress(stderr);
@@ -48,9 +52,11 @@ Command add_transcoder(CLI::App& app) {
       std::string again = "attograd transcoder " + a->run;
       if (!request.layers.empty()) again += " --layers " + request.layers;
       if (!request.out.empty()) again += " --out " + request.out;
-      std::fprintf(stderr,
-                   "interrupted in layer %d at step %lld: checkpoint saved; continue with: %s --resume\n",
-                   out.result.stopped_layer, static_cast<long long>(out.result.steps), again.c_str());
+      if (request.cross_layer) again += " --cross-layer";
+      const std::string where =
+          request.cross_layer ? std::string() : " in layer " + std::to_string(out.result.stopped_layer);
+      std::fprintf(stderr, "interrupted%s at step %lld: checkpoint saved; continue with: %s --resume\n",
+                   where.c_str(), static_cast<long long>(out.result.steps), again.c_str());
       return 130;
     }
     return print_output(a->json, out, findings::transcoder_eval_to_json(out.result.eval), "",

@@ -440,6 +440,39 @@ std::string graphs_section(const ReportContext& c) {
   return out + "</tbody></table></div>\n";
 }
 
+std::string transcoders_section(const ReportContext& c) {
+  const json& e = c.in.transcoders;
+  if (!e.is_object() || !e.value("layers", json()).is_array()) return "";
+  auto num = [](const json& j, const char* key) {
+    const json v = j.value(key, json());
+    return v.is_number() ? v.get<double>() : std::nan("");
+  };
+  std::string out =
+      std::string("<p class=\"note\">The run's ") +
+      (e.value("cross_layer", false) ? "cross-layer transcoder" : "transcoders") +
+      " (attograd transcoder; docs/graphs.md), each layer's feature pages linked. With every MLP "
+      "replaced at once: ";
+  io::append_format(out, "CE %.4f against %.4f clean, %.4f of the loss recovered.</p>\n",
+                    num(e, "ce_replaced"), num(e, "ce_clean"), num(e, "ce_loss_recovered"));
+  out +=
+      "<div class=\"wide\"><table class=\"scores\"><thead><tr><th>layer</th><th>d_sae</th>"
+      "<th>explained variance</th><th>L0</th><th>dead</th><th>features</th></tr></thead><tbody>";
+  const json& layers = e["layers"];
+  for (size_t i = 0; i < layers.size(); ++i) {
+    io::append_format(out,
+                      "<tr><td class=\"num\">%lld</td><td class=\"num\">%lld</td><td class=\"num\">%.4f</td>"
+                      "<td class=\"num\">%.2f</td><td class=\"num\">%lld</td>",
+                      static_cast<long long>(num(layers[i], "layer")),
+                      static_cast<long long>(num(layers[i], "d_sae")), num(layers[i], "explained_variance"),
+                      num(layers[i], "l0"), static_cast<long long>(num(layers[i], "dead")));
+    const std::string page = i < c.in.transcoder_pages.size() ? c.in.transcoder_pages[i] : std::string();
+    out += page.empty() ? "<td class=\"muted\">&ndash;</td>"
+                        : "<td><a href=\"" + xml_escape(url_path(page)) + "\">features.html</a></td>";
+    out += "</tr>";
+  }
+  return out + "</tbody></table></div>\n";
+}
+
 // The page's sections in page order, each one entry: its anchor, its heading (also its entry in the
 // navigation bar) and the function writing its body. A body that is empty leaves the section (and its
 // navigation entry) out. To add a section, write its function and add its row here.
@@ -459,6 +492,7 @@ const ReportSection kSections[] = {
     {"fourier", "Fourier analysis", fourier_section},
     {"measures", "Progress measures", measures_section},
     {"sae", "Sparse autoencoders", sae_section},
+    {"transcoders", "Transcoders", transcoders_section},
     {"graphs", "Attribution graphs", graphs_section},
 };
 

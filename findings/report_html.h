@@ -60,6 +60,10 @@ struct ReportInputs {
   std::vector<std::string> sae_pages;
   // The attribution graphs saved in the run (RUN/graphs/NAME/, by name), each with its viewer's path.
   std::vector<GraphSummary> graphs;
+  // The run's transcoders: RUN/transcoders/eval.json (null when absent) and each evaluated layer's
+  // features.html relative to the run folder (empty when the page is missing), in eval.json's order.
+  nlohmann::json transcoders;
+  std::vector<std::string> transcoder_pages;
 };
 
 std::string report_html(const ReportInputs& inputs);

@@ -30,6 +30,7 @@ json transcoder_eval_to_json(const TranscoderEval& e) {
                       {"dead", l.dead}});
   return {{"tokens", e.tokens},
           {"steps", e.steps},
+          {"cross_layer", e.cross_layer},
           {"layers", layers},
           {"ce_clean", number(e.ce_clean)},
           {"ce_replaced", number(e.ce_replaced)},
@@ -40,7 +41,9 @@ json transcoder_eval_to_json(const TranscoderEval& e) {
 
 std::string transcoder_eval_table(const TranscoderEval& e) {
   std::string out;
-  io::append_format(out, "transcoders on %lld held-out tokens:\n", static_cast<long long>(e.tokens));
+  io::append_format(out, "%s on %lld held-out tokens:\n",
+                    e.cross_layer ? "cross-layer transcoder" : "transcoders",
+                    static_cast<long long>(e.tokens));
   for (const TranscoderLayerEval& l : e.layers)
     io::append_format(
         out, "layer %d: %s -> %s, d_sae %lld%s: explained variance %.4f  mse %.6g  L0 %.2f  dead %lld\n",

@@ -25,6 +25,7 @@ struct TranscoderLayerEval {
 // Every layer's, and the model's cross-entropy with every MLP replaced by its transcoder at once.
 struct TranscoderEval {
   int64_t tokens = 0, steps = 0;
+  bool cross_layer = false;  // one cross-layer transcoder: layer l's features write to every MLP output >= l
   std::vector<TranscoderLayerEval> layers;
   double ce_clean = 0, ce_replaced = 0, ce_zero_ablation = 0;
   double ce_loss_recovered = 0;  // (ce_zero_ablation - ce_replaced) / (ce_zero_ablation - ce_clean)

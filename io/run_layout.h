@@ -198,6 +198,19 @@ inline std::string transcoder_model(const std::string& layer_folder) {
 inline std::string transcoder_checkpoint(const std::string& layer_folder) {
   return layer_folder + "/checkpoint.safetensors";
 }
+// DIR/L/features.json and DIR/L/features.html: layer L's feature pages (top examples, logit effects), as
+// an SAE's.
+inline std::string transcoder_features_json(const std::string& layer_folder) {
+  return layer_folder + "/features.json";
+}
+inline std::string transcoder_features_html(const std::string& layer_folder) {
+  return layer_folder + "/features.html";
+}
+// DIR/checkpoint.safetensors: a cross-layer transcoder's training state (every layer's), for `transcoder
+// --cross-layer --resume`; its layers' files are DIR/L/transcoder.safetensors as the per-layer ones'.
+inline std::string transcoders_clt_checkpoint(const std::string& folder) {
+  return folder + "/checkpoint.safetensors";
+}
 // DIR/eval.json: every layer's evaluation and the CE with every MLP replaced (docs/graphs.md).
 inline std::string transcoders_eval_json(const std::string& folder) {
   return folder + "/eval.json";

@@ -117,16 +117,22 @@ struct LocalReplacement::Impl {
   std::vector<Mat> Wq, Wk, Wv, Wo;
   std::vector<Vec> bq, bk, bv, bo;
   std::vector<Mat> scores;  // per layer, (H * T, T): the model's attention scores on the prompt
-  // Per MLP layer: the transcoder, and the error (T, D).
+  // Per MLP layer: the transcoder, and the error (T, D). W_dec[l] (M, writes[l] * D): a cross-layer
+  // transcoder's layer l writes to the MLP outputs of layers l .. l + writes[l] - 1.
   std::vector<Mat> W_enc, W_dec, W_skip, error;
+  std::vector<int> writes;
   std::vector<Vec> b_enc, b_dec;
   Mat tok, pos;       // (T, D): each position's token and positional embedding
   Mat unembed;        // (K, D): the targets' demeaned unembedding rows
   Mat vocab_unembed;  // (V, D): every token's demeaned unembedding row
   Vec unembed_bias;
-  // Per node: the vector it writes into the residual stream, the level it writes at (0: the embedding,
-  // l + 1: after layer l's MLP), its position; for a target, what it reads.
-  Mat contribution;  // (nodes, D)
+  // Each write of a source node into the residual stream: the vector, the node, the level it writes at (0:
+  // the embedding, l + 1: after layer l's MLP), at the node's position. A node writes once, but a
+  // cross-layer transcoder's feature writes once per MLP output it reaches. level[node] is its lowest.
+  Mat contribution;  // (writes, D)
+  std::vector<int64_t> write_node;
+  std::vector<int> write_level;
+  std::vector<std::vector<int64_t>> node_writes;  // per node, its writes
   std::vector<int> level;
   Vec values;
 
@@ -242,15 +248,21 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
     m.error.resize(L);
     m.b_enc.resize(L);
     m.b_dec.resize(L);
+    m.writes.assign(L, 1);
+    std::vector<Mat> acts(L), xs(L);
     for (int l = 0; l < L; ++l) {
       const LayerTranscoder& tc = transcoders.at(l);
       if (!tc.params.W_enc.defined() || tc.params.d_in() != D || tc.params.d_out() != D)
         throw std::invalid_argument("graph: layer " + std::to_string(l) +
                                     " has an MLP but no transcoder reading and writing d_model");
       const int64_t M = tc.params.d_sae();
+      m.writes[l] = static_cast<int>(tc.params.writes);
+      if (m.writes[l] < 1 || l + m.writes[l] > L)
+        throw std::invalid_argument("graph: layer " + std::to_string(l) +
+                                    "'s transcoder writes past the last layer");
       m.W_enc[l] = to_mat(tc.params.W_enc, D, M);
       m.b_enc[l] = to_vec(tc.params.b_enc);
-      m.W_dec[l] = to_mat(tc.params.W_dec, M, D);
+      m.W_dec[l] = to_mat(tc.params.W_dec, M, m.writes[l] * D);
       m.b_dec[l] = to_vec(tc.params.b_dec);
       if (tc.params.W_skip.defined()) m.W_skip[l] = to_mat(tc.params.W_skip, D, D);
       const std::string b = "blocks." + std::to_string(l);
@@ -271,10 +283,23 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
           std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return row(a) > row(c); });
           for (int64_t i = tc.k; i < M; ++i) act(t, order[i]) = 0;
         }
-      Mat out = act * m.W_dec[l];
+      acts[l] = act;
+      xs[l] = x;
+    }
+    for (int l = 0; l < L; ++l) {
+      // Layer l's MLP output as the transcoders write it: its bias, its skip, and the decoder rows of every
+      // layer at or below it that reaches it.
+      const std::string b = "blocks." + std::to_string(l);
+      Mat out = Mat::Zero(T, D);
       out.rowwise() += m.b_dec[l].transpose();
-      if (m.W_skip[l].size()) out += x * m.W_skip[l];
+      if (m.W_skip[l].size()) out += xs[l] * m.W_skip[l];
+      for (int l0 = 0; l0 <= l; ++l0)
+        if (l0 + m.writes[l0] > l) out += acts[l0] * m.W_dec[l0].middleCols((l - l0) * D, D);
       m.error[l] = to_mat(hooks.captured(b + ".mlp.out"), T, D) - out;
+    }
+    for (int l = 0; l < L; ++l) {
+      const Mat& act = acts[l];
+      const int64_t M = act.cols();
       for (int t = 0; t < T; ++t)
         for (int64_t j = 0; j < M; ++j)
           if (act(t, j) > 0) {
@@ -331,29 +356,36 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
 
   // Each source's contribution and level; each target's value in the model itself.
   const int64_t N = static_cast<int64_t>(m.nodes.size());
-  m.contribution = Mat::Zero(N, D);
+  int64_t n_writes = N - m.n_logits;
+  for (int64_t i = 0; i < m.n_features; ++i) n_writes += m.writes[m.nodes[i].layer] - 1;
+  m.contribution = Mat::Zero(n_writes, D);
+  m.node_writes.assign(N, {});
   m.level.assign(N, -1);
   m.values = Vec::Zero(N);
+  auto add_write = [&](int64_t node, int level, const auto& row) {
+    m.node_writes[node].push_back(static_cast<int64_t>(m.write_node.size()));
+    m.contribution.row(static_cast<int64_t>(m.write_node.size())) = row;
+    m.write_node.push_back(node);
+    m.write_level.push_back(level);
+    if (m.level[node] < 0) m.level[node] = level;
+  };
   const Vec final_logits = to_vec(logits).tail(V);
   for (int64_t i = 0; i < N; ++i) {
     const GraphNode& n = m.nodes[i];
     switch (n.kind) {
       case GraphNodeKind::feature:
-        m.contribution.row(i) = n.activation * m.W_dec[n.layer].row(n.index);
-        m.level[i] = n.layer + 1;
+        for (int w = 0; w < m.writes[n.layer]; ++w)
+          add_write(i, n.layer + w + 1, n.activation * m.W_dec[n.layer].row(n.index).segment(w * D, D));
         m.values[i] = pre[n.layer](n.position, n.index);
         break;
       case GraphNodeKind::error:
-        m.contribution.row(i) = m.error[n.layer].row(n.position);
-        m.level[i] = n.layer + 1;
+        add_write(i, n.layer + 1, m.error[n.layer].row(n.position));
         break;
       case GraphNodeKind::embedding:
-        m.contribution.row(i) = m.tok.row(n.position);
-        m.level[i] = 0;
+        add_write(i, 0, m.tok.row(n.position));
         break;
       case GraphNodeKind::position:
-        m.contribution.row(i) = m.pos.row(n.position);
-        m.level[i] = 0;
+        add_write(i, 0, m.pos.row(n.position));
         break;
       case GraphNodeKind::logit:
         m.values[i] = final_logits[n.index] - final_logits.mean();
@@ -399,8 +431,11 @@ Eigen::VectorXd LocalReplacement::run(const Eigen::VectorXd& multiplier, bool bi
   Vec out = Vec::Zero(N);
   // Sources by level, the level's rows of the residual they write.
   auto write = [&](Mat& h, int level) {
-    for (int64_t i = 0; i < N; ++i)
-      if (m.level[i] == level) h.row(m.nodes[i].position) += multiplier[i] * m.contribution.row(i);
+    for (size_t w = 0; w < m.write_node.size(); ++w)
+      if (m.write_level[w] == level) {
+        const int64_t i = m.write_node[w];
+        h.row(m.nodes[i].position) += multiplier[i] * m.contribution.row(static_cast<int64_t>(w));
+      }
   };
   Mat h = Mat::Zero(m.T, m.D);
   write(h, 0);
@@ -432,7 +467,13 @@ Eigen::VectorXd LocalReplacement::run(const Eigen::VectorXd& multiplier, bool bi
 Eigen::MatrixXd LocalReplacement::feature_logit_effects() const {
   const Impl& m = *impl_;
   Mat rows(m.n_features, m.D);
-  for (int64_t i = 0; i < m.n_features; ++i) rows.row(i) = m.W_dec[m.nodes[i].layer].row(m.nodes[i].index);
+  // A cross-layer feature's rows into every MLP output it reaches, summed: all it writes to the stream.
+  for (int64_t i = 0; i < m.n_features; ++i) {
+    const GraphNode& n = m.nodes[i];
+    rows.row(i) = m.W_dec[n.layer].row(n.index).segment(0, m.D);
+    for (int w = 1; w < m.writes[n.layer]; ++w)
+      rows.row(i) += m.W_dec[n.layer].row(n.index).segment(w * m.D, m.D);
+  }
   // The frozen final norm at the last position, without its bias: centre, scale, weight.
   if (m.ln_f.normalises) {
     if (m.ln_f.centres) rows.colwise() -= rows.rowwise().mean();
@@ -446,16 +487,19 @@ Eigen::MatrixXd LocalReplacement::adjacency() const {
   const Impl& m = *impl_;
   const int64_t N = size();
   Eigen::MatrixXd A = Eigen::MatrixXd::Zero(N, N);
-  // Sources by level.
+  // Writes by level.
   std::vector<std::vector<int64_t>> at_level(m.L + 1);
-  for (int64_t i = 0; i < N; ++i)
-    if (m.level[i] >= 0) at_level[m.level[i]].push_back(i);
+  for (size_t w = 0; w < m.write_node.size(); ++w)
+    at_level[m.write_level[w]].push_back(static_cast<int64_t>(w));
   // From the gradient G at the residual entering layer `level` (or the final residual, level L), the direct
   // effects of that level's sources, then on down through the layers below: attention and the skips, never
   // a feature or an error.
   auto sweep = [&](int64_t target, Mat G, int level) {
     for (;;) {
-      for (int64_t s : at_level[level]) A(target, s) = m.contribution.row(s).dot(G.row(m.nodes[s].position));
+      for (int64_t w : at_level[level]) {
+        const int64_t s = m.write_node[w];
+        A(target, s) += m.contribution.row(w).dot(G.row(m.nodes[s].position));
+      }
       if (level == 0) return;
       const int l = level - 1;
       if (m.mlp && m.W_skip[l].size()) G += m.ln2[l].adjoint(G * m.W_skip[l].transpose());
@@ -504,8 +548,22 @@ std::vector<PathTerm> LocalReplacement::edge_paths(int64_t target, int64_t sourc
   } else {
     throw std::invalid_argument("edge_paths: node " + std::to_string(target) + " is not a target");
   }
-  std::vector<PathTerm> terms;
+  std::map<Path, double> found;
   const int source_level = m.level[source];
+  // The source's writes at `at`, through every path found down to it. A cross-layer feature's write into a
+  // later layer's MLP output is the step (layer, -2) first.
+  auto collect = [&](int at) {
+    for (int64_t w : m.node_writes[source]) {
+      if (m.write_level[w] != at) continue;
+      for (const auto& [path, G] : paths) {
+        Path steps(path.rbegin(), path.rend());
+        if (at != source_level) steps.insert(steps.begin(), std::make_pair(at - 1, -2));
+        found[steps] += m.contribution.row(w).dot(G.row(m.nodes[source].position));
+      }
+    }
+  };
+  if (level < source_level) return {};  // the source is above the target: no edge
+  collect(level);
   while (level > source_level) {
     const int l = level - 1;
     std::map<Path, Mat> next;
@@ -528,14 +586,11 @@ std::vector<PathTerm> LocalReplacement::edge_paths(int64_t target, int64_t sourc
       }
     }
     level = l;
+    collect(level);
   }
-  if (level != source_level) return terms;  // the source is at or above the target: no edge
-  for (const auto& [path, G] : paths) {
-    PathTerm term;
-    term.steps.assign(path.rbegin(), path.rend());  // from the source up
-    term.weight = m.contribution.row(source).dot(G.row(m.nodes[source].position));
-    if (term.weight != 0) terms.push_back(std::move(term));
-  }
+  std::vector<PathTerm> terms;
+  for (const auto& [steps, weight] : found)
+    if (weight != 0) terms.push_back({steps, weight});  // steps from the source up
   return terms;
 }
 
@@ -830,7 +885,9 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
           std::string name;
           for (const auto& [layer, head] : term.steps)
             name += (name.empty() ? "L" : ">L") + std::to_string(layer) +
-                    (head < 0 ? std::string(".skip") : ".H" + std::to_string(head));
+                    (head == -1   ? std::string(".skip")
+                     : head == -2 ? std::string(".mlp")
+                                  : ".H" + std::to_string(head));
           link.paths.push_back({name.empty() ? "resid" : name, term.weight});
         }
         g.links.push_back(std::move(link));

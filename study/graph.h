@@ -39,7 +39,8 @@ struct GraphRequest {
 Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& request);
 
 // One layer's transcoder with how it activates (its config's activation and k); W_enc undefined for a
-// layer without an MLP.
+// layer without an MLP. A cross-layer transcoder's layer (params.writes > 1) writes to the MLP outputs of
+// its layer and the next writes - 1: its features are sources at each, with edges into every later node.
 struct LayerTranscoder {
   SaeParams<float> params;
   SaeActivation activation = SaeActivation::relu;
@@ -47,7 +48,8 @@ struct LayerTranscoder {
 };
 
 // One path's part of an edge: the attention heads (layer, head) and transcoder skips (layer, -1) it
-// passes through, from the source up, and its share of the edge's weight.
+// passes through, from the source up, and its share of the edge's weight; a cross-layer feature's path
+// starts with (layer, -2) when it is written into a later layer's MLP output than its own.
 struct PathTerm {
   std::vector<std::pair<int, int>> steps;
   double weight = 0;

@@ -282,6 +282,21 @@ findings::ReportInputs read_report_inputs(const std::string& run_dir, const std:
     in.measures = findings::read_measures(io::layout::measures_jsonl(run_dir));
   read_saes_except(run_dir, replacing, &in.saes, &in.sae_pages);
   read_graphs(run_dir, &in.graphs);
+  const std::string tc_eval = io::layout::transcoders_eval_json(io::layout::transcoders_root(run_dir));
+  if (std::filesystem::exists(tc_eval)) {
+    in.transcoders = io::parse_json(io::read_text_file(tc_eval), tc_eval);
+    if (in.transcoders.is_object() && in.transcoders.value("layers", nlohmann::json()).is_array())
+      for (const nlohmann::json& l : in.transcoders["layers"]) {
+        const nlohmann::json layer = l.is_object() ? l.value("layer", nlohmann::json()) : nlohmann::json();
+        std::string page;
+        if (layer.is_number_integer()) {
+          const std::string file = io::layout::transcoder_features_html(
+              io::layout::transcoder_dir(io::layout::transcoders_root(run_dir), layer.get<int>()));
+          if (std::filesystem::exists(file)) page = io::layout::relative_to_run(run_dir, file);
+        }
+        in.transcoder_pages.push_back(page);
+      }
+  }
   return in;
 }
 

@@ -249,7 +249,8 @@ SaeParams<float> fold_activation_scales(const SaeParams<float>& p, float in_scal
                      p.b_dec.detach(),
                      p.W_skip.defined() ? p.W_skip.detach() : ag::Tensor<float>(),
                      p.transcoder,
-                     p.threshold.defined() ? p.threshold.detach() : ag::Tensor<float>()};
+                     p.threshold.defined() ? p.threshold.detach() : ag::Tensor<float>(),
+                     p.writes};
   if (p.transcoder && in_scale != out_scale) {
     const float r = in_scale / out_scale;
     for (ag::Tensor<float>* t : {&q.W_enc, &q.W_skip})
@@ -520,6 +521,10 @@ void write_sae_file(const std::string& path, const SaeParams<float>& p,
   if (p.W_skip.defined()) arrays.push_back({"W_skip", p.W_skip.shape(), p.W_skip.to_vector()});
   if (p.threshold.defined()) arrays.push_back({"threshold", p.threshold.shape(), p.threshold.to_vector()});
   if (p.transcoder) meta["architecture"] = p.W_skip.defined() ? "skip_transcoder" : "transcoder";
+  if (p.writes > 1) {  // circuit-tracer's layout: W_dec (d_sae, writes, d_out)
+    arrays[2].shape = {p.d_sae(), p.writes, p.d_out()};
+    meta["architecture"] = p.W_skip.defined() ? "skip_cross_layer_transcoder" : "cross_layer_transcoder";
+  }
   train::write_safetensors(path, arrays, meta);
 }
 
@@ -532,20 +537,31 @@ SaeParams<float> load_sae(const std::string& path) {
   const int64_t D = W_enc->shape[0], M = W_enc->shape[1];
   const auto arch = file.metadata.find("architecture");
   const std::string architecture = arch == file.metadata.end() ? "sae" : arch->second;
-  if (architecture != "sae" && architecture != "transcoder" && architecture != "skip_transcoder")
-    throw std::runtime_error(path + ": metadata architecture: expected transcoder or skip_transcoder, got " +
+  const bool cross_layer =
+      architecture == "cross_layer_transcoder" || architecture == "skip_cross_layer_transcoder";
+  if (architecture != "sae" && architecture != "transcoder" && architecture != "skip_transcoder" &&
+      !cross_layer)
+    throw std::runtime_error(path +
+                             ": metadata architecture: expected transcoder, skip_transcoder, "
+                             "cross_layer_transcoder or skip_cross_layer_transcoder, got " +
                              architecture);
-  const bool transcoder = architecture != "sae", skip = architecture == "skip_transcoder";
-  int64_t Dout = D;
+  const bool transcoder = architecture != "sae",
+             skip = architecture == "skip_transcoder" || architecture == "skip_cross_layer_transcoder";
+  int64_t Dout = D, writes = 1;
   if (transcoder) {
     const train::NamedArray* W_dec = file.find("W_dec");
     if (!W_dec) throw std::runtime_error(path + ": missing tensor W_dec");
-    if (W_dec->shape.size() != 2 || W_dec->shape[1] < 1)
-      throw std::runtime_error(path + ": W_dec: expected a 2-d shape (d_sae, d_out) with d_out at least 1");
-    Dout = W_dec->shape[1];
+    const size_t dims = cross_layer ? 3 : 2;
+    if (W_dec->shape.size() != dims || W_dec->shape.back() < 1 || (cross_layer && W_dec->shape[1] < 1))
+      throw std::runtime_error(path + ": W_dec: expected a " + std::to_string(dims) + "-d shape (d_sae, " +
+                               (cross_layer ? "layers, " : "") + "d_out) with each at least 1");
+    Dout = W_dec->shape.back();
+    if (cross_layer) writes = W_dec->shape[1];
   }
+  std::vector<int64_t> dec_shape = {M, Dout};
+  if (cross_layer) dec_shape = {M, writes, Dout};
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {
-      {"W_enc", {D, M}}, {"b_enc", {M}}, {"W_dec", {M, Dout}}, {"b_dec", {Dout}}};
+      {"W_enc", {D, M}}, {"b_enc", {M}}, {"W_dec", dec_shape}, {"b_dec", {Dout}}};
   if (skip) expected.push_back({"W_skip", {D, Dout}});
   // A JumpReLU or BatchTopK dictionary has its threshold (SAELens's JumpReLU format).
   const bool thresholded = file.find("threshold") != nullptr;
@@ -562,6 +578,10 @@ SaeParams<float> load_sae(const std::string& path) {
   p.W_enc = take("W_enc");
   p.b_enc = take("b_enc");
   p.W_dec = take("W_dec");
+  if (cross_layer) {  // held as (d_sae, writes * d_out): the same values in the same order
+    p.writes = writes;
+    p.W_dec = ag::reshape(p.W_dec, {M, writes * Dout});
+  }
   p.b_dec = take("b_dec");
   if (skip) p.W_skip = take("W_skip");
   if (thresholded) {

@@ -87,10 +87,14 @@ struct SaeParams {
   // (d_sae): JumpReLU's and BatchTopK's threshold, f = pre where pre > threshold, else 0 (SAELens's
   // JumpReLU inference, what a BatchTopK dictionary is saved as); undefined for ReLU and TopK.
   ag::Tensor<T> threshold;
+  // A cross-layer transcoder's layer l (study/clt.h): the MLP outputs it writes, its own and the next
+  // writes - 1 layers', W_dec (d_sae, writes * d_out) holding feature j's row into each side by side
+  // (circuit-tracer's W_dec[l] (d_sae, n_layers - l, d_model)); 1 for every other dictionary.
+  int64_t writes = 1;
 
   int64_t d_in() const { return W_enc.size(0); }
   int64_t d_sae() const { return W_enc.size(1); }
-  int64_t d_out() const { return W_dec.size(1); }
+  int64_t d_out() const { return W_dec.size(1) / writes; }
 };
 
 // What a dictionary reads and writes: an SAE (d_out = d_in, one point) or a transcoder (input and output

@@ -79,6 +79,36 @@ ActivationRows capture_row_pairs(const nn::CausalLM<float>& model, const train::
   return rows;
 }
 
+ActivationRows capture_row_groups(const nn::CausalLM<float>& model, const train::Batch& batch,
+                                  const std::vector<std::string>& points, bool skip_bos,
+                                  std::vector<int64_t>* widths) {
+  ag::NoGradScope no_grad;
+  nn::Hooks<float> hooks;
+  for (const std::string& p : points) hooks.capture(p);
+  model.forward(batch.inputs, batch.B, batch.T, batch.is_padding, &hooks);
+  ActivationRows rows;
+  widths->clear();
+  for (const std::string& p : points) {
+    const ag::Tensor<float>& a = hooks.captured(p);
+    if (a.dim() != 3 || a.size(0) != batch.B || a.size(1) != batch.T)
+      throw std::invalid_argument("point " + p + ": expected a point of shape (B, T, D)");
+    widths->push_back(a.size(2));
+    rows.d += a.size(2);
+  }
+  select_positions(batch, skip_bos, rows);
+  rows.data.resize(static_cast<size_t>(rows.rows() * rows.d));
+  for (int64_t r = 0; r < rows.rows(); ++r) {
+    const int64_t at = static_cast<int64_t>(rows.seq[r]) * batch.T + rows.pos[r];
+    float* dst = rows.data.data() + r * rows.d;
+    for (size_t i = 0; i < points.size(); ++i) {
+      const int64_t w = (*widths)[i];
+      const float* src = hooks.captured(points[i]).data() + at * w;
+      dst = std::copy(src, src + w, dst);
+    }
+  }
+  return rows;
+}
+
 int64_t point_width(const nn::CausalLM<float>& model, const train::Task& task, const std::string& point) {
   ag::Rng rng(1);
   return capture_rows(model, task.sample(rng, 1), point, false).d;
@@ -96,6 +126,22 @@ ModelActivations::ModelActivations(const nn::CausalLM<float>& model, const train
   steps_per_buffer_ = std::max<int64_t>(1, config_.buffer_tokens / config_.batch_size);
 }
 
+ModelActivations::ModelActivations(const nn::CausalLM<float>& model, const train::Task& task,
+                                   std::vector<std::string> points, std::vector<std::string> out_points,
+                                   const SaeConfig& config)
+    : model_(model), task_(task), config_(config) {
+  ag::Rng rng(1);
+  std::vector<int64_t> widths;
+  points_ = points;
+  points_.insert(points_.end(), out_points.begin(), out_points.end());
+  capture_row_groups(model_, task_.sample(rng, 1), points_, false, &widths);
+  for (size_t i = 0; i < points.size(); ++i) d_in_ += widths[i];
+  for (int64_t w : widths) d_ += w;
+  block_ = widths.at(0);
+  point_ = points.at(0);
+  steps_per_buffer_ = std::max<int64_t>(1, config_.buffer_tokens / config_.batch_size);
+}
+
 void ModelActivations::fill(int64_t index) {
   if (index == buffer_index_) return;
   const int64_t rows = steps_per_buffer_ * config_.batch_size;
@@ -105,9 +151,12 @@ void ModelActivations::fill(int64_t index) {
   while (static_cast<int64_t>(buffer_.size()) < rows * d_) {
     const train::Batch sequences = task_.sample(rng, kSequencesPerForward);
     int64_t d_first = 0;
-    const ActivationRows a = out_point_.empty() ? capture_rows(model_, sequences, point_, config_.skip_bos)
-                                                : capture_row_pairs(model_, sequences, point_, out_point_,
-                                                                    config_.skip_bos, &d_first);
+    std::vector<int64_t> widths;
+    const ActivationRows a =
+        !points_.empty() ? capture_row_groups(model_, sequences, points_, config_.skip_bos, &widths)
+        : out_point_.empty()
+            ? capture_rows(model_, sequences, point_, config_.skip_bos)
+            : capture_row_pairs(model_, sequences, point_, out_point_, config_.skip_bos, &d_first);
     if (a.rows() == 0)
       throw std::invalid_argument("point " + point_ + ": the task's sequences have no token to train on");
     const size_t want = std::min(a.data.size(), static_cast<size_t>(rows * d_) - buffer_.size());
@@ -143,7 +192,7 @@ ag::Tensor<float> ModelActivations::target(int64_t step) {
 
 std::vector<float> ModelActivations::mean() {
   fill(0);
-  const int64_t c0 = out_point_.empty() ? 0 : d_in_, w = d_ - c0;
+  const int64_t c0 = out_point_.empty() && points_.empty() ? 0 : d_in_, w = d_ - c0;
   std::vector<double> sum(static_cast<size_t>(w), 0.0);
   const int64_t rows = static_cast<int64_t>(buffer_.size()) / d_;
   for (int64_t r = 0; r < rows; ++r)
@@ -161,7 +210,7 @@ float ModelActivations::norm_scale(bool out) {
   std::vector<float> part(static_cast<size_t>(rows * w));
   for (int64_t r = 0; r < rows; ++r)
     std::copy(buffer_.begin() + r * d_ + c0, buffer_.begin() + r * d_ + c0 + w, part.begin() + r * w);
-  return activation_scale(part, w);
+  return activation_scale(part, points_.empty() ? w : block_);
 }
 
 SyntheticFeatures::SyntheticFeatures(int64_t n, int64_t d, double p, uint64_t seed)

@@ -35,6 +35,12 @@ ActivationRows capture_row_pairs(const nn::CausalLM<float>& model, const train::
                                  const std::string& point, const std::string& second, bool skip_bos,
                                  int64_t* d_first);
 
+// The rows at any number of points of one forward, side by side (each row: the activation at points[0],
+// then at points[1], ...); each point's width to *widths.
+ActivationRows capture_row_groups(const nn::CausalLM<float>& model, const train::Batch& batch,
+                                  const std::vector<std::string>& points, bool skip_bos,
+                                  std::vector<int64_t>* widths);
+
 // The width D of `point` in `model` (one forward of one sequence); errors as capture_rows.
 int64_t point_width(const nn::CausalLM<float>& model, const train::Task& task, const std::string& point);
 
@@ -45,6 +51,11 @@ class ModelActivations {
   // `out_point` of the same token (shuffled together); batch() gives the first, target() the second.
   ModelActivations(const nn::CausalLM<float>& model, const train::Task& task, std::string point,
                    const SaeConfig& config, std::string out_point = "");
+  // A cross-layer transcoder's source: each row holds the activation at every one of `points` (of one
+  // width D each), then at every one of `out_points`; batch() gives the first group, target() the second.
+  // norm_scale() and norm_scale(true) are then over the group's points' rows of D.
+  ModelActivations(const nn::CausalLM<float>& model, const train::Task& task, std::vector<std::string> points,
+                   std::vector<std::string> out_points, const SaeConfig& config);
   int64_t d_in() const { return d_in_; }
   int64_t d_out() const { return d_ - d_in_; }
   // The batch_size rows of step `step`: buffer step / (buffer_tokens / batch_size), filled from its own
@@ -63,8 +74,10 @@ class ModelActivations {
   const nn::CausalLM<float>& model_;
   const train::Task& task_;
   std::string point_, out_point_;
+  std::vector<std::string> points_;  // every point captured, in the row's order
   SaeConfig config_;
   int64_t d_in_ = 0, d_ = 0, steps_per_buffer_ = 1, buffer_index_ = -1;
+  int64_t block_ = 0;          // the rows norm_scale averages over: one point's width
   std::vector<float> buffer_;  // (buffer rows, d), shuffled
   ag::Tensor<float> columns(int64_t step, int64_t c0, int64_t c1);
 };

@@ -29,10 +29,26 @@ SaeConfig read_config(const std::string& path) {
 
 }  // namespace
 
-bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t step)>& source,
-                      const std::string& name, const std::string& checkpoint,
-                      const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
-                      const std::atomic<bool>* stop) {
+namespace {
+
+int64_t shown_params(const SaeTrainer& t) {
+  return t.params().W_enc.numel() * 2 + t.params().d_in() + t.params().d_sae();
+}
+int64_t shown_params(const CltTrainer& t) {
+  return t.n_params();
+}
+SaeTrainer::StepResult step_on(SaeTrainer& t, const DictBatch& b) {
+  return b.y.defined() ? t.step(b.x, b.y) : t.step(b.x);
+}
+SaeTrainer::StepResult step_on(CltTrainer& t, const DictBatch& b) {
+  return t.step(b.x, b.y);
+}
+
+template <typename Trainer>
+bool train_loop(Trainer& trainer, const std::function<DictBatch(int64_t step)>& source,
+                const std::string& name, const std::string& checkpoint,
+                const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
+                const std::atomic<bool>* stop) {
   const SaeConfig& c = trainer.config();
   if (progress) {
     train::Config shown;
@@ -40,9 +56,7 @@ bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t
     shown.task.kind = "sae";
     shown.train.steps = static_cast<int>(c.steps);
     shown.train.threads = ag::num_threads();
-    progress->on_start(
-        shown, trainer.steps_done(),
-        trainer.params().W_enc.numel() * 2 + trainer.params().d_in() + trainer.params().d_sae());
+    progress->on_start(shown, trainer.steps_done(), shown_params(trainer));
   }
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = trainer.steps_done();
@@ -53,8 +67,7 @@ bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t
     }
     const int64_t step = trainer.steps_done();
     const DictBatch batch = source(step);
-    const SaeTrainer::StepResult r =
-        batch.y.defined() ? trainer.step(batch.x, batch.y) : trainer.step(batch.x);
+    const SaeTrainer::StepResult r = step_on(trainer, batch);
     if (!std::isfinite(r.loss))
       throw train::TrainingDiverged("sae: the loss became " + std::to_string(r.loss) + " at step " +
                                     std::to_string(step));
@@ -72,6 +85,22 @@ bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t
       trainer.save_checkpoint(checkpoint, metadata);
   }
   return true;
+}
+
+}  // namespace
+
+bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t step)>& source,
+                      const std::string& name, const std::string& checkpoint,
+                      const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
+                      const std::atomic<bool>* stop) {
+  return train_loop(trainer, source, name, checkpoint, metadata, progress, stop);
+}
+
+bool train_dictionary(CltTrainer& trainer, const std::function<DictBatch(int64_t step)>& source,
+                      const std::string& name, const std::string& checkpoint,
+                      const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
+                      const std::atomic<bool>* stop) {
+  return train_loop(trainer, source, name, checkpoint, metadata, progress, stop);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "findings/sae_view.h"
+#include "study/clt.h"
 #include "study/sae.h"
 #include "study/tool.h"
 #include "train/trainer.h"
@@ -60,6 +61,11 @@ struct DictBatch {
   ag::Tensor<float> x, y;  // y undefined for an SAE
 };
 bool train_dictionary(SaeTrainer& trainer, const std::function<DictBatch(int64_t step)>& source,
+                      const std::string& name, const std::string& checkpoint,
+                      const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
+                      const std::atomic<bool>* stop);
+// The same loop for a cross-layer transcoder (study/clt.h), whose batches hold every layer's columns.
+bool train_dictionary(CltTrainer& trainer, const std::function<DictBatch(int64_t step)>& source,
                       const std::string& name, const std::string& checkpoint,
                       const std::map<std::string, std::string>& metadata, train::TrainObserver* progress,
                       const std::atomic<bool>* stop);

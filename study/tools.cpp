@@ -259,6 +259,8 @@ const io::Table<TranscoderRequest>& transcoder_fields() {
        "SAE config file (JSON, docs/sae.md); \"\" = every field's default"},
       {"out", &TranscoderRequest::out, "the transcoders' folder; \"\" = RUN/transcoders"},
       {"resume", &TranscoderRequest::resume, "continue each layer from its checkpoint, bit-exactly"},
+      {"cross_layer", &TranscoderRequest::cross_layer,
+       "one cross-layer transcoder: layer l's features write to every MLP output from l on"},
   };
   return fields;
 }
@@ -520,8 +522,8 @@ const std::vector<Tool>& tools() {
             return findings::sae_eval_to_json(sae(run, r).result.eval);
           }),
       row("transcoder",
-          "per-layer transcoders (MLP input to MLP output) trained on a run's activations, and their "
-          "evaluation",
+          "per-layer or cross-layer transcoders (MLP input to MLP outputs) trained on a run's activations, "
+          "and their evaluation",
           transcoder_fields(),
           [](StudyRun& run, const TranscoderRequest& r) {
             return findings::transcoder_eval_to_json(transcoder(run, r).result.eval);

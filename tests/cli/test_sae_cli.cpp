@@ -7,6 +7,8 @@
 // eval.json beside it are one-line errors with exit 2; a linked RUN/sae or RUN/sae/POINT is refused before
 // anything is written through it; a corrupt checkpoint (a value not finite, a step beyond the config's) is
 // refused on --resume naming the file and the tensor or field; tms --json prints W (m x n), b and the loss.
+// `transcoder --cross-layer` writes circuit-tracer's W_dec layout and, per layer, feature pages as the SAE's,
+// linked from the report's "Transcoders" section; `graph` reads the folder.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -291,4 +293,50 @@ BOOST_AUTO_TEST_CASE(a_corrupt_checkpoint_is_refused_on_resume) {
     BOOST_TEST(r.exit_code == 2, expected << ": " << r.err);
     BOOST_TEST(r.err == "attograd sae: " + checkpoint + expected + "\n", r.err);
   }
+}
+
+BOOST_AUTO_TEST_CASE(transcoders_write_feature_pages_linked_from_the_report) {
+  // `transcoder --cross-layer` on the committed induction_small run (2 layers with MLPs): layer 0's file
+  // holds W_dec (d_sae, 2, d_model) as circuit-tracer's CLT, every layer gets features.json and
+  // features.html as an SAE's, and the report's "Transcoders" section links them; `graph` reads the folder.
+  testing::TempDir tmp;
+  const std::string run = copy_run(tmp);
+  const std::string config = (tmp.dir / "tc.json").string();
+  std::ofstream(config) << kConfig;
+  const testing::CommandResult r =
+      testing::run_attograd("transcoder " + testing::shell_quote(run) + " --cross-layer --config " +
+                            testing::shell_quote(config) + " --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["cross_layer"] == true);
+  BOOST_TEST(j["layers"].size() == 2u);
+  const std::string dir = run + "/transcoders";
+  BOOST_TEST(fs::is_regular_file(dir + "/checkpoint.safetensors"));
+  const train::SafetensorsFile l0 = train::read_safetensors(dir + "/0/transcoder.safetensors");
+  train::expect_tensors(l0, {{"W_enc", {16, 24}}, {"b_enc", {24}}, {"W_dec", {24, 2, 16}}, {"b_dec", {16}}},
+                        "layer 0");
+  BOOST_TEST(train::metadata_string(l0, "architecture", "layer 0") == "cross_layer_transcoder");
+  const std::string report = testing::read_all(run + "/report.html");
+  const size_t section = report.find("<section id=\"transcoders\"><h2>Transcoders</h2>");
+  BOOST_TEST_REQUIRE(section != std::string::npos);
+  for (const char* layer : {"0", "1"}) {
+    const std::string page = dir + "/" + layer + "/features.html";
+    BOOST_TEST_REQUIRE(fs::is_regular_file(page), page);
+    BOOST_TEST(report.find("<a href=\"transcoders/" + std::string(layer) + "/features.html\">", section) !=
+               std::string::npos);
+    const nlohmann::json features =
+        nlohmann::json::parse(testing::read_all(dir + "/" + layer + "/features.json"));
+    BOOST_TEST(features.size() == 24u);
+    int with_examples = 0;
+    for (const nlohmann::json& f : features) {
+      with_examples += !f["examples"].empty();
+      BOOST_TEST(f["promoted"].size() == 5u);  // the decoder direction's logit effects
+    }
+    BOOST_TEST(with_examples > 0);
+    BOOST_TEST(testing::read_all(page).find("cross-layer transcoder at layer " + std::string(layer)) !=
+               std::string::npos);
+  }
+  const testing::CommandResult g =
+      testing::run_attograd("graph " + testing::shell_quote(run) + " --tokens '1 2 3 1 2' --json");
+  BOOST_TEST(g.exit_code == 0, g.err);
 }

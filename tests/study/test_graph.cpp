@@ -9,15 +9,19 @@
 // edge, and every head's QK attribution (source-pair terms plus the rest) to the model's score (1e-9).
 // graph.json has Neuronpedia's required fields and its links name its nodes; the transcoder tool trains,
 // saves, reloads and evaluates per-layer transcoders, with a resumed training equal to an uninterrupted one,
-// and refuses bad layers in one line.
+// and refuses bad layers in one line. The same exactness holds with cross-layer transcoders (a layer-0
+// feature writing to both MLP outputs) on induction_small and modadd; the cross-layer tool trains, resumes
+// bit-exactly and feeds the graph; the cross-layer loss's gradients match finite differences in float64.
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <fstream>
 #include <numeric>
 
+#include "autograd/gradcheck.h"
 #include "common/temp_dir.h"
 #include "io/run_layout.h"
+#include "study/clt.h"
 #include "study/graph.h"
 #include "study/transcoder.h"
 #include "train/run_folder.h"
@@ -349,4 +353,194 @@ BOOST_AUTO_TEST_CASE(a_transcoders_scales_fold_into_its_saved_weights) {
             std::max(worst, std::abs(double(folded.x_hat.data()[i]) - trained.x_hat.data()[i] / out_scale));
       BOOST_TEST(worst < 1e-4, "skip " << skip << ": " << worst);
     }
+}
+
+namespace {
+
+// A random cross-layer transcoder for every layer of `model` (layer l writing to every MLP output from l
+// on), as LayerTranscoders: ReLU with a skip, or TopK k 7; b_enc and the skip moved off zero.
+std::vector<study::LayerTranscoder> random_clt(const nn::CausalLM<float>& model, int64_t d_sae, bool skip) {
+  const int L = static_cast<int>(model.blocks.size());
+  const int64_t D = model.shape.d_model;
+  study::SaeConfig c;
+  c.d_sae = d_sae;
+  c.skip = skip;
+  c.activation = skip ? study::SaeActivation::relu : study::SaeActivation::topk;
+  c.k = 7;
+  const study::CltTrainer t(c, L, D, {}, 1.f, 1.f);
+  ag::Rng rng(6);
+  std::vector<study::LayerTranscoder> tcs;
+  for (const study::SaeParams<float>& p : t.raw_params()) {
+    study::LayerTranscoder tc{p, c.activation, c.k};
+    for (int64_t i = 0; i < tc.params.b_enc.numel(); ++i)
+      tc.params.b_enc.data()[i] = static_cast<float>(0.3 * rng.normal());
+    if (skip)
+      for (int64_t i = 0; i < tc.params.W_skip.numel(); ++i)
+        tc.params.W_skip.data()[i] = static_cast<float>(0.1 * rng.normal());
+    tcs.push_back(tc);
+  }
+  return tcs;
+}
+
+// The paths of the edges from layer-0 features that start by a write into a later layer's MLP output.
+int64_t later_writes(const study::LocalReplacement& rm) {
+  int64_t n = 0;
+  const int64_t N = rm.size();
+  for (int64_t s = 0; s < rm.n_features(); ++s) {
+    if (rm.nodes()[s].layer != 0) continue;
+    for (const study::PathTerm& p : rm.edge_paths(N - 1, s))
+      n += !p.steps.empty() && p.steps[0].second == -2 && p.weight != 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(cross_layer_graphs_are_exact) {
+  // induction_small (2 layers with MLPs) with a ReLU CLT with skips, and a modadd run with a TopK one: a
+  // feature of layer 0 writes to both MLP outputs, and every exactness property holds as per-layer.
+  const train::LoadedRun run = train::load_run(kInduction);
+  const train::Batch b = run.task->eval_set(run.config.seed, 1);
+  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<study::LayerTranscoder> clt = random_clt(*run.model, 32, true);
+  BOOST_TEST(clt[0].params.writes == 2);
+  const study::LocalReplacement rm(*run.model, ids, clt, top_tokens(*run.model, ids, 3), {0.5, 0.3, 0.2});
+  BOOST_TEST(rm.n_features() > 20);
+  check_exact(rm, 2, 2, false);
+  BOOST_TEST(later_writes(rm) > 0);
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("modadd");
+  train_modadd(dir);
+  const train::LoadedRun m = train::load_run(dir);
+  const train::Batch mb = m.task->eval_set(m.config.seed, 1);
+  const std::vector<int32_t> mids(mb.inputs.begin(), mb.inputs.begin() + mb.T);
+  const study::LocalReplacement mr(*m.model, mids, random_clt(*m.model, 48, false),
+                                   top_tokens(*m.model, mids, 4), {0.4, 0.3, 0.2, 0.1});
+  check_exact(mr, 2, 1, false);
+  BOOST_TEST(later_writes(mr) > 0);
+}
+
+BOOST_AUTO_TEST_CASE(cross_layer_transcoder_trains_resumes_and_feeds_the_graph) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("modadd");
+  train_modadd(dir);
+  const std::string config = tmp.file("clt.json");
+  std::ofstream(config) << R"({"steps": 40, "batch_size": 64, "buffer_tokens": 1024, "eval_sequences": 16,
+                               "checkpoint_every": 10, "resample_every": 20})";
+  study::StudyRun run = study::open_run(dir);
+  // Stopped at once, then resumed: the same transcoder as one uninterrupted training.
+  study::TranscoderRequest stopped;
+  stopped.cross_layer = true;
+  stopped.config = config;
+  stopped.out = tmp.file("resumed");
+  std::atomic<bool> stop{true};
+  stopped.stop = &stop;
+  BOOST_TEST(study::transcoder(run, stopped).result.stopped_layer == 0);
+  study::TranscoderRequest resumed;
+  resumed.cross_layer = true;
+  resumed.out = stopped.out;
+  resumed.resume = true;
+  const auto a = study::transcoder(run, resumed);
+  study::TranscoderRequest plain;
+  plain.cross_layer = true;
+  plain.config = config;
+  const auto c = study::transcoder(run, plain);
+  BOOST_TEST(a.result.stopped_layer == -1);
+  BOOST_TEST(c.result.eval.cross_layer);
+  BOOST_TEST(c.result.eval.layers.size() == 2u);
+  const auto x = study::load_transcoders(*run.model, stopped.out);
+  const auto y = study::load_transcoders(*run.model, io::layout::transcoders_root(dir));
+  for (size_t l = 0; l < x.size(); ++l) {
+    BOOST_TEST(x[l].writes == static_cast<int64_t>(x.size() - l));
+    BOOST_TEST(x[l].W_dec.to_vector() == y[l].W_dec.to_vector());
+    BOOST_TEST(x[l].W_enc.to_vector() == y[l].W_enc.to_vector());
+  }
+  for (const auto& l : c.result.eval.layers) {
+    BOOST_TEST(std::isfinite(l.explained_variance));
+    BOOST_TEST(l.l0 > 0);
+  }
+  BOOST_TEST(std::isfinite(c.result.eval.ce_replaced));
+  // The graph reads the folder; a layer-0 feature has edges into layer 1 and the logits.
+  study::GraphRequest g;
+  const train::Batch b = run.task->eval_set(run.config.seed, 1);
+  g.input.ids.assign(b.inputs.begin(), b.inputs.begin() + b.T);
+  const auto out = study::graph(run, g);
+  BOOST_TEST(out.result.n_features > 0);
+  BOOST_TEST(out.result.replacement_score >= 0.0);
+  BOOST_TEST(out.result.completeness_score <= 1.0);
+  // layers with cross_layer is one line naming the field.
+  study::TranscoderRequest bad = plain;
+  bad.layers = "0";
+  try {
+    study::transcoder(run, bad);
+    BOOST_TEST(false);
+  } catch (const study::RequestError& e) {
+    BOOST_TEST(std::string(e.what()) ==
+               "layers: a cross-layer transcoder spans every layer; leave out layers");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cross_layer_loss_gradients_in_float64) {
+  // A 3-layer CLT of d_model 5, d_sae 6 on 7 tokens, ReLU with the L1 penalty and a skip, and TopK: every
+  // parameter's gradient of the loss (reconstruction of every layer from the features at or below it)
+  // by finite differences.
+  const int L = 3;
+  const int64_t D = 5, M = 6, N = 7;
+  ag::Rng rng(3);
+  auto randn = [&](ag::Shape s, double scale) {
+    ag::Tensor<double> t = ag::Tensor<double>::empty(s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] = scale * rng.normal();
+    return t.set_requires_grad(true);
+  };
+  std::vector<ag::Tensor<double>> x, y, params;
+  for (int l = 0; l < L; ++l) {
+    x.push_back(randn({N, D}, 1.0).detach());
+    y.push_back(randn({N, D}, 1.0).detach());
+    for (const ag::Tensor<double>& t : {randn({D, M}, 0.5), randn({M}, 0.2), randn({M, (L - l) * D}, 0.4),
+                                        randn({D}, 0.1), randn({D, D}, 0.2)})
+      params.push_back(t);
+  }
+  for (const bool relu : {true, false}) {
+    auto loss = [&](const std::vector<ag::Tensor<double>>& in) {
+      std::vector<study::SaeParams<double>> p(L);
+      for (int l = 0; l < L; ++l) {
+        p[l] = {in[5 * l],
+                in[5 * l + 1],
+                in[5 * l + 2],
+                in[5 * l + 3],
+                relu ? in[5 * l + 4] : ag::Tensor<double>(),
+                true,
+                {},
+                L - l};
+      }
+      return study::clt_forward(p, x, relu ? study::SaeActivation::relu : study::SaeActivation::topk, 0.3, 3,
+                                y)
+          .loss;
+    };
+    std::vector<ag::Tensor<double>> in;
+    for (const ag::Tensor<double>& t : params) in.push_back(t.detach().set_requires_grad(true));
+    const ag::GradcheckResult r = ag::gradcheck(loss, in);
+    BOOST_TEST(r.worst() < 1e-6, (relu ? "relu: " : "topk: ") << r.report());
+    // The loss is the sum of the layers' reconstructions: layer 2's reads all three layers' features.
+    std::vector<study::SaeParams<double>> p(L);
+    for (int l = 0; l < L; ++l)
+      p[l] = {params[5 * l], params[5 * l + 1], params[5 * l + 2], params[5 * l + 3], {}, true, {}, L - l};
+    ag::NoGradScope no_grad;
+    const study::CltOutput<double> o = study::clt_forward(p, x, study::SaeActivation::relu, 0.0, 3, y);
+    double by_hand = 0;
+    for (int64_t r2 = 0; r2 < N; ++r2)
+      for (int64_t k = 0; k < D; ++k) {
+        double v = p[2].b_dec.data()[k] - y[2].data()[r2 * D + k];
+        for (int l = 0; l < L; ++l)
+          for (int64_t j = 0; j < M; ++j)
+            v += o.f[l].data()[r2 * M + j] * p[l].W_dec.data()[j * (L - l) * D + (2 - l) * D + k];
+        by_hand += v * v;
+      }
+    double layer2 = 0;
+    for (int64_t i = 0; i < N * D; ++i) {
+      const double d = o.y_hat[2].data()[i] - y[2].data()[i];
+      layer2 += d * d;
+    }
+    BOOST_TEST(std::abs(by_hand - layer2) < 1e-9);
+  }
 }
