@@ -13,18 +13,18 @@
 // With --run RUN_DIR (an imported run, bench/gpt2_small.py): that run's model instead, timing the forward
 // of T ids (--forward-t, default 128; id i = (1 + 7919 i) mod vocab, as gpt2_small.py) and the cached
 // greedy generation of --max-new tokens (default 128) from the prompt [0], --reps times each, alternated;
-// prints one JSON line (medians in ms). --dump PREFIX writes the forward's logits (PREFIX.logits, float32,
-// T x vocab) and the generated ids (PREFIX.ids, one line) for gpt2_small.py's agreement check.
+// prints one JSON line (medians in ms, wall and the process's CPU time). --dump PREFIX writes the forward's
+// logits (PREFIX.logits, float32, T x vocab) and the generated ids (PREFIX.ids, one line) for gpt2_small.py's
+// agreement check.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
-
-#include <sys/resource.h>
-
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "autograd/threads.h"
 #include "autograd/timing.h"

@@ -16,8 +16,9 @@ count, alternating attograd and PyTorch in separate processes (A B, then B A the
   torch.cat per step).
 
 Each process loads the model, warms up with one forward, then runs --reps (forward, generate) pairs and
-reports the medians; a figure is the median of the rounds' medians. First, once, both sides' logits of the
-forward are compared (max |difference| <= 1e-4) and their generated ids must be equal: the same
+reports the medians (wall, and the process's CPU time, user + system over its threads: on a machine
+shared with other work the CPU time says what each side costs); a figure is the median of the rounds'.
+First, once, both sides' logits of the forward are compared (max |difference| <= 1e-4) and their generated ids must be equal: the same
 computation on the same weights.
 
     OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=passive /usr/bin/python3 bench/gpt2_small.py \\
@@ -32,7 +33,6 @@ import argparse
 import ctypes
 import json
 import math
-import os
 import re
 import statistics
 import struct
@@ -252,8 +252,8 @@ def main():
     file_bytes = (src / "model.safetensors").stat().st_size
     subprocess.run(["rm", "-rf", str(run)], check=True)
     start = time.perf_counter()
-    timed = subprocess.run(["/usr/bin/time", "-v", str(build / "attograd"), "import", str(src), "--out", str(run)],
-                           check=True, capture_output=True, text=True)
+    timed = subprocess.run(["/usr/bin/time", "-v", str(build / "attograd"), "import", str(src), "--out",
+                            str(run)], check=True, capture_output=True, text=True)
     import_s = time.perf_counter() - start
     rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", timed.stderr).group(1))
     summary = {"cpu": cpu_name(), "file_mb": file_bytes / 1e6, "import_peak_rss_mb": rss_kb * 1024 / 1e6,
@@ -292,8 +292,9 @@ def main():
                 results[t][side].append(out)
                 print(json.dumps({"round": r, "load": loads[-1], **out}), file=sys.stderr)
     for t in args.threads:
-        med = {side: {key: statistics.median(o[key] for o in results[t][side])
-                      for key in ("forward_ms", "generate_ms", "tokens_per_s", "forward_cpu_ms", "generate_cpu_ms")} for side in results[t]}
+        keys = ("forward_ms", "generate_ms", "tokens_per_s", "forward_cpu_ms", "generate_cpu_ms")
+        med = {side: {key: statistics.median(o[key] for o in results[t][side]) for key in keys}
+               for side in results[t]}
         summary[f"threads_{t}"] = {
             **{f"{side}_{k}": round(v, 3) for side in med for k, v in med[side].items()},
             "forward_speedup": round(med["pytorch"]["forward_ms"] / med["attograd"]["forward_ms"], 3),
