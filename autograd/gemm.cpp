@@ -411,6 +411,7 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
   constexpr int kLanes = Tile<T>::kLanes;
   constexpr int kVectors = 2;  // vectors of C's columns summed together
   constexpr int kBlock = kVectors * kLanes;
+  constexpr int64_t kRowAhead = 4 * 64 / static_cast<int64_t>(sizeof(T));  // 4 cache lines
   for (int64_t j0 = c0; j0 < c1; j0 += kBlock) {
     const int64_t width = std::min<int64_t>(kBlock, c1 - j0);
     // Column l of the block starts at col[l]; past C's last column, at its first (read, never stored).
@@ -426,6 +427,9 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
       if (contiguous_columns)
         for (; p + kLanes <= pc + kc; p += kLanes) {
           Vec t[kVectors][kLanes];
+          // B comes from memory once (a weight matrix per token): kBlock rows of W streamed side by side
+          // are more than the hardware prefetcher follows, so each is prefetched kRowAhead lines ahead.
+          for (int l = 0; l < kBlock; ++l) __builtin_prefetch(col[l] + p + kRowAhead);
           for (int v = 0; v < kVectors; ++v) {
             for (int l = 0; l < kLanes; ++l) t[v][l] = load<Vec>(col[v * kLanes + l] + p);
             transpose<Vec, kLanes>(t[v]);  // t[v][k]: B's row p + k, the vector's columns

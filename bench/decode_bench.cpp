@@ -10,15 +10,26 @@
 // --text, bench/configs/gpt2_small.json).
 // Usage: decode_bench [--reps N] [--threads N] [--only NAME] (default 21 repetitions, 1 thread, every model;
 // --only runs the models whose name starts with NAME)
+// With --run RUN_DIR (an imported run, bench/gpt2_small.py): that run's model instead, timing the forward
+// of T ids (--forward-t, default 128; id i = (1 + 7919 i) mod vocab, as gpt2_small.py) and the cached
+// greedy generation of --max-new tokens (default 128) from the prompt [0], --reps times each, alternated;
+// prints one JSON line (medians in ms, wall and the process's CPU time). --dump PREFIX writes the forward's
+// logits (PREFIX.logits, float32, T x vocab) and the generated ids (PREFIX.ids, one line) for gpt2_small.py's
+// agreement check.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "autograd/threads.h"
 #include "autograd/timing.h"
 #include "nn/generate.h"
+#include "train/run_folder.h"
 
 namespace {
 
@@ -41,17 +52,83 @@ nn::ModelShape make(int64_t vocab, int64_t max_len, int64_t d_model, int64_t hea
   return s;
 }
 
+// Seconds of CPU time this process has used, all its threads (user + system).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// The --run mode: an imported run's forward over T ids and its cached greedy generation.
+int bench_run(const char* dir, int reps, int threads, int64_t t, int64_t max_new, const char* dump) {
+  const train::LoadedRun run = train::load_run(dir);
+  ag::set_num_threads(threads);  // after load_run, which may set the config's
+  const nn::CausalLM<float>& model = *run.model;
+  const int64_t vocab = model.shape.vocab;
+  std::vector<int32_t> ids(static_cast<size_t>(t));
+  for (int64_t i = 0; i < t; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((1 + 7919 * i) % vocab);
+  nn::GenerateOptions o;
+  o.sampling.temperature = 0;
+  o.max_new = max_new;
+  ag::Tensor<float> logits;
+  nn::Generation g;
+  std::vector<double> forward_t, generate_t, forward_cpu, generate_cpu;
+  {
+    ag::NoGradScope no_grad;
+    logits = model.forward(ids, 1, t);  // warm-up: first touch of the weights
+  }
+  for (int r = 0; r < reps; ++r) {
+    double cpu = cpu_seconds();
+    forward_t.push_back(ag::median(ag::time_runs(0, 1, [&] {
+      ag::NoGradScope no_grad;
+      logits = model.forward(ids, 1, t);
+    })));
+    forward_cpu.push_back(cpu_seconds() - cpu);
+    cpu = cpu_seconds();
+    generate_t.push_back(ag::median(ag::time_runs(0, 1, [&] { g = nn::generate(model, {0}, o); })));
+    generate_cpu.push_back(cpu_seconds() - cpu);
+  }
+  if (dump[0]) {
+    std::ofstream(std::string(dump) + ".logits", std::ios::binary)
+        .write(reinterpret_cast<const char*>(logits.data()),
+               static_cast<std::streamsize>(sizeof(float) * static_cast<size_t>(t * vocab)));
+    std::ofstream out(std::string(dump) + ".ids");
+    for (int32_t id : g.ids) out << id << ' ';
+    out << '\n';
+  }
+  const double fwd = ag::median(forward_t), gen = ag::median(generate_t);
+  std::printf(
+      "{\"side\": \"attograd\", \"threads\": %d, \"reps\": %d, \"forward_t\": %lld, \"forward_ms\": %.3f, "
+      "\"forward_cpu_ms\": %.3f, \"generated\": %zu, \"generate_ms\": %.3f, \"generate_cpu_ms\": %.3f, "
+      "\"tokens_per_s\": %.3f}\n",
+      threads, reps, static_cast<long long>(t), 1e3 * fwd, 1e3 * ag::median(forward_cpu), g.ids.size(),
+      1e3 * gen, 1e3 * ag::median(generate_cpu), static_cast<double>(g.ids.size()) / gen);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 21, threads = 1;
-  const char* only = "";
+  const char *only = "", *run = "", *dump = "";
+  int64_t forward_t = 128, max_new = 128;
   for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--run") == 0) run = argv[i + 1];
+    if (std::strcmp(argv[i], "--dump") == 0) dump = argv[i + 1];
+    if (std::strcmp(argv[i], "--forward-t") == 0) forward_t = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--max-new") == 0) max_new = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(3, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::max(1, std::atoi(argv[i + 1]));
   }
   ag::set_num_threads(threads);
+  if (run[0]) {
+    int reps_run = 3;
+    for (int i = 1; i + 1 < argc; ++i)
+      if (std::strcmp(argv[i], "--reps") == 0) reps_run = std::max(1, std::atoi(argv[i + 1]));
+    return bench_run(run, reps_run, threads, forward_t, max_new, dump);
+  }
   const std::vector<Case> cases = {
       // configs/induction.json: vocab 32 + BOS, length 16 (max_len 32), 2 attention-only layers of 4 heads;
       // then the same model with longer contexts, to show how each path grows with N.
