@@ -88,6 +88,19 @@ void check_shapes() {
 
 }  // namespace
 
+// The kernels are vector code for the CPU the library was compiled for: NEON on aarch64 (every aarch64
+// CPU has Advanced SIMD; scripts/test --arch aarch64 also finds its fmla in the object), one of the x86
+// sets on x86-64, never the compiler's scalar lowering of the vector types.
+BOOST_AUTO_TEST_CASE(the_kernels_are_vector_code_for_this_cpu) {
+  const std::string isa = ag::gemm_vector_isa();
+#if defined(__aarch64__)
+  BOOST_TEST(isa == "neon");
+#elif defined(__x86_64__)
+  BOOST_TEST((isa == "avx512" || isa == "avx2+fma" || isa == "avx" || isa == "sse"), isa);
+#endif
+  BOOST_TEST(isa != "scalar");
+}
+
 BOOST_AUTO_TEST_CASE(float64_matches_the_triple_loop_on_every_blocking_edge) {
   check_shapes<double>();
 }
