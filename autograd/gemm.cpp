@@ -5,8 +5,9 @@
 // The micro-kernel keeps its kMR x kNR accumulators in vector registers for the whole kc loop, streams
 // the packed B sliver (contiguous in exactly the order it is consumed) and broadcasts A's elements read
 // in place; only a sliver cut by the last row (or an A with no unit stride) is copied, zero-padded.
-// It is written with GCC/Clang vector extensions, so one source compiles to AVX-512, AVX2 or SSE/NEON
-// code; the tile is sized so the accumulators fill the machine's vector registers without spilling.
+// It is written with GCC/Clang vector extensions, so one source compiles to AVX-512, AVX2, SSE or, on
+// aarch64, NEON code (16-byte vectors, fmla; gemm_vector_isa says which); the tile is sized so the
+// accumulators fill the machine's vector registers without spilling (on aarch64, 12 of its 32).
 #include "autograd/gemm.h"
 
 #include <algorithm>
@@ -547,6 +548,22 @@ template <typename T>
 void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
           CStart<T> start) {
   gemm_from(rows, cols, inner, a, b, c, ldc, false, start);
+}
+
+const char* gemm_vector_isa() {
+#if defined(__AVX512F__)
+  return "avx512";
+#elif defined(__AVX2__) && defined(__FMA__)
+  return "avx2+fma";
+#elif defined(__AVX__)
+  return "avx";
+#elif defined(__SSE2__)
+  return "sse";
+#elif defined(__ARM_NEON)
+  return "neon";
+#else
+  return "scalar";
+#endif
 }
 
 template void gemm<float>(int64_t, int64_t, int64_t, MatView<float>, MatView<float>, float*, int64_t, bool);

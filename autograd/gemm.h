@@ -65,4 +65,9 @@ template <typename T>
 void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
           CStart<T> start);
 
+// The instruction set the GEMM's vector kernels were compiled to (the widest the compiler targets):
+// "avx512", "avx2+fma", "avx", "sse" on x86-64; "neon" (Advanced SIMD) on aarch64; "scalar" where the
+// vector types are lowered to scalar code. `attograd bench` reports it as vector_isa.
+const char* gemm_vector_isa();
+
 }  // namespace ag

@@ -24,6 +24,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define AG_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define AG_PAUSE() __asm__ __volatile__("yield")
 #else
 #define AG_PAUSE() ((void)0)
 #endif

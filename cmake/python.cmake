@@ -3,6 +3,12 @@
 # folder under the install prefix, so the .deb puts it in /usr/lib/python3/dist-packages).
 # ATTOGRAD_PYTHON is on by default when a Python 3 interpreter with numpy and Debian's pybind11 are found.
 # A shell may put another interpreter first on PATH (pyenv): -DPython3_EXECUTABLE=/usr/bin/python3 picks one.
+# A cross build (cmake/aarch64-toolchain.cmake) has none: the host's interpreter could not load the module.
+if(CMAKE_CROSSCOMPILING)
+  set(ATTOGRAD_PYTHON OFF CACHE BOOL "Build the Python module attograd (pybind11)" FORCE)
+  set(ATTOGRAD_PYTHON_DEB_DEPENDS "")
+  return()
+endif()
 find_package(Python3 COMPONENTS Interpreter Development.Module)
 find_package(pybind11 CONFIG QUIET)
 set(attograd_python_default OFF)

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/cpu_contention.h"
+#include "autograd/gemm.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 #include "autograd/timing.h"
@@ -35,7 +36,7 @@ using Clock = ag::TimingClock;
 using ag::seconds_since;
 
 // The vector width the FMA peak is measured at: the widest this binary was compiled for (the GEMM's
-// micro-kernel uses the same width).
+// micro-kernel uses the same width, and its instruction set is ag::gemm_vector_isa()).
 #if defined(__AVX512F__)
 constexpr int kPeakVectorBytes = 64;
 constexpr int kPeakChains = 24;  // of 32 registers: enough independent FMAs to cover latency x pipes
@@ -48,20 +49,6 @@ constexpr int kPeakChains = 12;
 #endif
 typedef float PeakVec __attribute__((vector_size(kPeakVectorBytes)));
 constexpr int kPeakLanes = kPeakVectorBytes / int(sizeof(float));
-
-const char* vector_isa() {
-#if defined(__AVX512F__)
-  return "avx512";
-#elif defined(__AVX2__) && defined(__FMA__)
-  return "avx2+fma";
-#elif defined(__AVX__)
-  return "avx";
-#elif defined(__aarch64__)
-  return "neon";
-#else
-  return "sse";
-#endif
-}
 
 // The CPU's model name from /proc/cpuinfo ("unknown" where there is none).
 std::string cpu_model() {
@@ -271,7 +258,7 @@ Output<findings::BenchReport> bench(const BenchRequest& a, const BenchProgress& 
   r.params = trainer.model().parameter_count();
   r.gflops_per_s = gflops;
   r.cpu = cpu_model();
-  r.vector_isa = vector_isa();
+  r.vector_isa = ag::gemm_vector_isa();
   r.vector_bits = kPeakVectorBytes * 8;
   r.peak_fma_gflops = peak;
   r.eigen_gemm_gflops = eigen_gemm;

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/gemm.h"
@@ -43,6 +44,12 @@ Operand<T> make_operand(int64_t rows, int64_t cols, bool transposed, int64_t pad
 // Runs ag::gemm on one case and checks every element against a long-double triple loop, within the
 // rounding bound of any summation order: |error| <= (inner + 1) u (|c0| + sum |a_ip b_pj|), u the unit
 // roundoff of T. A wrong element, a missed term or a stale tile is off by O(1), far above it.
+// The reference's type: double for float32 (its products are exact there, and the sum's error is 2^-29 of
+// the bound), long double for float64. aarch64's long double is 128-bit and computed in software: float32
+// cases in long double took minutes under qemu (scripts/test --arch aarch64).
+template <typename T>
+using Reference = std::conditional_t<std::is_same_v<T, float>, double, long double>;
+
 template <typename T>
 void check_case(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad, bool accumulate) {
   const Operand<T> a = make_operand<T>(rows, inner, ta, pad, 11 + rows * 7 + inner);
@@ -51,7 +58,8 @@ void check_case(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int
   const T c0 = T(0.5);
   std::vector<T> c(static_cast<size_t>(rows * ldc), c0);
   ag::gemm(rows, cols, inner, a.view, b.view, c.data(), ldc, accumulate);
-  const long double u = std::numeric_limits<T>::epsilon() / 2;
+  using R = Reference<T>;
+  const R u = std::numeric_limits<T>::epsilon() / 2;
   double worst = 0;  // error / bound
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
@@ -59,14 +67,14 @@ void check_case(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int
         BOOST_REQUIRE_EQUAL(c[i * ldc + j], c0);
         continue;
       }
-      long double ref = accumulate ? c0 : 0.0L, magnitude = accumulate ? c0 : 0.0L;
+      R ref = accumulate ? c0 : R(0), magnitude = accumulate ? c0 : R(0);
       for (int64_t p = 0; p < inner; ++p) {
-        const long double term = static_cast<long double>(a.at(i, p)) * b.at(p, j);
+        const R term = static_cast<R>(a.at(i, p)) * b.at(p, j);
         ref += term;
         magnitude += std::fabs(term);
       }
-      const long double bound = (inner + 1) * u * magnitude;
-      const long double err = std::fabs(static_cast<long double>(c[i * ldc + j]) - ref);
+      const R bound = (inner + 1) * u * magnitude;
+      const R err = std::fabs(static_cast<R>(c[i * ldc + j]) - ref);
       worst = std::max(worst, static_cast<double>(bound > 0 ? err / bound : err));
     }
   BOOST_TEST(worst <= 1.0, rows << "x" << inner << "x" << cols << " ta " << ta << " tb " << tb << " pad "
@@ -86,6 +94,19 @@ void check_shapes() {
 }
 
 }  // namespace
+
+// The kernels are vector code for the CPU the library was compiled for: NEON on aarch64 (every aarch64
+// CPU has Advanced SIMD; scripts/test --arch aarch64 also finds its fmla in the object), one of the x86
+// sets on x86-64, never the compiler's scalar lowering of the vector types.
+BOOST_AUTO_TEST_CASE(the_kernels_are_vector_code_for_this_cpu) {
+  const std::string isa = ag::gemm_vector_isa();
+#if defined(__aarch64__)
+  BOOST_TEST(isa == "neon");
+#elif defined(__x86_64__)
+  BOOST_TEST((isa == "avx512" || isa == "avx2+fma" || isa == "avx" || isa == "sse"), isa);
+#endif
+  BOOST_TEST(isa != "scalar");
+}
 
 BOOST_AUTO_TEST_CASE(float64_matches_the_triple_loop_on_every_blocking_edge) {
   check_shapes<double>();
