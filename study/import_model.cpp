@@ -562,7 +562,9 @@ Output<findings::ImportReport> import_model(const ImportRequest& request) {
       io::write_text_file_atomically(out + "/" + name,
                                      io::read_text_file(src + "/" + name, size_t(64) << 20));
     config = train::from_json(document, hf.path + " (as attograd's config)");
-    (void)train::make_task(config.task, config.seed);  // opens as every reading tool will open it
+    train::TaskConfig task = config.task;  // opens as every reading tool will open it: from the folder
+    if (train::task_needs_run_folder(task)) task.tokenizer = out + "/" + task.tokenizer;
+    (void)train::make_task(task, config.seed);
     io::write_text_file_atomically(io::layout::config_json(out), train::to_json(config).dump(2) + "\n");
     const std::map<std::string, std::string> metadata = {{"config", train::to_json(config).dump()},
                                                          {"step", "0"}};
