@@ -8,6 +8,7 @@
 #include "io/atomic_file.h"
 #include "io/json_read.h"
 #include "io/run_layout.h"
+#include "train/config_tables.h"
 #include "train/safetensors.h"
 
 namespace train {
@@ -117,6 +118,37 @@ int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& mode
       }
   for (auto& p : model.named_parameters()) p.tensor->assign(f.find(p.name)->data);
   return parse_step(f, path);
+}
+
+void init_from_run(const Config& config, nn::CausalLM<float>& model) {
+  namespace fs = std::filesystem;
+  const std::string& run = config.model.init_from;
+  const std::string label = "model.init_from " + run;
+  if (!fs::is_directory(run))
+    throw std::invalid_argument(label +
+                                ": not a folder (expected a run folder: `attograd import`'s or a "
+                                "training run's)");
+  const std::string config_path = io::layout::config_json(run);
+  const std::string checkpoint_path = io::layout::model_checkpoint(run);
+  for (const std::string& file : {config_path, checkpoint_path})
+    if (!fs::is_regular_file(file))
+      throw std::invalid_argument(label + ": no " + file + " (not a run folder)");
+  const nlohmann::json document = io::load_json_file(config_path);
+  ModelConfig theirs;
+  try {
+    io::Section(document, "").section("model").read_fields(model_fields(), theirs);
+  } catch (const io::FieldProblem& problem) {
+    throw io::field_error(config_path, problem);
+  }
+  const nlohmann::json mine_json = io::fields_to_json(model_fields(), config.model);
+  const nlohmann::json theirs_json = io::fields_to_json(model_fields(), theirs);
+  for (const auto& item : mine_json.items()) {
+    if (item.key() == "init_from" || item.value() == theirs_json.at(item.key())) continue;
+    throw std::invalid_argument(label + ": model." + item.key() + " is " + item.value().dump() +
+                                " here but " + theirs_json.at(item.key()).dump() + " in " + config_path +
+                                " (the model sections must agree)");
+  }
+  load_model_checkpoint(checkpoint_path, model);
 }
 
 int64_t step_from_checkpoint(const std::string& path) {

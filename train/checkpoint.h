@@ -38,6 +38,14 @@ constexpr double kMaxWeightMagnitude = 1e6;
 // A tensor holding a value that is not finite, or beyond kMaxWeightMagnitude, is refused naming it.
 int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model);
 
+// model.init_from: loads RUN/checkpoint/model.safetensors (RUN = model.init_from) into `model`, the model
+// of a fresh run of `config`, after checking that RUN/config.json's model section equals config.model in
+// every field but init_from (each shapes a tensor or the forward). Any other problem (no folder, no
+// config.json or checkpoint, a missing or misshapen tensor) is one line naming the file or field:
+// "model.init_from RUN: model.d_model is 32 here but 16 in RUN/config.json". The trainer calls it at step 0
+// only: a resumed run continues from its own checkpoint.
+void init_from_run(const Config& config, nn::CausalLM<float>& model);
+
 // The step stored in a model checkpoint's metadata (its header only is read).
 int64_t step_from_checkpoint(const std::string& path);
 // Reads the config stored in a model checkpoint's metadata.

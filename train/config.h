@@ -52,9 +52,16 @@ struct TaskConfig {
   double train_fraction = 0;
 };
 
-// The model section is the model's shape itself: max_len and vocab 0 = the task's sequence length and
-// vocabulary (special tokens included), resolved by load_config / from_json.
-using ModelConfig = nn::ModelShape;
+// The model section: the model's shape (max_len and vocab 0 = the task's sequence length and vocabulary,
+// special tokens included, resolved by load_config / from_json), and where its weights start.
+struct ModelConfig : nn::ModelShape {
+  ModelConfig() = default;
+  ModelConfig(const nn::ModelShape& shape) : nn::ModelShape(shape) {}  // NOLINT: a shape is a section
+  // A run folder (an imported model's, or any run's) whose checkpoint/model.safetensors the training
+  // starts from instead of the random init; its model section must equal this one (train/checkpoint.h).
+  // Empty: the random init. A relative path is taken from the current folder and stored absolute.
+  std::string init_from;
+};
 
 struct TrainConfig {
   int steps = 3000;

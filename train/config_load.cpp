@@ -84,6 +84,10 @@ Config validate(const json& document, bool for_this_machine) {
     return validate(one, for_this_machine);
   }
   model.read_fields(model_fields(), m, {kLayerNormKey});
+  if (!m.init_from.empty()) {  // like task.path: from the current folder, stored absolute
+    std::error_code ec;
+    m.init_from = std::filesystem::absolute(m.init_from, ec).lexically_normal().string();
+  }
   if (model.has(kLayerNormKey)) {  // the older spelling of model.norm: true is "layer", false "none"
     bool layer_norm = true;
     model.read(kLayerNormKey, layer_norm);

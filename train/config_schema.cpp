@@ -62,6 +62,12 @@ const Table<TaskConfig>& task_fields() {
   return fields;
 }
 
+// io::named for an option of the shape, a member of ModelConfig's base.
+template <typename E>
+io::Named<ModelConfig> model_named(E nn::ModelShape::*member, std::vector<std::pair<E, std::string>> names) {
+  return io::named(static_cast<E ModelConfig::*>(member), std::move(names));
+}
+
 const Table<ModelConfig>& model_fields() {
   static const Table<ModelConfig> fields = {
       {"d_model", &ModelConfig::d_model, "width of the residual stream", at_least(1)},
@@ -74,8 +80,9 @@ const Table<ModelConfig>& model_fields() {
       {"d_ff", &ModelConfig::d_ff, "hidden width of each MLP (unused when `attention_only`)", at_least(1)},
       {"attention_only", &ModelConfig::attention_only, "blocks without LN2 and MLP"},
       {"norm",
-       io::named(&ModelConfig::norm,
-                 {{nn::NormKind::layer, "layer"}, {nn::NormKind::rms, "rms"}, {nn::NormKind::none, "none"}}),
+       model_named(
+           &ModelConfig::norm,
+           {{nn::NormKind::layer, "layer"}, {nn::NormKind::rms, "rms"}, {nn::NormKind::none, "none"}}),
        "the norm before attention, the MLP and the unembedding (ln1, ln2, ln_f): LayerNorm, RMSNorm (a "
        "weight, "
        "no centring, no bias: Llama's), or none (each is the identity); `layer_norm` true or false, read as "
@@ -85,9 +92,9 @@ const Table<ModelConfig>& model_fields() {
        "and Llama 2's RMSNorm's (Llama 1 used 1e-6)",
        above(0)},
       {"positions",
-       io::named(&ModelConfig::positions, {{nn::PositionKind::learned, "learned"},
-                                           {nn::PositionKind::rotary, "rotary"},
-                                           {nn::PositionKind::none, "none"}}),
+       model_named(&ModelConfig::positions, {{nn::PositionKind::learned, "learned"},
+                                             {nn::PositionKind::rotary, "rotary"},
+                                             {nn::PositionKind::none, "none"}}),
        "how attention knows positions: a learned embedding `pos_emb` added to the tokens' (GPT-2's), rotary "
        "(RoPE, GPT-NeoX's rotate_half layout: each head's q and k turned by their position after the "
        "projection; no `pos_emb`), or none (NoPE: only the causal mask orders the tokens; no `pos_emb`)"},
@@ -105,8 +112,8 @@ const Table<ModelConfig>& model_fields() {
        "position (10000 is RoPE's and Llama 2's)",
        above(0)},
       {"attn_scale",
-       io::named(&ModelConfig::attn_scale,
-                 {{nn::AttnScale::sqrt_dk, "sqrt_dk"}, {nn::AttnScale::none, "none"}}),
+       model_named(&ModelConfig::attn_scale,
+                   {{nn::AttnScale::sqrt_dk, "sqrt_dk"}, {nn::AttnScale::none, "none"}}),
        "what attention multiplies q k^T by before the softmax: 1 / sqrt(d_model / n_heads), or 1 (none: "
        "GPT-Neo's)"},
       {"qk_norm", &ModelConfig::qk_norm,
@@ -118,12 +125,12 @@ const Table<ModelConfig>& model_fields() {
        "layer, or one per layer (GPT-Neo's alternating local and global layers); 0 or [] = global",
        at_least(0, "one value, or `n_layers` values")},
       {"activation",
-       io::named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"},
-                                            {nn::Activation::relu, "relu"},
-                                            {nn::Activation::relu2, "relu2"},
-                                            {nn::Activation::swiglu, "swiglu"},
-                                            {nn::Activation::geglu, "geglu"},
-                                            {nn::Activation::gelu_erf, "gelu_erf"}}),
+       model_named(&ModelConfig::activation, {{nn::Activation::gelu, "gelu"},
+                                              {nn::Activation::relu, "relu"},
+                                              {nn::Activation::relu2, "relu2"},
+                                              {nn::Activation::swiglu, "swiglu"},
+                                              {nn::Activation::geglu, "geglu"},
+                                              {nn::Activation::gelu_erf, "gelu_erf"}}),
        "the MLP's nonlinearity (GELU is the tanh approximation, gelu_erf the exact one: Pythia's and "
        "nanoGPT's); relu2 is ReLU squared; swiglu and geglu are "
        "gated MLPs, fc2(act(gate(x)) * fc1(x)) with act silu (Llama's SwiGLU) or GELU, a third Linear "
@@ -144,6 +151,11 @@ const Table<ModelConfig>& model_fields() {
       {"logit_softcap", &ModelConfig::logit_softcap,
        "c > 0 caps the logits smoothly, c * tanh(logits / c) (Gemma 2, modded-nanogpt); 0 = off",
        at_least(0)},
+      {"init_from", &ModelConfig::init_from,
+       "a run folder (`attograd import`'s, or any run's) whose checkpoint the training starts from instead "
+       "of the random init (at step 0 only; the optimizer starts fresh); stored absolute",
+       rule("a run folder whose config.json model section equals this one (docs/import.md \"Fine-tuning\")"),
+       kFixed, "the random init"},
   };
   return fields;
 }

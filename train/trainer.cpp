@@ -37,6 +37,8 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
   TrainingStep trainer(config);
   nn::CausalLM<float>& model = trainer.model();
   int64_t step = 0;
+  // Before anything is written: a model.init_from that does not fit is the config's error.
+  if (!options.resume && !config.model.init_from.empty()) init_from_run(config, model);
 
   fs::create_directories(run);
   // A writer killed mid-write leaves its temporary file (io::AtomicFile names them PATH.tmp.PID.N); they
@@ -53,6 +55,10 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
   } else {
     std::error_code ignored;
     fs::remove(metrics_path, ignored);
+    if (!config.model.init_from.empty())
+      notify(options, [&](TrainObserver& o) {
+        o.on_message("starting from the weights of " + config.model.init_from);
+      });
   }
   io::write_text_file_atomically(io::layout::config_json(run), to_json(config).dump(2) + "\n");
   write_split(trainer.task(), run);
@@ -62,6 +68,14 @@ TrainResult train_model(const Config& config, const TrainOptions& options) {
 
   notify(options, [&](TrainObserver& o) { o.on_start(config, step, model.parameter_count()); });
   if (!options.resume) notify(options, [&](TrainObserver& o) { o.on_model(model, step, false); });
+  // A model that starts from another run's weights has a held-out loss worth knowing before any step: the
+  // line of step 0 (its loss is the held-out loss, lr 0: no step was taken).
+  if (!options.resume && !config.model.init_from.empty()) {
+    const EvalResult e = evaluate(model, eval_set);
+    const MetricsRecord start{0, e.loss, 0, 0, 0, e.loss, e.acc};
+    metrics.append(start);
+    notify(options, [&](TrainObserver& o) { o.on_log(start); });
+  }
 
   TrainResult result;
   using clock = std::chrono::steady_clock;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ BOOST_AUTO_TEST_CASE(llama_logits_equal_the_reference) {
 }
 BOOST_AUTO_TEST_CASE(sharded_llama_logits_equal_the_reference) {
   check_logits("llama_sharded");
+}
+BOOST_AUTO_TEST_CASE(gpt2_with_its_bpe_tokenizer_logits_equal_the_reference) {
+  check_logits("gpt2_bpe");  // the fine-tuning tests' model
 }
 
 // scripts/import_nanogpt.py's folder (a nanoGPT checkpoint with a character meta.pkl): the run's task is its
@@ -240,6 +244,56 @@ std::vector<std::vector<double>> forward_logits(const std::string& run, const st
 
 }  // namespace
 
+// ---- Fine-tuning: model.init_from (docs/import.md "Fine-tuning") ----
+
+namespace {
+
+// A fine-tuning config for the imported run `from`: the model section is the run's own (config.json's, as
+// docs/import.md says to copy it) plus init_from; the text is configs/text.json's, encoded by the run's
+// tokenizer.
+nlohmann::json finetune_config(const std::string& from, int steps) {
+  nlohmann::json model = nlohmann::json::parse(read_all(from + "/config.json")).at("model");
+  model["init_from"] = from;
+  const nlohmann::json text =
+      nlohmann::json::parse(read_all(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/text.json"));
+  return {{"name", "finetune"},
+          {"seed", 3},
+          {"task",
+           {{"kind", "text"},
+            {"path", text.at("task").at("path")},
+            {"unit", "bpe"},
+            {"tokenizer", from + "/tokenizer.json"},
+            {"length", 32}}},
+          {"model", model},
+          {"train",
+           {{"steps", steps},
+            {"batch_size", 8},
+            {"lr", 0.003},
+            {"warmup", 5},
+            {"schedule", "constant"},
+            {"eval_every", 10},
+            {"log_every", 10},
+            {"eval_size", 32},
+            {"threads", 2}}},
+          {"output", {{"attention_every", 0}, {"probes", 0}, {"checkpoint_every", 0}}}};
+}
+
+std::string write_config(const std::string& name, const nlohmann::json& config) {
+  const std::string path = (temp_root() / (name + ".json")).string();
+  std::ofstream(path) << config.dump(2);
+  return path;
+}
+
+std::vector<nlohmann::json> metrics_of(const std::string& run) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(read_all(run + "/metrics.jsonl"));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+}  // namespace
+
 // attograd import --process saves TransformerLens's processed weights (study/processing.h). For every family
 // (LayerNorm and RMSNorm, learned and rotary positions, parallel blocks, SwiGLU, grouped-query heads, local
 // windows): the log-probabilities equal the unprocessed run's within 1e-4 (the logits move by a constant per
@@ -291,5 +345,90 @@ BOOST_AUTO_TEST_CASE(processed_imports_keep_the_log_probabilities) {
 
     const CommandResult c = run_attograd("circuits " + shell_quote(run) + " --processed --json");
     BOOST_TEST(c.exit_code == 0, name << ": " << c.err);
+  }
+}
+
+// The "done when": an imported GPT-2-layout model fine-tuned on configs/text.json's text through its
+// own tokenizer lowers the held-out loss from its start (metrics.jsonl's step 0 line: the imported weights),
+// and a run stopped half way and resumed ends with the uninterrupted run's bytes (the resume continues from
+// its checkpoint, not from init_from's weights).
+BOOST_AUTO_TEST_CASE(fine_tuning_an_imported_model_lowers_the_held_out_loss_and_resumes_bit_exactly) {
+  const std::string from = import_fixture("gpt2_bpe", "finetune_from");
+  const std::string whole = (temp_root() / "finetune_whole").string();
+  const std::string config = write_config("finetune", finetune_config(from, 40));
+  const CommandResult r = run_attograd("train " + shell_quote(config) + " --out " + shell_quote(whole));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  BOOST_TEST(r.out.find("starting from the weights of " + from) != std::string::npos, r.out);
+  const nlohmann::json stored = nlohmann::json::parse(read_all(whole + "/config.json"));
+  BOOST_TEST(stored.at("model").at("init_from") == from);  // recorded: the run is reproducible
+  BOOST_TEST(stored.at("model").at("vocab") == 657);       // the tokenizer's vocabulary, the model's
+
+  const std::vector<nlohmann::json> metrics = metrics_of(whole);
+  BOOST_TEST_REQUIRE(metrics.size() >= 2u);
+  BOOST_TEST(metrics.front().at("step") == 0);
+  const double start = metrics.front().at("eval_loss").get<double>();
+  const double end = metrics.back().at("eval_loss").get<double>();
+  BOOST_TEST(metrics.back().at("step") == 40);
+  BOOST_TEST(end < start - 0.5, "held-out loss " << start << " -> " << end);
+  BOOST_TEST_MESSAGE("fine-tuning gpt2_bpe 40 steps: held-out loss " << start << " -> " << end);
+
+  // The step-0 loss is the imported weights': a run from the random init starts elsewhere.
+  nlohmann::json fresh = finetune_config(from, 1);
+  fresh["model"].erase("init_from");
+  const std::string scratch = (temp_root() / "finetune_scratch").string();
+  BOOST_TEST_REQUIRE(
+      run_attograd("train " + shell_quote(write_config("scratch", fresh)) + " --out " + shell_quote(scratch))
+          .exit_code == 0);
+  BOOST_TEST(metrics_of(scratch).front().at("step") == 1);  // no step-0 line without init_from
+
+  // Stopped at step 20 (its own config says 20), resumed to 40: the uninterrupted run's bytes.
+  const std::string split = (temp_root() / "finetune_split").string();
+  BOOST_TEST_REQUIRE(run_attograd("train " + shell_quote(write_config("half", finetune_config(from, 20))) +
+                                  " --out " + shell_quote(split))
+                         .exit_code == 0);
+  const CommandResult resumed =
+      run_attograd("train --resume " + shell_quote(split) + " --set train.steps=40");
+  BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.err);
+  BOOST_TEST(resumed.out.find("starting from the weights") == std::string::npos, resumed.out);
+  // Equal weights give equal logits, bit for bit (the JSON prints each float's shortest round trip).
+  const std::string ids = " --ids '3 17 5 42 0 9 31' --json";
+  const CommandResult a = run_attograd("forward " + shell_quote(split) + ids);
+  const CommandResult b = run_attograd("forward " + shell_quote(whole) + ids);
+  BOOST_TEST_REQUIRE(a.exit_code == 0, a.err);
+  BOOST_TEST(nlohmann::json::parse(a.out).at("logits") == nlohmann::json::parse(b.out).at("logits"));
+  BOOST_TEST(metrics_of(split).back().at("eval_loss") == metrics.back().at("eval_loss"));
+}
+
+// What does not fit is one line and exit 2: a model section that differs from the run's (each field named
+// with both values), a tokenizer whose vocabulary is not the model's, a folder that is not a run.
+BOOST_AUTO_TEST_CASE(init_from_refuses_what_does_not_fit_in_one_line) {
+  const std::string from = import_fixture("gpt2_bpe", "refuse_from");
+  nlohmann::json wider = finetune_config(from, 2);
+  wider["model"]["d_ff"] = 32;
+  nlohmann::json chars = finetune_config(from, 2);  // characters, not the run's tokenizer
+  chars["task"]["unit"] = "char";
+  chars["task"].erase("tokenizer");
+  chars["model"]["vocab"] = 0;
+  nlohmann::json missing = finetune_config(from, 2);
+  missing["model"]["init_from"] = (temp_root() / "no-such-run").string();
+  nlohmann::json not_a_run = finetune_config(from, 2);
+  not_a_run["model"]["init_from"] = fixture("gpt2_bpe");  // the Hugging Face folder, not imported
+  struct Case {
+    std::string name;
+    nlohmann::json config;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"wider", wider, "model.d_ff is 32 here but 64 in " + from + "/config.json"},
+      {"chars", chars, "model.vocab is "},
+      {"missing", missing, "no-such-run: not a folder"},
+      {"not_a_run", not_a_run, "no " + fixture("gpt2_bpe") + "/checkpoint/model.safetensors"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = run_attograd("train " + shell_quote(write_config(c.name, c.config)) + " --out " +
+                                         shell_quote((temp_root() / ("refused_" + c.name)).string()));
+    BOOST_TEST(r.exit_code == 2, c.name << ": " << r.err);
+    BOOST_TEST(r.err.find(c.expected) != std::string::npos, c.name << ": " << r.err);
+    BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, c.name << ": " << r.err);
   }
 }

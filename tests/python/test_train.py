@@ -139,3 +139,26 @@ def test_ctrl_c_checkpoints_and_raises_keyboard_interrupt(tmp_path):
     step = int(rest.split("interrupted at step ")[1].split(":")[0])
     assert step > 0
     assert attograd.load_run(out).step == step
+
+
+def test_init_from_starts_from_the_runs_weights(tmp_path):
+    # model.init_from goes through the same config loader: the fine-tuned run's step-0 line is the held-out
+    # loss of the weights it started from, which the first run's last evaluation measured on the same
+    # held-out sequences (same seed and eval_size).
+    first = attograd.train(TINY, out=str(tmp_path / "first"), set=["train.steps=20"])
+    cfg = json.loads(json.dumps(TINY))
+    cfg["model"]["init_from"] = str(tmp_path / "first")
+    records = []
+    second = attograd.train(cfg, out=str(tmp_path / "second"), progress=records.append)
+    with open(tmp_path / "first" / "metrics.jsonl") as f:
+        last = [json.loads(line) for line in f][-1]
+    assert records[0]["step"] == 0 and records[0]["eval_loss"] == last["eval_loss"]
+    assert second.config["model"]["init_from"] == str(tmp_path / "first")
+    assert first.step == 20 and second.step == 40
+    cfg["model"]["d_ff"] = 64
+    with pytest.raises(ValueError, match="model.d_ff is 64 here but 32 in .*first/config.json") as refused:
+        attograd.train(cfg, out=str(tmp_path / "third"))
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(cfg))
+    _, err = cli("train", str(path), "--out", str(tmp_path / "fourth"), expect=2)
+    assert "attograd train: " + str(refused.value) == err.strip()
