@@ -26,7 +26,8 @@ const char* kind_code(GraphNodeKind k) {
   return "logit";
 }
 
-// The page's data: every node ({id, kind, layer, pos, label, act, and a feature's logit effects}), every
+// The page's data: every node ({id, kind, layer, pos, label, act, and a feature's logit effects, whether its
+// feature page was read ("page") and its top examples as [tokens, peak, max] ("ex")}), every
 // nonzero edge as three parallel arrays (src, tgt, w: full precision, so the page's pruning at the
 // saved thresholds is the tool's), the split by path of the links kept at the saved thresholds, and the
 // counts that delimit the node kinds.
@@ -40,6 +41,12 @@ json viewer_data(const AttributionGraph& g) {
       j["down"] = json::array();
       for (const auto& [t, v] : n.top_logits) j["up"].push_back({t, v});
       for (const auto& [t, v] : n.bottom_logits) j["down"].push_back({t, v});
+    }
+    if (n.kind == GraphNodeKind::feature) {
+      j["page"] = n.has_page;
+      json ex = json::array();
+      for (const GraphExample& e : n.examples) ex.push_back({e.tokens, e.peak, e.max});
+      if (n.has_page) j["ex"] = std::move(ex);
     }
     nodes.push_back(std::move(j));
   }
@@ -109,8 +116,9 @@ std::string graph_html(const AttributionGraph& g) {
       "the prompt), activation-weighted, on the target's pre-activation or demeaned logit; its width is "
       "its size. The sliders prune again from the full graph as <code>attograd graph</code> does (keep "
       "the nodes holding that fraction of the influence on the logits, then the edges likewise). Hover a "
-      "node for its activation, influence (cumulative share), logit effects and strongest edges with "
-      "their split by attention head; click to pin it. docs/graphs.md defines every number.</p>\n";
+      "node for its activation, influence (cumulative share), logit effects, top examples from the "
+      "transcoder's feature page (the peak token boxed) and strongest edges with their split by attention "
+      "head; click to pin it. docs/graphs.md defines every number.</p>\n";
   out += "<script type=\"application/json\" id=\"graph-data\">" +
          script_safe(viewer_data(g).dump(-1, ' ', false, json::error_handler_t::replace)) + "</script>\n";
   out += "<script>\n" + std::string(graph_viewer_js()) + "</script>\n</body></html>\n";

@@ -68,7 +68,23 @@ json node_json(const AttributionGraph& g, const GraphNode& n) {
   j["run_idx"] = 0;
   j["reverse_ctx_idx"] = 0;
   j["influence"] = n.influence;
-  if (n.kind == GraphNodeKind::feature) j["activation"] = n.activation;
+  if (n.kind == GraphNodeKind::feature) {
+    j["activation"] = n.activation;
+    // attograd's extra fields (Neuronpedia ignores them): the logit effects and, when the feature page was
+    // read, the top examples.
+    auto pairs = [](const std::vector<std::pair<std::string, double>>& v) {
+      json a = json::array();
+      for (const auto& [tok, val] : v) a.push_back({{"token", tok}, {"logit", val}});
+      return a;
+    };
+    j["logit_effects"] = {{"promoted", pairs(n.top_logits)}, {"suppressed", pairs(n.bottom_logits)}};
+    if (n.has_page) {
+      json ex = json::array();
+      for (const GraphExample& e : n.examples)
+        ex.push_back({{"tokens", e.tokens}, {"peak", e.peak}, {"max", e.max}});
+      j["examples"] = std::move(ex);
+    }
+  }
   if (n.kind != GraphNodeKind::logit) {
     j["token_prob"] = 0.0;
     j["is_target_logit"] = false;

@@ -15,6 +15,14 @@ namespace findings {
 
 enum class GraphNodeKind { feature, error, embedding, position, logit };
 
+// One top-activating example of a feature from its transcoder's feature page (DIR/L/features.json): a
+// window of the sequence's token names around the peak, the peak's index in the window, its activation.
+struct GraphExample {
+  std::vector<std::string> tokens;
+  int peak = 0;
+  double max = 0;
+};
+
 struct GraphNode {
   GraphNodeKind kind = GraphNodeKind::feature;
   int layer = 0;          // features and errors: the MLP's layer; embeddings -1; logits n_layers
@@ -27,6 +35,10 @@ struct GraphNode {
   // Features: the tokens whose demeaned logits one unit of the feature raises most and lowers most, read
   // straight through the frozen final norm and the unembedding (largest first, then most negative first).
   std::vector<std::pair<std::string, double>> top_logits, bottom_logits;
+  // Features: whether the layer's feature page (DIR/L/features.json) was read, and the feature's strongest
+  // examples on it (at most study/graph.cpp's kGraphExamples, strongest first).
+  bool has_page = false;
+  std::vector<GraphExample> examples;
 };
 
 // One nonzero entry of the unpruned direct-effect matrix.

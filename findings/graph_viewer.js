@@ -181,6 +181,21 @@
       h += '<p><b>raises</b> ' + n.up.map(function (p) { return escapeText(p[0]) + ' ' + fmt(p[1], 2); }).join(', ') +
            '<br><b>lowers</b> ' + n.down.map(function (p) { return escapeText(p[0]) + ' ' + fmt(p[1], 2); }).join(', ') + '</p>';
     }
+    // A feature's top examples from its transcoder's feature page: each a window of tokens, the peak boxed.
+    if (n.kind === 'feature') {
+      if (!n.page) h += '<p class="muted no-page">no feature page</p>';
+      else if (!n.ex.length) h += '<p class="muted no-page">no examples on the feature page</p>';
+      else {
+        h += '<p><b>top examples</b></p><div class="examples">';
+        n.ex.forEach(function (x) {
+          h += '<div class="ex">' + x[0].map(function (t, k) {
+            return k === x[1] ? '<b>' + escapeText(t) + '</b>' : '<i>' + escapeText(t) + '</i>';
+          }).join('') + ' <small>' + x[2].toPrecision(3) + '</small></div>';
+        });
+        h += '</div>';
+      }
+    }
+    if (n.kind === 'error') h += '<p class="muted">the MLP\'s reconstruction error here (no feature page)</p>';
     [['strongest inputs', true], ['strongest outputs', false]].forEach(function (d) {
       var list = edgeList(i, d[1]);
       if (!list.length) return;

@@ -12,6 +12,7 @@
 #include "findings/graph_html.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
+#include "io/json_read.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "nn/hooks.h"
@@ -35,6 +36,45 @@ constexpr double kLogitProbability = 0.95;
 constexpr size_t kQkTerms = 12;
 // Logit effects listed per feature, each way.
 constexpr int64_t kLogitEffects = 5;
+// Top examples carried per feature from its feature page, each a window of this many tokens before the
+// peak and after it; and the largest features.json read (a page of 4096 features is a few MiB).
+constexpr size_t kGraphExamples = 5;
+constexpr int kExampleBefore = 8, kExampleAfter = 3;
+constexpr size_t kMaxFeaturePageBytes = size_t(256) << 20;
+
+// Layer `layer`'s feature page under the transcoder folder, DIR/L/features.json (attograd transcoder's):
+// each feature's top examples as windows around the peak, keyed by the feature's index; nullopt when the
+// file is absent. A malformed file is one line naming it and the field.
+std::optional<std::map<int64_t, std::vector<findings::GraphExample>>> read_feature_examples(
+    const std::string& folder, int layer) {
+  const std::string path = io::layout::transcoder_features_json(io::layout::transcoder_dir(folder, layer));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  const nlohmann::json j = io::load_json_file(path, kMaxFeaturePageBytes, "a feature page");
+  std::map<int64_t, std::vector<findings::GraphExample>> out;
+  try {
+    for (const nlohmann::json& f : j.get_ref<const nlohmann::json::array_t&>()) {
+      std::vector<findings::GraphExample>& list = out[f.at("index").get<int64_t>()];
+      for (const nlohmann::json& e : f.at("examples")) {
+        if (list.size() == kGraphExamples) break;
+        const std::vector<std::string> tokens = e.at("tokens").get<std::vector<std::string>>();
+        const int peak = e.at("position").get<int>();
+        if (peak < 0 || peak >= static_cast<int>(tokens.size()))
+          throw std::runtime_error("an example's position outside its tokens");
+        const int from = std::max(0, peak - kExampleBefore);
+        const int to = std::min(static_cast<int>(tokens.size()), peak + kExampleAfter + 1);
+        list.push_back({std::vector<std::string>(tokens.begin() + from, tokens.begin() + to), peak - from,
+                        e.at("max").get<double>()});
+      }
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path +
+                             ": expected features.json's array of {index, examples: [{position, max, "
+                             "tokens}]}: " +
+                             e.what());
+  }
+  return out;
+}
 
 Mat to_mat(const ag::Tensor<double>& t, int64_t rows, int64_t cols) {
   return Eigen::Map<const Mat>(t.data(), rows, cols);
@@ -788,12 +828,14 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
   const nn::CausalLM<float>& model = *run.model;
   findings::AttributionGraph& g = out.result;
   std::vector<LayerTranscoder> transcoders(model.blocks.size());
+  std::string transcoder_folder;
   if (model.shape.attention_only) {
     if (!request.transcoders.empty())
       throw RequestError("transcoders: the model is attention-only: it has no MLP to replace");
   } else {
     const std::string folder =
         request.transcoders.empty() ? io::layout::transcoders_root(run.dir) : request.transcoders;
+    transcoder_folder = folder;
     const std::vector<SaeParams<float>> params = load_transcoders(model, folder);
     for (size_t l = 0; l < params.size(); ++l) {
       const std::string path =
@@ -875,6 +917,20 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
         const int64_t low = order[V - 1 - k];
         g.nodes[i].bottom_logits.push_back({token_label(run, static_cast<int>(low)), effects(i, low)});
       }
+    }
+  }
+  // Each feature's top examples from its layer's feature page, when `attograd transcoder` wrote one.
+  if (!transcoder_folder.empty()) {
+    std::map<int, std::optional<std::map<int64_t, std::vector<findings::GraphExample>>>> pages;
+    for (int64_t i = 0; i < rm.n_features(); ++i) {
+      GraphNode& n = g.nodes[i];
+      auto it = pages.find(n.layer);
+      if (it == pages.end())
+        it = pages.emplace(n.layer, read_feature_examples(transcoder_folder, n.layer)).first;
+      if (!it->second) continue;
+      n.has_page = true;
+      const auto f = it->second->find(n.index);
+      if (f != it->second->end()) n.examples = f->second;
     }
   }
   for (int64_t t = 0; t < A.rows(); ++t)

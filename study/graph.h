@@ -29,7 +29,8 @@ namespace study {
 struct GraphRequest {
   Sequence input;           // the prompt
   Token target;             // the one target logit; empty = the top logits (cumulative p 0.95, at most 10)
-  std::string transcoders;  // the transcoders' folder; "" = RUN/transcoders (a model with MLPs)
+  std::string transcoders;  // the transcoders' folder; "" = RUN/transcoders (a model with MLPs); its
+                            // DIR/L/features.json, when there, gives the feature nodes their top examples
   double node_threshold = 0.8;   // keep the nodes holding this fraction of the influence
   double edge_threshold = 0.98;  // keep the edges holding this fraction of the influence
   std::string save;              // "" = write nothing; NAME = RUN/graphs/NAME/graph.json and adjacency.npy

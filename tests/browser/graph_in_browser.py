@@ -3,10 +3,10 @@
 
 Trains a small induction model with MLPs (a few seconds), its transcoders and one graph, and checks the
 viewer as a reader meets it: the page's own pruning at the saved thresholds keeps exactly graph.json's
-nodes and links; hovering a node reads out its label, activation, influence and logit effects and
-highlights its edges; a click pins it (the read-out stays when the pointer leaves) and a second click
-unpins it; the sliders re-prune (fewer nodes and edges at lower thresholds, more at 1); the run's
-report links the viewer; and, as for the report (report_in_browser.py, whose helpers this reuses): no
+nodes and links; hovering a node reads out its label, activation, influence, logit effects and (a
+feature) its top examples from the transcoder's feature page, and highlights its edges; a click pins it
+(the read-out stays when the pointer leaves) and a second click unpins it; the sliders re-prune (fewer
+nodes and edges at lower thresholds, more at 1); the run's report links the viewer; and, as for the report (report_in_browser.py, whose helpers this reuses): no
 console message, no request other than file: and data:, every SVG drawn with no text outside it, no
 horizontal page scroll at 800 px. Screenshots at 1,400 and 800 px go to OUT.
 
@@ -96,6 +96,18 @@ def check_viewer(driver, path, saved):
     check(info_title(driver) == label and "influence" in info and (not feats or ("activation" in info and "raises" in info)),
           "graph: hovering %s reads out its label, influence%s (%r)" % (node_id, ", activation and logit effects" if feats else "", info[:160]))
     check(near >= 1 and "hover" in node.get_attribute("class"), "graph: hovering highlights the node and its %d edges" % near)
+    # A feature's read-out shows its top examples from the transcoder's feature page, the peak token boxed.
+    if feats:
+        saved_node = next(x for x in saved["nodes"] if x["node_id"] == node_id)
+        ex = saved_node.get("examples")
+        boxed = driver.execute_script("return Array.prototype.map.call(document.querySelectorAll('#node-info .ex b'),"
+                                      " function (x) { return x.textContent; })")
+        if ex:
+            check("top examples" in info and boxed == [e["tokens"][e["peak"]] for e in ex],
+                  "graph: hovering %s shows its %d top examples, peaks boxed (%r)" % (node_id, len(ex), boxed))
+        else:
+            check(ex == [] and "no examples on the feature page" in info,
+                  "graph: a feature without examples says so (%r)" % info[-80:])
     # Pin, then move away: the read-out stays on the pinned node.
     node.click()
     ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, "h1")).perform()

@@ -9,13 +9,18 @@
 // edge, and every head's QK attribution (source-pair terms plus the rest) to the model's score (1e-9).
 // graph.json has Neuronpedia's required fields and its links name its nodes; the transcoder tool trains,
 // saves, reloads and evaluates per-layer transcoders, with a resumed training equal to an uninterrupted one,
-// and refuses bad layers in one line. The same exactness holds with cross-layer transcoders (a layer-0
-// feature writing to both MLP outputs) on induction_small and modadd; the cross-layer tool trains, resumes
-// bit-exactly and feeds the graph; the cross-layer loss's gradients match finite differences in float64.
+// and refuses bad layers in one line; a graph's feature nodes carry their top examples from the layer's
+// features.json (none, and no "examples" field, once the pages are gone). The same exactness holds with
+// cross-layer transcoders (a layer-0 feature writing to both MLP outputs) on induction_small and modadd; the
+// cross-layer tool trains, resumes bit-exactly and feeds the graph; the cross-layer loss's gradients match
+// finite differences in float64.
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 
 #include "autograd/gradcheck.h"
@@ -308,6 +313,56 @@ BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
              static_cast<uintmax_t>(128 + n * n * 8));
   BOOST_TEST(out.result.replacement_score >= 0.0);
   BOOST_TEST(out.result.replacement_score <= 1.0);
+  // Each kept feature node carries its top examples from its layer's features.json (a window around the
+  // peak, the peak token and activation the page's) and its logit effects.
+  const std::string tc_root = io::layout::transcoders_root(dir);
+  const nlohmann::json saved =
+      nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "first"))));
+  int with_examples = 0, features = 0;
+  for (const nlohmann::json& node : saved["nodes"]) {
+    if (node["feature_type"] != "cross layer transcoder") continue;
+    ++features;
+    int layer = 0, index = 0, pos = 0;
+    BOOST_TEST_REQUIRE(
+        std::sscanf(node["node_id"].get<std::string>().c_str(), "%d_%d_%d", &layer, &index, &pos) == 3);
+    const nlohmann::json page = nlohmann::json::parse(
+        std::ifstream(io::layout::transcoder_features_json(io::layout::transcoder_dir(tc_root, layer))));
+    const nlohmann::json* entry = nullptr;
+    for (const nlohmann::json& f : page)
+      if (f["index"] == index) entry = &f;
+    BOOST_TEST_REQUIRE(entry != nullptr);
+    BOOST_TEST_REQUIRE(node.contains("examples"));
+    const nlohmann::json& ex = node["examples"];
+    BOOST_TEST(ex.size() == std::min<size_t>(5, (*entry)["examples"].size()));
+    for (size_t k = 0; k < ex.size(); ++k) {
+      const nlohmann::json& full = (*entry)["examples"][k];
+      const int peak = ex[k]["peak"].get<int>();
+      BOOST_TEST(ex[k]["tokens"][peak] == full["tokens"][full["position"].get<int>()]);
+      BOOST_TEST(ex[k]["max"].get<double>() == full["max"].get<double>());
+      BOOST_TEST(ex[k]["tokens"].size() <= 12u);
+    }
+    with_examples += !ex.empty();
+    BOOST_TEST(node["logit_effects"]["promoted"].size() == 5u);
+  }
+  BOOST_TEST(features > 0);
+  BOOST_TEST(with_examples > 0);
+  {
+    std::ifstream in(io::layout::graph_page(io::layout::graph_dir(dir, "first")));
+    const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BOOST_TEST(page.find("\"page\":true") != std::string::npos);
+  }
+  // Without the feature pages: no examples, and the page's read-out says so.
+  for (int l = 0; l < 2; ++l)
+    std::filesystem::remove(io::layout::transcoder_features_json(io::layout::transcoder_dir(tc_root, l)));
+  g.save = "second";
+  const auto bare = study::graph(run, g);
+  for (const auto& node : bare.result.nodes) {
+    BOOST_TEST(!node.has_page);
+    BOOST_TEST(node.examples.empty());
+  }
+  const nlohmann::json bare_json =
+      nlohmann::json::parse(std::ifstream(io::layout::graph_json(io::layout::graph_dir(dir, "second"))));
+  for (const nlohmann::json& node : bare_json["nodes"]) BOOST_TEST(!node.contains("examples"));
   // Bad layers are one line naming the field.
   study::TranscoderRequest bad;
   bad.layers = "0,7";
