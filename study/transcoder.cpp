@@ -414,6 +414,20 @@ void write_feature_pages(StudyRun& run, const std::string& out, bool in_run,
   }
 }
 
+// The end of both trainings (per-layer and cross-layer): the evaluation on the held-out set into
+// `result` and DIR/eval.json, then the feature pages.
+void evaluate_and_write_pages(StudyRun& run, const std::string& out, bool in_run,
+                              const std::vector<SaeParams<float>>& trained, const SaeConfig& config,
+                              Output<TranscoderOutcome>& result) {
+  const train::Batch held_out = run.task->eval_set(run.config.seed, config.eval_sequences);
+  result.result.eval = evaluate_transcoders(*run.model, trained, config, held_out);
+  result.result.eval.steps = config.steps;
+  io::write_text_file_atomically(io::layout::transcoders_eval_json(out),
+                                 findings::transcoder_eval_to_json(result.result.eval).dump(1) + "\n");
+  result.wrote.push_back(io::layout::transcoders_eval_json(out));
+  write_feature_pages(run, out, in_run, trained, config, held_out, result.result.eval, &result.wrote);
+}
+
 // The config a checkpoint was trained with (its metadata "config").
 SaeConfig checkpoint_config(const std::string& path) {
   const train::SafetensorsFile header = train::read_safetensors_header(path);
@@ -483,14 +497,7 @@ Output<TranscoderOutcome> cross_layer_transcoder(StudyRun& run, const Transcoder
     result.wrote.push_back(io::layout::transcoder_model(dir));
   }
   result.wrote.push_back(checkpoint);
-  const train::Batch held_out = run.task->eval_set(run.config.seed, config.eval_sequences);
-  result.result.eval = evaluate_transcoders(model, trained, config, held_out);
-  result.result.eval.steps = config.steps;
-  io::write_text_file_atomically(io::layout::transcoders_eval_json(out),
-                                 findings::transcoder_eval_to_json(result.result.eval).dump(1) + "\n");
-  result.wrote.push_back(io::layout::transcoders_eval_json(out));
-  write_feature_pages(run, out, request.out.empty(), trained, config, held_out, result.result.eval,
-                      &result.wrote);
+  evaluate_and_write_pages(run, out, request.out.empty(), trained, config, result);
   return result;
 }
 
@@ -580,13 +587,7 @@ Output<TranscoderOutcome> transcoder(StudyRun& run, const TranscoderRequest& req
     result.wrote.push_back(io::layout::transcoder_model(dir));
     result.wrote.push_back(checkpoint);
   }
-  const train::Batch held_out = run.task->eval_set(run.config.seed, config.eval_sequences);
-  result.result.eval = evaluate_transcoders(model, trained, config, held_out);
-  result.result.eval.steps = config.steps;
-  io::write_text_file_atomically(io::layout::transcoders_eval_json(out),
-                                 findings::transcoder_eval_to_json(result.result.eval).dump(1) + "\n");
-  result.wrote.push_back(io::layout::transcoders_eval_json(out));
-  write_feature_pages(run, out, in_run, trained, config, held_out, result.result.eval, &result.wrote);
+  evaluate_and_write_pages(run, out, in_run, trained, config, result);
   return result;
 }
 
