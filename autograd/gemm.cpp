@@ -332,6 +332,122 @@ void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatVie
   }
 }
 
+// A few rows of A times a large B = W^T (W row-major, out x in: a Linear's x W^T over one sequence, or
+// the unembedding): packing B would copy all of W, transposing it, for the few rows that reuse it. Instead
+// C^T = W A^T: W's rows are the micro-kernel's row operand, read in place (each element broadcast from
+// memory, each kMR x kc block of W reused from L1 by every sliver of A^T), and A^T, small, is packed once
+// (every slice, in slivers of kNR rows of A) and reused by every block of W. The kernel's kMR x kNR tile
+// of C^T is then added to C transposed. Element (i, j) gets the kernel's sum over each slice from zero in
+// order of p, W_jp a_ip being a_ip W_jp, and is stored as the kernel stores it (start or C, plus the
+// slice's sum), so it has the bits gemm_serial gives it.
+
+// Columns of C swept per slice: its rows x this many elements stay in L2 from one slice to the next.
+constexpr int64_t kWeightRowsCBytes = 256 * 1024;
+
+// A (rows x inner) -> A^T in slivers of kNR rows of A, slice after slice: slice pc at
+// dst + slivers * kNR * pc, its sliver s at + s * kc * kNR, stored k-major (kc x kNR), zero-padded.
+template <typename T>
+void pack_a_transposed(int64_t rows, int64_t inner, MatView<T> a, T* dst) {
+  constexpr int kNR = Tile<T>::kNR;
+  const int64_t slivers = (rows + kNR - 1) / kNR;
+  for (int64_t pc = 0; pc < inner; pc += kKC) {
+    const int64_t kc = std::min(kKC, inner - pc);
+    for (int64_t s = 0; s < slivers; ++s) {
+      T* d = dst + slivers * kNR * pc + s * kc * kNR;
+      const int64_t nr = std::min<int64_t>(kNR, rows - s * kNR);
+      if (nr < kNR) std::fill(d, d + kc * kNR, T(0));
+      for (int64_t i = 0; i < nr; ++i) {
+        const T* src = a.data + (s * kNR + i) * a.row_stride + pc * a.col_stride;
+        for (int64_t p = 0; p < kc; ++p) d[p * kNR + i] = src[p * a.col_stride];
+      }
+    }
+  }
+}
+
+// Columns [j0, j1) of C = rows x inner of A (packed by pack_a_transposed) times W^T (W's row j at
+// w + j * ldw, contiguous).
+template <typename T>
+void gemm_weight_rows(int64_t j0, int64_t j1, int64_t rows, int64_t inner, const T* packed_a, const T* w,
+                      int64_t ldw, T* c, int64_t ldc, bool accumulate, CStart<T> start) {
+  constexpr int kNR = Tile<T>::kNR, kLanes = Tile<T>::kLanes;
+  const int64_t slivers = (rows + kNR - 1) / kNR;
+  const int64_t chunk =
+      std::max<int64_t>(kMR, kWeightRowsCBytes / (rows * static_cast<int64_t>(sizeof(T))) / kMR * kMR);
+  alignas(64) T tile[kMR * kNR];
+  alignas(64) T packed_w[kMR * kKC];  // the block of W cut by C's last column, zero-padded
+  for (int64_t jc = j0; jc < j1; jc += chunk) {
+    const int64_t jend = std::min(j1, jc + chunk);
+    for (int64_t pc = 0; pc < inner; pc += kKC) {
+      const int64_t kc = std::min(kKC, inner - pc);
+      const T* as = packed_a + slivers * kNR * pc;
+      const bool add = accumulate || pc > 0;
+      for (int64_t jr = jc; jr < jend; jr += kMR) {
+        const int64_t mr = std::min<int64_t>(kMR, jend - jr);
+        const T* ws = w + jr * ldw + pc;
+        if (mr < kMR) pack_a_sliver(mr, kc, MatView<T>{ws, ldw, 1}, packed_w);
+        for (int64_t s = 0; s < slivers; ++s) {
+          const int64_t nr = std::min<int64_t>(kNR, rows - s * kNR);
+          const T* bs = as + s * kc * kNR;
+          if (mr == kMR && nr <= kLanes)
+            Tile<T>::template kernel<true, 1>(kc, ws, ldw, bs, kNR, tile, kNR, false);
+          else if (mr == kMR)
+            Tile<T>::template kernel<true, 2>(kc, ws, ldw, bs, kNR, tile, kNR, false);
+          else if (nr <= kLanes)
+            Tile<T>::template kernel<false, 1>(kc, packed_w, kMR, bs, kNR, tile, kNR, false);
+          else
+            Tile<T>::template kernel<false, 2>(kc, packed_w, kMR, bs, kNR, tile, kNR, false);
+          // As the kernel's store: C + sum, or start + sum (residual + bias, the residual, the bias).
+          for (int64_t i = 0; i < nr; ++i) {
+            const int64_t row = s * kNR + i;
+            T* ci = c + row * ldc + jr;
+            const T* ri = start.residual ? start.residual + row * start.ld + jr : nullptr;
+            const T* bi = start.bias ? start.bias + jr : nullptr;
+            for (int64_t j = 0; j < mr; ++j) {
+              const T sum = tile[j * kNR + i];
+              if (add)
+                ci[j] = ci[j] + sum;
+              else if (ri)
+                ci[j] = (bi ? ri[j] + bi[j] : ri[j]) + sum;
+              else
+                ci[j] = bi ? bi[j] + sum : sum;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Whether C = A W^T runs as gemm_weight_rows: B's columns contiguous (W's rows), A at most
+// kGemmWeightRowsMaxRows rows, B wider than A is tall (packing A^T copies less than packing B), and an
+// inner dimension of at least kGemmWeightRowsMinInner (a head's keys, K^T in Q K^T, keep the packed path:
+// over so short a sum the transposed stores of C would cost more than packing K).
+template <typename T>
+bool weight_rows(int64_t rows, int64_t cols, int64_t inner, MatView<T> b) {
+  return b.row_stride == 1 && b.col_stride != 1 && rows <= kGemmWeightRowsMaxRows && cols >= rows &&
+         inner >= kGemmWeightRowsMinInner;
+}
+
+// gemm_weight_rows over all of C, its columns split over the pool (in blocks of kMR) when large.
+template <typename T>
+void gemm_by_weight_rows(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c,
+                         int64_t ldc, bool accumulate, CStart<T> start, bool serial) {
+  constexpr int kNR = Tile<T>::kNR;
+  thread_local Buffer<T> packed_a_buffer;
+  T* packed_a = scratch(packed_a_buffer, (rows + kNR - 1) / kNR * kNR * inner);
+  pack_a_transposed(rows, inner, a, packed_a);
+  if (serial)
+    return gemm_weight_rows(0, cols, rows, inner, packed_a, b.data, b.col_stride, c, ldc, accumulate, start);
+  const int64_t flops = 2 * rows * cols * inner;
+  const int64_t blocks = (cols + kMR - 1) / kMR;
+  const int64_t parts = std::min(
+      blocks, std::max<int64_t>(2, std::min(kPartsPerThread * num_threads(), flops / kMinPartFlops)));
+  parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
+    gemm_weight_rows(std::min(cols, blocks * p0 / parts * kMR), std::min(cols, blocks * p1 / parts * kMR),
+                     rows, inner, packed_a, b.data, b.col_stride, c, ldc, accumulate, start);
+  });
+}
+
 // A small C over a deep inner dimension (a weight's gradient dY^T X: C is out x in, the inner dimension
 // the tokens), one part per kKC-deep slice: part j sums slice j into its own scratch C, as gemm_serial
 // would from zero, and the parts are then added to C in slice order, as gemm_serial adds them. So the
@@ -496,6 +612,8 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
     });
     return;
   }
+  if (weight_rows(rows, cols, inner, b))
+    return gemm_by_weight_rows(rows, cols, inner, a, b, c, ldc, accumulate, start, serial);
   if (serial) return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate, start);
 
   // Several parts per thread, each at least kMinPartFlops, claimed first come first served by the pool:

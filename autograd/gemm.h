@@ -36,6 +36,12 @@ MatView<T> row_major(const T* data, int64_t row_stride) {
 // one over the last i1 that accumulates: a caller may feed a long inner dimension in such pieces.
 constexpr int64_t kGemmSliceDepth = 512;
 
+// A product of at most this many rows by a B whose columns are contiguous (B = W^T, W row-major: a
+// Linear over one sequence), at least as wide as A is tall and over an inner dimension of at least
+// kGemmWeightRowsMinInner, reads W in place and packs A^T instead of B, with the same bits.
+constexpr int64_t kGemmWeightRowsMaxRows = 256;
+constexpr int64_t kGemmWeightRowsMinInner = 256;
+
 // c (rows x cols, rows `ldc` apart) = a (rows x inner) * b (inner x cols), or += when `accumulate`.
 // Large products are split by output rows over the thread pool; inside a parallel region it runs on the
 // calling thread. `c` must not overlap `a` or `b`.

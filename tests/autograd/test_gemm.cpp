@@ -234,7 +234,7 @@ BOOST_AUTO_TEST_CASE(a_start_gives_the_bits_of_writing_it_then_accumulating) {
 // accumulating, over several slices of the inner dimension and split over threads.
 template <typename T>
 void check_one_row(int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad, int start_kind) {
-  constexpr int64_t rows = 9;  // more than any micro-tile's rows: the packed path
+  constexpr int64_t rows = 9;  // more than any micro-tile's rows: the packed path, or (B = W^T) W's rows
   const Operand<T> a = make_operand<T>(rows, inner, ta, pad, 17 + cols + inner);
   const Operand<T> b = make_operand<T>(inner, cols, tb, pad, 19 + cols * 3 + inner);
   const Operand<T> residual = make_operand<T>(rows, cols, false, 0, 23 + cols);
@@ -273,6 +273,52 @@ BOOST_AUTO_TEST_CASE(a_product_of_one_row_has_the_bits_of_that_row_in_a_larger_p
           check_one_row<float>(s[0], s[1], t & 1, t & 2, (s[0] + t) % 3, start_kind);
           check_one_row<double>(s[0], s[1], t & 1, t & 2, (s[0] + t) % 3, start_kind);
         }
+  }
+  ag::set_num_threads(1);
+}
+
+// A few rows times B = W^T (a Linear over one sequence) read W's rows in place and pack A^T instead
+// (gemm.cpp, gemm_by_weight_rows); every element must have the bits of the packed path, which the same
+// rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40, columns that
+// are no whole number of vectors, inner dimensions of one slice and across the 512-deep slices (and one
+// below kGemmWeightRowsMinInner, the packed path on both sides), each kind of start and accumulating.
+template <typename T>
+void check_weight_rows(int64_t rows, int64_t cols, int64_t inner, int start_kind) {
+  constexpr int64_t big = ag::kGemmWeightRowsMaxRows + 1;
+  const int64_t pad = (rows + cols) % 3, ldw = inner + pad, lda = inner + 1, ldc = cols + pad;
+  const Operand<T> a = make_operand<T>(big, lda, false, 0, 31 + rows + inner);
+  const Operand<T> w = make_operand<T>(cols, ldw, false, 0, 37 + cols + inner);
+  const Operand<T> residual = make_operand<T>(big, cols, false, 0, 41 + cols);
+  const Operand<T> bias = make_operand<T>(1, cols, false, 0, 43 + cols);
+  const ag::MatView<T> av{a.view.data, lda, 1}, b{w.view.data, 1, ldw};  // b = W^T
+  ag::CStart<T> start;
+  if (start_kind & 1) start.bias = bias.view.data;
+  if (start_kind & 2) start = {start.bias, residual.view.data, cols};
+  const bool accumulate = start_kind == 4;
+  std::vector<T> many(static_cast<size_t>(big * ldc), T(0.25)), few(static_cast<size_t>(rows * ldc), T(0.25));
+  if (start_kind == 0 || accumulate) {
+    ag::gemm(big, cols, inner, av, b, many.data(), ldc, accumulate);
+    ag::gemm(rows, cols, inner, av, b, few.data(), ldc, accumulate);
+  } else {
+    ag::gemm(big, cols, inner, av, b, many.data(), ldc, start);
+    ag::gemm(rows, cols, inner, av, b, few.data(), ldc, start);
+  }
+  BOOST_TEST(std::memcmp(few.data(), many.data(), sizeof(T) * few.size()) == 0,
+             rows << " x " << inner << " x " << cols << " start " << start_kind
+                  << ": bits differ from the same rows in a product of " << big);
+}
+
+BOOST_AUTO_TEST_CASE(few_rows_by_a_transposed_weight_have_the_packed_paths_bits) {
+  for (int threads : {1, 2}) {
+    ag::set_num_threads(threads);
+    for (int64_t rows = 1; rows <= 40; ++rows)
+      for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67)})
+        for (int64_t inner : {int64_t(7), int64_t(300), int64_t(1030)})
+          for (int start_kind = 0; start_kind < 5; ++start_kind) {
+            if ((rows + cols + inner + start_kind) % 2 != threads % 2) continue;  // half the cases each
+            check_weight_rows<float>(rows, cols, inner, start_kind);
+            check_weight_rows<double>(rows, cols, inner, start_kind);
+          }
   }
   ag::set_num_threads(1);
 }
