@@ -364,6 +364,10 @@ void pack_a_transposed(int64_t rows, int64_t inner, MatView<T> a, T* dst) {
   }
 }
 
+template <typename T>
+void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64_t col, bool add,
+                           CStart<T> start);
+
 // Columns [j0, j1) of C = rows x inner of A (packed by pack_a_transposed) times W^T (W's row j at
 // w + j * ldw, contiguous).
 template <typename T>
@@ -396,6 +400,12 @@ void gemm_weight_rows(int64_t j0, int64_t j1, int64_t rows, int64_t inner, const
             Tile<T>::template kernel<false, 1>(kc, packed_w, kMR, bs, kNR, tile, kNR, false);
           else
             Tile<T>::template kernel<false, 2>(kc, packed_w, kMR, bs, kNR, tile, kNR, false);
+          if constexpr (kMR == 8) {
+            if (mr == kMR && nr == kNR) {
+              store_transposed_tile(tile, c, ldc, s * kNR, jr, add, start);
+              continue;
+            }
+          }
           // As the kernel's store: C + sum, or start + sum (residual + bias, the residual, the bias).
           for (int64_t i = 0; i < nr; ++i) {
             const int64_t row = s * kNR + i;
@@ -511,6 +521,36 @@ void transpose(V (&r)[L]) {
         r[i | D] = butterfly<V, L, D, true>(lo, hi, std::make_index_sequence<L>{});
       }
     transpose<V, L, D * 2>(r);
+  }
+}
+
+// A whole kMR x kNR tile of C^T (tile[j * kNR + i]: W's row j, A's row i) added to C's rows
+// [row0, row0 + kNR) and columns [col, col + kMR), for kMR 8: each 8 x 8 block transposed in registers,
+// then stored as gemm_weight_rows' scalar loop stores it (C + sum, or start + sum), a row of 8 at a time.
+template <typename T>
+void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64_t col, bool add,
+                           CStart<T> start) {
+  typedef T V8 __attribute__((vector_size(8 * sizeof(T))));
+  constexpr int kNR = Tile<T>::kNR;
+  for (int b = 0; b < kNR; b += 8) {
+    V8 r[8];
+    for (int j = 0; j < 8; ++j) r[j] = load<V8>(tile + j * kNR + b);
+    transpose<V8, 8>(r);  // r[k]: C's row row0 + b + k, its 8 columns
+    for (int k = 0; k < 8; ++k) {
+      const int64_t row = row0 + b + k;
+      T* ci = c + row * ldc + col;
+      V8 v = r[k];
+      if (add) {
+        v = load<V8>(ci) + v;
+      } else if (start.residual) {
+        V8 base = load<V8>(start.residual + row * start.ld + col);
+        if (start.bias) base = base + load<V8>(start.bias + col);
+        v = base + v;
+      } else if (start.bias) {
+        v = load<V8>(start.bias + col) + v;
+      }
+      std::memcpy(ci, &v, sizeof(V8));
+    }
   }
 }
 
