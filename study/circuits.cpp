@@ -60,14 +60,6 @@ void check_head(const nn::CausalLM<float>& model, int layer, int head) {
 
 }  // namespace
 
-void check_circuits_vocab(int64_t vocab, const std::string& source) {
-  if (vocab > kMaxCircuitsVocab)
-    throw std::runtime_error(
-        source + ": /model/vocab: " + std::to_string(vocab) + " is above " +
-        std::to_string(kMaxCircuitsVocab) +
-        ", the largest vocabulary the circuits analysis takes (its cost grows with vocab^3)");
-}
-
 HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head) {
   check_head(model, layer, head);
   const auto& block = *model.blocks[layer];
@@ -87,22 +79,56 @@ double composition_score(const MatrixXd& M, const MatrixXd& X, const MatrixXd& Y
   return M.norm() / (X.norm() * Y.norm());
 }
 
+namespace {
+
+// ||A B C||_F^2 for A (D x dk), B (dk x dk), C (dk x D) from the dk x dk Gram matrices a = A^T A and
+// c = C C^T: trace(B^T a B c), so no D x D matrix is formed. Clamped at 0 against rounding.
+double factored_norm2(const MatrixXd& a, const MatrixXd& b, const MatrixXd& c) {
+  return std::max(0.0, (a * b * c).cwiseProduct(b).sum());
+}
+
+// A head's circuits as factors: OV = W_V W_O and QK = W_Q W_K^T, with the Gram matrices of their outer
+// factors (W_V^T W_V, W_O W_O^T, W_Q^T W_Q, W_K^T W_K) and their norms.
+struct FactoredHead {
+  explicit FactoredHead(HeadWeights w)
+      : h(std::move(w)),
+        v(h.WV.transpose() * h.WV),
+        o(h.WO * h.WO.transpose()),
+        q(h.WQ.transpose() * h.WQ),
+        k(h.WK.transpose() * h.WK),
+        ov_norm(std::sqrt(std::max(0.0, v.cwiseProduct(o).sum()))),
+        qk_norm(std::sqrt(std::max(0.0, q.cwiseProduct(k).sum()))) {}
+  HeadWeights h;
+  MatrixXd v, o, q, k;
+  double ov_norm, qk_norm;
+};
+
+double ratio(double norm2, double x, double y) {
+  return std::sqrt(norm2) / (x * y);
+}
+
+}  // namespace
+
+// Each score's M is A B C with A = W_V^A, C a factor of head B's, and B dk x dk (factored_norm2):
+//   Q: OV^A QK^B   = W_V^A (W_O^A W_Q^B) W_K^B^T;  K: OV^A QK^B^T = W_V^A (W_O^A W_K^B) W_Q^B^T;
+//   V: OV^A OV^B   = W_V^A (W_O^A W_V^B) W_O^B.
+// The same numbers as composition_score on the D x D matrices, at dk^2 D per pair instead of D^3.
 std::vector<findings::CompositionScore> composition_scores(const nn::CausalLM<float>& model) {
   const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
-  std::vector<HeadWeights> w;
+  std::vector<FactoredHead> w;
   for (int l = 0; l < L; ++l)
-    for (int h = 0; h < H; ++h) w.push_back(head_weights(model, l, h));
+    for (int h = 0; h < H; ++h) w.emplace_back(head_weights(model, l, h));
   std::vector<findings::CompositionScore> out;
   for (int la = 0; la < L; ++la)
     for (int ha = 0; ha < H; ++ha) {
-      const MatrixXd ov_a = w[la * H + ha].OV();
+      const FactoredHead& a = w[la * H + ha];
       for (int lb = la + 1; lb < L; ++lb)
         for (int hb = 0; hb < H; ++hb) {
-          const MatrixXd qk_b = w[lb * H + hb].QK(), ov_b = w[lb * H + hb].OV();
+          const FactoredHead& b = w[lb * H + hb];
           findings::CompositionScore c{la, ha, lb, hb, 0, 0, 0};
-          c.q = composition_score(ov_a * qk_b, ov_a, qk_b);
-          c.k = composition_score(ov_a * qk_b.transpose(), ov_a, qk_b);
-          c.v = composition_score(ov_a * ov_b, ov_a, ov_b);
+          c.q = ratio(factored_norm2(a.v, a.h.WO * b.h.WQ, b.k), a.ov_norm, b.qk_norm);
+          c.k = ratio(factored_norm2(a.v, a.h.WO * b.h.WK, b.q), a.ov_norm, b.qk_norm);
+          c.v = ratio(factored_norm2(a.v, a.h.WO * b.h.WV, b.o), a.ov_norm, b.ov_norm);
           out.push_back(c);
         }
     }
@@ -124,13 +150,26 @@ findings::CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, 
   return b;
 }
 
-double copying_score(const nn::CausalLM<float>& model, int layer, int head) {
-  const MatrixXd full =
-      to_matrix(model.tok_emb.weight) * head_weights(model, layer, head).OV() * unembedding(model);
-  const Eigen::VectorXcd eig = Eigen::EigenSolver<MatrixXd>(full, false).eigenvalues();
+namespace {
+
+// The copying score of W_E OV^h W_U (V x V) from the dk x dk matrix with its nonzero eigenvalues: with
+// OV^h = W_V W_O, that product is X Y with X = W_E W_V (V x dk) and Y = W_O W_U (dk x V), and X Y has the
+// nonzero eigenvalues of Y X = W_O (W_U W_E) W_V; its other V - dk eigenvalues are zero and add nothing to
+// either sum. So the cost is one D x V x D product per model (ue = W_U W_E, shared by every head), not a
+// V x V eigendecomposition per head, and any vocabulary is read.
+double copying_score_of(const nn::CausalLM<float>& model, const MatrixXd& ue, int layer, int head) {
+  const HeadWeights w = head_weights(model, layer, head);
+  const MatrixXd small = w.WO * ue * w.WV;
+  const Eigen::VectorXcd eig = Eigen::EigenSolver<MatrixXd>(small, false).eigenvalues();
   double re = 0, abs = 0;
   for (Eigen::Index i = 0; i < eig.size(); ++i) re += eig(i).real(), abs += std::abs(eig(i));
   return abs > 0 ? re / abs : 0.0;
+}
+
+}  // namespace
+
+double copying_score(const nn::CausalLM<float>& model, int layer, int head) {
+  return copying_score_of(model, unembedding(model) * to_matrix(model.tok_emb.weight), layer, head);
 }
 
 std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model, int head, int positions) {
@@ -292,12 +331,13 @@ findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, cons
     r.baseline = composition_baseline(model.shape.d_model, model.shape.d_model / H);
   }
   const DirectLogitAttribution dla = direct_logit_attribution(model, held_out);
+  const MatrixXd ue = unembedding(model) * to_matrix(model.tok_emb.weight);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       findings::HeadCircuit c;
       c.layer = l;
       c.head = h;
-      c.copying = copying_score(model, l, h);
+      c.copying = copying_score_of(model, ue, l, h);
       if (l == 0 && model.shape.positions != nn::PositionKind::none) {  // NoPE has no positional reading
         findings::PositionalMap m{h, positional_qk(model, h, positions)};
         c.prev_token_positional = previous_token_mass(m.weights);
@@ -315,7 +355,6 @@ findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, cons
 Output<findings::CircuitsResult> circuits(StudyRun& run, const CircuitsRequest& request) {
   if (request.processed && request.save)
     throw RequestError("save: the processed weights are printed only (processed true needs save false)");
-  check_circuits_vocab(run.config.model.vocab, io::layout::model_checkpoint(run.dir));
   const int L = static_cast<int>(run.model->blocks.size());
   if (request.composition && L < 2)
     throw RequestError("composition: needs a model with at least 2 layers, this one has " +

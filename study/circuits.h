@@ -25,12 +25,6 @@ struct HeadWeights {
   Eigen::MatrixXd OV() const { return WV * WO; }
 };
 
-// The largest vocabulary the analysis takes: its copying scores decompose vocab x vocab matrices, a cost
-// that grows with vocab^3 (seconds at this size, minutes at 1500).
-constexpr int64_t kMaxCircuitsVocab = 512;
-// Throws std::runtime_error "SOURCE: /model/vocab: N is above ..." when vocab > kMaxCircuitsVocab.
-void check_circuits_vocab(int64_t vocab, const std::string& source);
-
 HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head);
 
 // ||M||_F / (||X||_F ||Y||_F).
@@ -46,7 +40,8 @@ findings::CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, 
                                                    uint64_t seed = 0xC0FFEEULL);
 
 // W_E OV^h W_U (V x V) with W_E = tok_emb.weight, W_U = lm_head.weight^T with ln_f.weight folded in
-// row-wise; the copying score is sum Re(lambda) / sum |lambda| over its eigenvalues.
+// row-wise; the copying score is sum Re(lambda) / sum |lambda| over its eigenvalues, read from the dk x dk
+// matrix W_O^h W_U W_E W_V^h that has the same nonzero ones (any vocabulary: no V x V matrix is formed).
 double copying_score(const nn::CausalLM<float>& model, int layer, int head);
 
 // Layer 0's head on positions alone: X = ln1(pos_emb.weight[0..T)) (weight and bias), q = X wq_h^T + bq_h,

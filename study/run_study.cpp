@@ -112,11 +112,6 @@ void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool fin
     score_table_ += "\nFourier analysis at step " + std::to_string(step) + " (" +
                     io::layout::fourier_json("RUN") + "):\n" + findings::fourier_summary(fourier);
   }
-  if (model.shape.vocab > kMaxCircuitsVocab) {
-    score_table_ += "\nno circuits: model.vocab " + std::to_string(model.shape.vocab) + " is above " +
-                    std::to_string(kMaxCircuitsVocab) + ", the largest the circuits analysis takes\n";
-    return;
-  }
   const findings::CircuitsResult circuits =
       write_circuits_files(model, *task_, config_, run_dir_, step, model.blocks.size() >= 2);
   score_table_ += "\ncircuits at step " + std::to_string(step) + " (" + io::layout::circuits_json("RUN") +

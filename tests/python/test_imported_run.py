@@ -101,8 +101,8 @@ def test_processing_keeps_the_log_probabilities(tmp_path):
 # A GPT-2-layout folder with a byte-level BPE tokenizer (tests/fixtures/tokenizer/tokenizer.json, 657 tokens):
 # random weights in GPT-2's names and Conv1D (in, out) layout, written here with numpy (the tools' results
 # are compared between the front ends, not with a reference). Its task is "pretrained": prompts are text, and
-# token names are the tokenizer's ("\\s" a space). circuits refuses a vocabulary above 512 and sae needs a
-# task with data (a pretrained task has none): both run on the fixture above.
+# token names are the tokenizer's ("\\s" a space). circuits and sae need a task with data (a pretrained task
+# has none): both run on the fixture above.
 def write_gpt2_with_tokenizer(folder, vocab=657, d=16, layers=2, positions=32):
     rng = np.random.default_rng(7)
     r = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)

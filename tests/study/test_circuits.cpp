@@ -1,6 +1,7 @@
 // Circuit analysis (study/circuits.h) against an independent NumPy implementation (fixture
 // induction_small.json, from tests/fixtures/make_fixtures.py and the committed checkpoint), plus hand-checked
 // cases, errors and the JSON.
+#include <Eigen/Eigenvalues>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
@@ -102,6 +103,52 @@ BOOST_AUTO_TEST_CASE(hand_checked_scores) {
     for (int j = i + 1; j < 12; ++j) BOOST_TEST(w[i][j] == 0.0);
   }
   BOOST_TEST(std::isnan(study::previous_token_mass({{1.0}})));
+}
+
+// The scores are read from dk x dk factors (no V x V or D x D matrix): they equal the direct forms, the
+// eigenvalues of W_E OV W_U (V x V) and the norms of the D x D products, for a vocabulary smaller than dk
+// and one far larger than D, with grouped-query heads.
+BOOST_AUTO_TEST_CASE(factored_scores_equal_the_direct_forms) {
+  for (const int64_t vocab : {5, 300}) {
+    nn::ModelShape shape;
+    shape.vocab = vocab, shape.max_len = 8, shape.d_model = 16, shape.n_heads = 2, shape.n_layers = 2;
+    shape.d_ff = 32, shape.n_kv_heads = 1;
+    ag::Rng rng(3);
+    const nn::CausalLM<float> model(shape, rng);
+    const auto matrix = [](const ag::Tensor<float>& t) {
+      Eigen::MatrixXd m(t.size(0), t.size(1));
+      for (Eigen::Index i = 0; i < m.rows(); ++i)
+        for (Eigen::Index j = 0; j < m.cols(); ++j) m(i, j) = t.data()[i * m.cols() + j];
+      return m;
+    };
+    const Eigen::MatrixXd we = matrix(model.tok_emb.weight);
+    Eigen::VectorXd ln_f(shape.d_model);
+    for (int64_t d = 0; d < shape.d_model; ++d) ln_f(d) = model.ln_f->weight.data()[d];
+    const Eigen::MatrixXd wu = ln_f.asDiagonal() * matrix(model.lm_head.weight).transpose();
+    double worst_copying = 0;
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h) {
+        const Eigen::MatrixXd full = we * study::head_weights(model, l, h).OV() * wu;
+        const Eigen::VectorXcd eig = Eigen::EigenSolver<Eigen::MatrixXd>(full, false).eigenvalues();
+        double re = 0, abs = 0;
+        for (Eigen::Index i = 0; i < eig.size(); ++i) re += eig(i).real(), abs += std::abs(eig(i));
+        worst_copying = std::max(worst_copying, std::fabs(study::copying_score(model, l, h) - re / abs));
+      }
+    double worst_composition = 0;
+    for (const findings::CompositionScore& c : study::composition_scores(model)) {
+      const study::HeadWeights a = study::head_weights(model, c.from_layer, c.from_head),
+                               b = study::head_weights(model, c.to_layer, c.to_head);
+      const Eigen::MatrixXd ov = a.OV(), qk = b.QK();
+      worst_composition =
+          std::max({worst_composition, std::fabs(c.q - study::composition_score(ov * qk, ov, qk)),
+                    std::fabs(c.k - study::composition_score(ov * qk.transpose(), ov, qk)),
+                    std::fabs(c.v - study::composition_score(ov * b.OV(), ov, b.OV()))});
+    }
+    BOOST_TEST_MESSAGE("vocab " << vocab << ": max |factored - direct| copying " << worst_copying
+                                << ", composition " << worst_composition);
+    BOOST_TEST(worst_copying < 1e-9);
+    BOOST_TEST(worst_composition < 1e-12);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(errors_and_json) {
