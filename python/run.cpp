@@ -139,7 +139,7 @@ void add_hooks(nn::Hooks<T>& hooks, const nn::CausalLM<T>& model, py::handle hoo
 
 // A float64 copy of the model (its current parameters), for dtype="float64".
 std::unique_ptr<nn::CausalLM<double>> float64_model(const train::LoadedRun& run) {
-  std::unique_ptr<nn::CausalLM<double>> out = train::make_model<double>(run.config);
+  std::unique_ptr<nn::CausalLM<double>> out = train::make_model_to_load<double>(run.config);
   const auto from = run.model->named_parameters();
   const auto to = out->named_parameters();
   for (size_t i = 0; i < from.size(); ++i) {

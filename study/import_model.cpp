@@ -575,7 +575,7 @@ Output<findings::ImportReport> import_model(const ImportRequest& request) {
     if (request.process) {
       // The checkpoint just written, read back as every tool reads it, processed and written over itself
       // with its config untied (the processed copy always is).
-      const auto model = train::make_model<float>(config);
+      const auto model = train::make_model_to_load<float>(config);
       train::load_model_checkpoint(io::layout::model_checkpoint(out), *model);
       const auto processed = processed_weights(*model, all_processing(), &report.processing);
       config.model.tie_embeddings = false;

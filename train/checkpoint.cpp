@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "io/atomic_file.h"
 #include "io/json_read.h"
@@ -101,12 +102,19 @@ void save_model_run(const std::string& run_dir, Config config, const nn::CausalL
 }
 
 int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model) {
-  const SafetensorsFile f = read_safetensors(path);
   std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  for (const auto& p : model.named_parameters()) expected.push_back({p.name, p.tensor->shape()});
-  expect_tensors(f, expected, path);
+  std::map<std::string, float*> destination;
+  for (const auto& p : model.named_parameters()) {
+    expected.push_back({p.name, p.tensor->shape()});
+    destination[p.name] = p.tensor->data();
+  }
+  // Each tensor is read straight into its parameter (the model is the caller's fresh one: a refused file
+  // leaves it half written, never a model in use).
+  const SafetensorsFile f = read_safetensors_into(
+      path, [&](const SafetensorsFile& header) { expect_tensors(header, expected, path); },
+      [&](const NamedArray& t) { return destination.at(t.name); });
   for (const auto& p : model.named_parameters())
-    for (float x : f.find(p.name)->data)
+    for (const float x : p.tensor->values())
       if (!(std::fabs(x) <= kMaxWeightMagnitude)) {
         char value[32], bound[32];
         std::snprintf(value, sizeof value, "%g", static_cast<double>(x));
@@ -116,7 +124,6 @@ int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& mode
             (std::isfinite(x) ? std::string(", beyond the bound of ") + bound + " on a weight's magnitude"
                               : std::string(", expected finite weights")));
       }
-  for (auto& p : model.named_parameters()) p.tensor->assign(f.find(p.name)->data);
   return parse_step(f, path);
 }
 

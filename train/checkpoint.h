@@ -35,7 +35,9 @@ void save_model_run(const std::string& run_dir, Config config, const nn::CausalL
 constexpr double kMaxWeightMagnitude = 1e6;
 
 // Reads RUN/checkpoint/model.safetensors into `model`, whose shapes come from `config`. Returns the step.
-// A tensor holding a value that is not finite, or beyond kMaxWeightMagnitude, is refused naming it.
+// A tensor holding a value that is not finite, or beyond kMaxWeightMagnitude, is refused naming it. Each
+// tensor is read straight into its parameter, so a refused file (missing or misshapen tensors excepted:
+// those are refused before any value is read) leaves `model` partly overwritten: give it a fresh model.
 int64_t load_model_checkpoint(const std::string& path, nn::CausalLM<float>& model);
 
 // model.init_from: loads RUN/checkpoint/model.safetensors (RUN = model.init_from) into `model`, the model

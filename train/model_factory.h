@@ -14,4 +14,10 @@ namespace train {
 template <typename T>
 std::unique_ptr<nn::CausalLM<T>> make_model(const Config& config);
 
+// The same model with its parameters allocated and not drawn (nn::allocate_only): for a caller that writes
+// every one of them next, as load_model_checkpoint does (drawing GPT-2 small's 124M initial weights would
+// cost a second on every load).
+template <typename T>
+std::unique_ptr<nn::CausalLM<T>> make_model_to_load(const Config& config);
+
 }  // namespace train

@@ -24,7 +24,7 @@ LoadedRun load_run(const std::string& run_dir) {
   // The checkpoint carries its own config, so the model is rebuilt exactly as it was trained.
   run.config = config_from_checkpoint(path);
   run.task = make_task(run.config.task, run.config.seed, run_dir);
-  run.model = make_model<float>(run.config);
+  run.model = make_model_to_load<float>(run.config);
   run.step = load_model_checkpoint(path, *run.model);
   return run;
 }

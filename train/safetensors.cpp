@@ -325,7 +325,11 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Tenso
 
 namespace {
 
-SafetensorsFile read_file(const std::string& path, bool with_data) {
+// Reads the header, then the data: into each NamedArray's own vector (with_data), or after check(header)
+// into destination(tensor) when destination is given, or not at all.
+SafetensorsFile read_file(const std::string& path, bool with_data,
+                          const std::function<void(const SafetensorsFile&)>& check = nullptr,
+                          const std::function<float*(const NamedArray&)>& destination = nullptr) {
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st)) fail(path, "no such file", "file");
@@ -363,6 +367,13 @@ SafetensorsFile read_file(const std::string& path, bool with_data) {
     }
     file.tensors.push_back(std::move(t));
   }
+  if (destination) {
+    check(file);
+    for (size_t i = 0; i < entries.size(); ++i)  // in file order: one sequential read
+      if (!in.read(reinterpret_cast<char*>(destination(file.tensors[i])),
+                   static_cast<std::streamsize>(entries[i].end - entries[i].begin)))
+        fail(path, "file ended early", tensor_field(file.tensors[i].name, "data"));
+  }
   return file;
 }
 
@@ -374,6 +385,12 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
 SafetensorsFile read_safetensors_header(const std::string& path) {
   return read_file(path, false);
+}
+
+SafetensorsFile read_safetensors_into(const std::string& path,
+                                      const std::function<void(const SafetensorsFile&)>& check,
+                                      const std::function<float*(const NamedArray&)>& destination) {
+  return read_file(path, false, check, destination);
 }
 
 void expect_tensors(const SafetensorsFile& file,

@@ -58,6 +58,12 @@ void write_safetensors_streamed(const std::string& path, const std::vector<Tenso
 SafetensorsFile read_safetensors(const std::string& path);
 // The same checks, reading only the header: the tensors have their names and shapes but no data.
 SafetensorsFile read_safetensors_header(const std::string& path);
+// Reads the header with the same checks, passes it to `check` (which throws to refuse the file, e.g.
+// expect_tensors), then reads each tensor's values straight into `destination(tensor)` (room for the
+// shape's count of floats): no second copy of the data. Returns the header.
+SafetensorsFile read_safetensors_into(const std::string& path,
+                                      const std::function<void(const SafetensorsFile&)>& check,
+                                      const std::function<float*(const NamedArray&)>& destination);
 
 // Checks that `file` holds exactly the `expected` tensors (any order) with these shapes; throws on the first
 // missing tensor, shape mismatch (naming both shapes) or unexpected tensor. `path` is named in the error.
