@@ -257,6 +257,10 @@ double previous_token_mass(const std::vector<std::vector<double>>& w) {
   return sum / static_cast<double>(w.size() - 1);
 }
 
+namespace {
+constexpr int64_t kDlaChunkBytes = int64_t(256) << 20;
+}  // namespace
+
 DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model, const train::Batch& batch,
                                                 int chunk) {
   ag::NoGradScope no_grad;
@@ -282,8 +286,14 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
   auto row = [D](const ag::Tensor<float>& t, int64_t r) {
     return Eigen::Map<const Eigen::VectorXf>(t.data() + r * D, D).cast<double>().eval();
   };
-  for (int start = 0; start < batch.B; start += std::max(1, chunk)) {
-    const int b = std::min(std::max(1, chunk), batch.B - start);
+  // The hooked forward keeps every intermediate of its sequences (the logits, each layer's attention
+  // pattern, T x T a head): at most as many sequences at once as fit kDlaChunkBytes, one at the least.
+  const int64_t per_sequence =
+      T * (model.shape.vocab + L * (H * T + 16 * std::max<int64_t>(D, model.shape.d_ff))) * 4;
+  chunk = static_cast<int>(
+      std::clamp<int64_t>(kDlaChunkBytes / std::max<int64_t>(1, per_sequence), 1, std::max(1, chunk)));
+  for (int start = 0; start < batch.B; start += chunk) {
+    const int b = std::min(chunk, batch.B - start);
     const auto begin = batch.inputs.begin() + static_cast<int64_t>(start) * T;
     model.forward(std::vector<int32_t>(begin, begin + static_cast<int64_t>(b) * T), b, T, {}, &hooks);
     const ag::Tensor<float>& final_resid = hooks.captured(nn::hook_name(nn::Point::resid_post, L - 1));

@@ -64,7 +64,9 @@ struct DirectLogitAttribution {
 // embeddings, an MLP's output) centred over d_model when ln_f centres (LayerNorm removes the mean; RMSNorm
 // does not) and divided by ln_f's standard deviation (RMSNorm: root mean square) at that position in the
 // actual forward, dotted with W_U[:, target] - mean_v W_U[:, v];
-// averaged over the scored positions. Throws std::invalid_argument when no position is scored.
+// averaged over the scored positions. Throws std::invalid_argument when no position is scored. The forwards
+// run `chunk` sequences at a time, fewer when their intermediates would pass 256 MB (a GPT-2-sized model:
+// one), which changes no sum's order.
 DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model, const train::Batch& batch,
                                                 int chunk = 256);
 
