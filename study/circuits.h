@@ -51,6 +51,9 @@ double copying_score(const nn::CausalLM<float>& model, int layer, int head);
 // model without positions (model.positions none). With qk_norm, q and k are normalised by the head's
 // q_norm and k_norm before the rotation, as in the model.
 std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model, int head, int positions);
+// The most positions the circuits tool reads the positional maps at: each is positions^2 per head in
+// circuits.json and its picture (GPT-2's 1,024 would be a 12 M-cell map per head).
+constexpr int kMaxPositionalMap = 128;
 // The mean over rows i >= 1 of w[i][i-1].
 double previous_token_mass(const std::vector<std::vector<double>>& w);
 

@@ -147,7 +147,7 @@ findings::FourierReport write_fourier_files(const nn::CausalLM<float>& model, co
 findings::CircuitsResult run_circuits(const nn::CausalLM<float>& model, const train::Task& task,
                                       const train::Config& config, int64_t step, bool with_composition) {
   const train::Batch held_out = task.eval_set(config.seed, config.train.eval_size);
-  const int positions = std::min<int>(task.seq_len(), static_cast<int>(model.shape.max_len));
+  const int positions = std::min({task.seq_len(), static_cast<int>(model.shape.max_len), kMaxPositionalMap});
   findings::CircuitsResult r = analyse_circuits(model, held_out, positions, with_composition);
   r.step = step;
   return r;
