@@ -1,4 +1,4 @@
-// attograd import SRC --out RUN [--family F] [--process] [--json]: parses the arguments into a
+// attograd import SRC --out RUN [--family F] [--process] [--text FILE] [--json]: parses the arguments into a
 // study::ImportRequest, calls study::import_model and prints what it wrote (docs/import.md).
 #include "cli/commands.h"
 #include "cli/print.h"
@@ -28,6 +28,10 @@ Command add_import(CLI::App& app) {
   sub->add_flag("--process", r.process,
                 "save TransformerLens's processed weights: norms folded, writers and unembedding centred, "
                 "value biases folded (docs/import.md)");
+  sub->add_option(
+      "--text", r.text,
+      "a UTF-8 text file for the tools that draw sequences (sae, eval, circuits, detect), encoded "
+      "by SRC/tokenizer.json (docs/import.md)");
   sub->add_flag("--json", a->json, "print the import's summary as one JSON line");
   return [a] {
     const auto out = study::import_model(a->request);

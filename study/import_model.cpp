@@ -495,13 +495,24 @@ std::string family_of(const HfConfig& c, const std::string& asked) {
   return family;
 }
 
+// The window of an imported run's text task (request.text): sequences its tools draw, at most max_len.
+constexpr int64_t kImportedTextWindow = 256;
+
 // The task section of an imported run. A run needs a task for its token names and its input length; an
 // imported model has no data. A character-level model (chars.txt, from scripts/import_nanogpt.py) gets a
 // text task over its characters, which numbers them as nanoGPT does (sorted); with a tokenizer.json the
-// task is the "pretrained" kind over the copied tokenizer; without either, a random-token task over the
-// model's vocabulary stands in (ids in, ids out).
-json task_section(int64_t vocab, int64_t max_len, bool has_tokenizer_json, const std::string& chars) {
+// task is the "pretrained" kind over the copied tokenizer, or, given a text (`text`, absolute), a text task
+// over that file encoded by the copied tokenizer (`tokenizer`, absolute); without either, a random-token
+// task over the model's vocabulary stands in (ids in, ids out).
+json task_section(int64_t vocab, int64_t max_len, bool has_tokenizer_json, const std::string& chars,
+                  const std::string& text, const std::string& tokenizer) {
   if (!chars.empty()) return {{"kind", "text"}, {"path", chars}, {"unit", "char"}, {"length", max_len}};
+  if (has_tokenizer_json && !text.empty())
+    return {{"kind", "text"},
+            {"path", text},
+            {"unit", "bpe"},
+            {"tokenizer", tokenizer},
+            {"length", std::min(max_len, kImportedTextWindow)}};
   if (has_tokenizer_json) return {{"kind", "pretrained"}, {"tokenizer", "tokenizer.json"}};
   return {{"kind", "random"}, {"vocab", vocab}, {"length", std::min<int64_t>(max_len, 1024)}};
 }
@@ -550,7 +561,16 @@ Output<findings::ImportReport> import_model(const ImportRequest& request) {
   const bool has_chars =
       std::find(tokenizer_files.begin(), tokenizer_files.end(), "chars.txt") != tokenizer_files.end();
   const std::string chars = has_chars ? fs::absolute(out + "/chars.txt").lexically_normal().string() : "";
-  document["task"] = task_section(plan.shape.vocab, plan.max_len, has_tokenizer_json, chars);
+  std::string text;
+  if (!request.text.empty()) {
+    if (!has_tokenizer_json || has_chars)
+      throw RequestError("text: " + request.text + ": a text needs the model's byte-level BPE tokenizer (" +
+                         src + "/tokenizer.json), which this folder does not have");
+    if (!fs::is_regular_file(request.text)) throw RequestError("text: " + request.text + ": not a file");
+    text = fs::absolute(request.text).lexically_normal().string();
+  }
+  document["task"] = task_section(plan.shape.vocab, plan.max_len, has_tokenizer_json, chars, text,
+                                  fs::absolute(out + "/tokenizer.json").lexically_normal().string());
 
   io::check_new_run_folder(out);
   const bool created = !fs::exists(out);

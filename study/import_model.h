@@ -35,6 +35,10 @@ struct ImportRequest {
   // fold_ln, center_writing_weights, center_unembed, fold_value_biases) instead of the source's. The run is
   // then untied (model.tie_embeddings false) and imported.json lists what each step did.
   bool process = false;
+  // A UTF-8 text file for the run's tools to draw sequences from (sae, eval, circuits' attribution, detect),
+  // encoded by the model's tokenizer.json: the run's task is then text (unit "bpe") over it instead of
+  // pretrained, which has no data. Empty: no data.
+  std::string text;
 };
 
 // Imports the model; RequestError naming the field for a bad request, std::invalid_argument for a source

@@ -412,6 +412,9 @@ const io::Table<ImportRequest>& import_fields() {
       {"process", &ImportRequest::process,
        "save TransformerLens's processed weights (fold_ln, center_writing_weights, center_unembed, "
        "fold_value_biases)"},
+      {"text", &ImportRequest::text,
+       "a UTF-8 text file the run's tools draw sequences from, encoded by the model's tokenizer.json (the "
+       "task becomes text, unit bpe)"},
   };
   return fields;
 }

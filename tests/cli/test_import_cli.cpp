@@ -399,6 +399,62 @@ BOOST_AUTO_TEST_CASE(fine_tuning_an_imported_model_lowers_the_held_out_loss_and_
   BOOST_TEST(metrics_of(split).back().at("eval_loss") == metrics.back().at("eval_loss"));
 }
 
+// import --text: the run's task is a text task over that file, encoded by the model's tokenizer, so the tools
+// that draw sequences (eval, sae, circuits' attribution, detect without a prompt) read an imported model; a
+// folder without tokenizer.json, or a missing file, is one line and exit 2.
+BOOST_AUTO_TEST_CASE(a_text_gives_an_imported_model_data_for_every_tool) {
+  const std::string text =
+      nlohmann::json::parse(read_all(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/text.json"))
+          .at("task")
+          .at("path");
+  const std::string run = (temp_root() / "gpt2_bpe_text").string();
+  const CommandResult r = run_attograd("import " + shell_quote(fixture("gpt2_bpe")) + " --out " +
+                                       shell_quote(run) + " --text " + shell_quote(text));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlohmann::json task = nlohmann::json::parse(read_all(run + "/config.json")).at("task");
+  BOOST_TEST(task.at("kind") == "text");
+  BOOST_TEST(task.at("unit") == "bpe");
+  BOOST_TEST(task.at("path") == text);
+  // The same weights as the data-less import: the logits of one input are equal.
+  const std::string plain = import_fixture("gpt2_bpe", "gpt2_bpe_plain");
+  const std::string ids = " --ids '3 17 5 42 0 9 31' --json";
+  const CommandResult a = run_attograd("forward " + shell_quote(run) + ids);
+  const CommandResult b = run_attograd("forward " + shell_quote(plain) + ids);
+  BOOST_TEST_REQUIRE(a.exit_code == 0, a.err);
+  BOOST_TEST(nlohmann::json::parse(a.out).at("logits") == nlohmann::json::parse(b.out).at("logits"));
+
+  const CommandResult eval = run_attograd("eval " + shell_quote(run) + " --json");
+  BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.err);
+  const double loss = nlohmann::json::parse(eval.out).at("eval_loss").get<double>();
+  BOOST_TEST((std::isfinite(loss) && loss > 0), eval.out);
+  // The data-less import refuses what the text import serves.
+  const CommandResult refused = run_attograd("eval " + shell_quote(plain) + " --json");
+  BOOST_TEST(refused.exit_code == 2);
+  const std::string sae_config = write_config(
+      "sae_text",
+      {{"steps", 20}, {"batch_size", 64}, {"buffer_tokens", 256}, {"eval_sequences", 4}, {"warmup", 2}});
+  for (const std::string& tool : {"circuits " + shell_quote(run) + " --json",
+                                  "detect " + shell_quote(run) + " --pattern previous --n 4 --json",
+                                  "sae " + shell_quote(run) + " --at blocks.0.resid_post --config " +
+                                      shell_quote(sae_config) + " --json"}) {
+    const CommandResult t = run_attograd(tool);
+    BOOST_TEST(t.exit_code == 0, tool << ": " << t.err);
+  }
+
+  const std::string no_tokenizer = (temp_root() / "gpt2_text_refused").string();
+  const CommandResult c = run_attograd("import " + shell_quote(fixture("gpt2")) + " --out " +
+                                       shell_quote(no_tokenizer) + " --text " + shell_quote(text));
+  BOOST_TEST(c.exit_code == 2);
+  BOOST_TEST(c.err.find("text: ") != std::string::npos, c.err);
+  BOOST_TEST(c.err.find("tokenizer.json") != std::string::npos, c.err);
+  BOOST_TEST(!std::filesystem::exists(no_tokenizer));
+  const CommandResult d = run_attograd("import " + shell_quote(fixture("gpt2_bpe")) + " --out " +
+                                       shell_quote((temp_root() / "gpt2_bpe_missing").string()) +
+                                       " --text /nonexistent/text.txt");
+  BOOST_TEST(d.exit_code == 2);
+  BOOST_TEST(d.err.find("text: /nonexistent/text.txt: not a file") != std::string::npos, d.err);
+}
+
 // What does not fit is one line and exit 2: a model section that differs from the run's (each field named
 // with both values), a tokenizer whose vocabulary is not the model's, a folder that is not a run.
 BOOST_AUTO_TEST_CASE(init_from_refuses_what_does_not_fit_in_one_line) {

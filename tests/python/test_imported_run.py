@@ -162,3 +162,20 @@ def test_a_prompt_on_an_imported_bpe_model_is_the_same_from_python_and_the_comma
     want = cli_json(tool, bpe_run, *args, "--json")
     with attograd.load_run(bpe_run) as run:
         close(call(run), want)
+
+
+def test_a_text_gives_an_imported_bpe_model_data_in_python_as_on_the_command_line(tmp_path):
+    """import_model(..., text=FILE): the run's task reads FILE, so eval runs, the same from both front ends."""
+    write_gpt2_with_tokenizer(str(tmp_path / "src"))
+    with open(f"{SOURCE_DIR}/configs/text.json") as f:
+        text = json.load(f)["task"]["path"]
+    out = str(tmp_path / "run")
+    attograd.import_model(str(tmp_path / "src"), out=out, text=text)
+    with open(os.path.join(out, "config.json")) as f:
+        task = json.load(f)["task"]
+    assert (task["kind"], task["unit"], task["path"]) == ("text", "bpe", text)
+    with attograd.load_run(out) as run:
+        got = run.eval()
+    close(got, cli_json("eval", out, "--json"))
+    with pytest.raises(ValueError, match="text: .*not a file"):
+        attograd.import_model(str(tmp_path / "src"), out=str(tmp_path / "missing"), text="/nonexistent.txt")
