@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -41,44 +42,98 @@ Operand<T> make_operand(int64_t rows, int64_t cols, bool transposed, int64_t pad
   return o;
 }
 
-// Runs ag::gemm on one case and checks every element against a long-double triple loop, within the
-// rounding bound of any summation order: |error| <= (inner + 1) u (|c0| + sum |a_ip b_pj|), u the unit
-// roundoff of T. A wrong element, a missed term or a stale tile is off by O(1), far above it.
-// The reference's type: double for float32 (its products are exact there, and the sum's error is 2^-29 of
-// the bound), long double for float64. aarch64's long double is 128-bit and computed in software: float32
-// cases in long double took minutes under qemu (scripts/test --arch aarch64).
-template <typename T>
-using Reference = std::conditional_t<std::is_same_v<T, float>, double, long double>;
+// Copies an operand into another element type, keeping its layout: the float32 operands are the float64
+// ones rounded, as make_operand<float> makes them from the same seed.
+template <typename T, typename S>
+Operand<T> cast_operand(const Operand<S>& from) {
+  Operand<T> o;
+  o.storage.assign(from.storage.begin(), from.storage.end());
+  o.view = ag::MatView<T>{o.storage.data() + (from.view.data - from.storage.data()), from.view.row_stride,
+                          from.view.col_stride};
+  return o;
+}
+
+// The reference product A B of one case, per element of C: the sum of the products as hi + lo, and the
+// sum of their magnitudes. float32's sums are plain double (each product is exact there, and the sum's
+// error is 2^-29 of the bound below). float64's are double-double (Ogita, Rump and Oishi's Dot2): each
+// product enters exactly (std::fma gives a * b's rounding error) and TwoSum keeps each addition's error,
+// so the reference is within about inner^2 2^-106 of sum |a_ip b_pj| (under 1e-30 of it at these sizes,
+// where x86's 80-bit long double is within about 2e-19). It takes a few double operations per term, fast
+// under qemu-user as well, where aarch64's 128-bit long double is computed in software.
+struct ReferenceProduct {
+  std::vector<double> hi, lo, magnitude;
+};
 
 template <typename T>
-void check_case(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad, bool accumulate) {
+ReferenceProduct reference_product(const Operand<T>& a, const Operand<T>& b, int64_t rows, int64_t cols,
+                                   int64_t inner) {
+  ReferenceProduct r;
+  r.hi.assign(static_cast<size_t>(rows * cols), 0.0);
+  r.lo = r.hi;
+  r.magnitude = r.hi;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      double hi = 0, lo = 0, magnitude = 0;
+      for (int64_t p = 0; p < inner; ++p) {
+        const double x = a.at(i, p), y = b.at(p, j), product = x * y;
+        magnitude += std::fabs(product);
+        if constexpr (std::is_same_v<T, float>) {
+          hi += product;
+        } else {
+          const double sum = hi + product, part = sum - hi;
+          lo += (hi - (sum - part)) + (product - part) + std::fma(x, y, -product);
+          hi = sum;
+        }
+      }
+      r.hi[i * cols + j] = hi, r.lo[i * cols + j] = lo, r.magnitude[i * cols + j] = magnitude;
+    }
+  return r;
+}
+
+// Runs ag::gemm on one case, accumulating into C or not, at each thread count of `threads` (the pool as it
+// is when empty), and checks every element against the reference, within the rounding bound of any
+// summation order: |error| <= (inner + 1) u (|c0| + sum |a_ip b_pj|), u the unit roundoff of T. A wrong
+// element, a missed term or a stale tile is off by O(1), far above it. The reference, the costly part, is
+// computed once for all of them.
+template <typename T>
+void check_case(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad,
+                std::initializer_list<bool> accumulates, std::initializer_list<int> threads = {}) {
   const Operand<T> a = make_operand<T>(rows, inner, ta, pad, 11 + rows * 7 + inner);
   const Operand<T> b = make_operand<T>(inner, cols, tb, pad, 13 + cols * 5 + inner);
+  const ReferenceProduct ref = reference_product(a, b, rows, cols, inner);
   const int64_t ldc = cols + pad;
   const T c0 = T(0.5);
-  std::vector<T> c(static_cast<size_t>(rows * ldc), c0);
-  ag::gemm(rows, cols, inner, a.view, b.view, c.data(), ldc, accumulate);
-  using R = Reference<T>;
-  const R u = std::numeric_limits<T>::epsilon() / 2;
-  double worst = 0;  // error / bound
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < ldc; ++j) {
-      if (j >= cols) {  // the padding between rows of C is never written
-        BOOST_REQUIRE_EQUAL(c[i * ldc + j], c0);
-        continue;
-      }
-      R ref = accumulate ? c0 : R(0), magnitude = accumulate ? c0 : R(0);
-      for (int64_t p = 0; p < inner; ++p) {
-        const R term = static_cast<R>(a.at(i, p)) * b.at(p, j);
-        ref += term;
-        magnitude += std::fabs(term);
-      }
-      const R bound = (inner + 1) * u * magnitude;
-      const R err = std::fabs(static_cast<R>(c[i * ldc + j]) - ref);
-      worst = std::max(worst, static_cast<double>(bound > 0 ? err / bound : err));
+  const double u = std::numeric_limits<T>::epsilon() / 2;
+  const std::vector<int> thread_counts = threads.size() ? std::vector<int>(threads) : std::vector<int>{0};
+  for (int thread_count : thread_counts)
+    for (bool accumulate : accumulates) {
+      if (thread_count > 0) ag::set_num_threads(thread_count);
+      std::vector<T> c(static_cast<size_t>(rows * ldc), c0);
+      ag::gemm(rows, cols, inner, a.view, b.view, c.data(), ldc, accumulate);
+      double worst = 0;  // error / bound
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          if (j >= cols) {  // the padding between rows of C is never written
+            BOOST_REQUIRE_EQUAL(c[i * ldc + j], c0);
+            continue;
+          }
+          // hi + lo + c0 as a double-double (TwoSum) when accumulating, then |c - (hi + lo)| with c - hi
+          // first: exact when c is near the reference, and rounded relative to the error otherwise.
+          double hi = ref.hi[i * cols + j], lo = ref.lo[i * cols + j];
+          const double magnitude = ref.magnitude[i * cols + j] + (accumulate ? double(c0) : 0.0);
+          if (accumulate) {
+            const double sum = hi + c0, part = sum - hi;
+            lo += (hi - (sum - part)) + (c0 - part);
+            hi = sum;
+          }
+          const double bound = (inner + 1) * u * magnitude;
+          const double err = std::fabs((static_cast<double>(c[i * ldc + j]) - hi) - lo);
+          worst = std::max(worst, bound > 0 ? err / bound : err);
+        }
+      BOOST_TEST(worst <= 1.0, rows << "x" << inner << "x" << cols << " ta " << ta << " tb " << tb << " pad "
+                                    << pad << " acc " << accumulate << " threads " << ag::num_threads()
+                                    << ": error / rounding bound " << worst);
     }
-  BOOST_TEST(worst <= 1.0, rows << "x" << inner << "x" << cols << " ta " << ta << " tb " << tb << " pad "
-                                << pad << " acc " << accumulate << ": error / rounding bound " << worst);
 }
 
 template <typename T>
@@ -90,7 +145,7 @@ void check_shapes() {
     for (int64_t cols : cols_list)
       for (int64_t inner : inner_list)
         for (int t = 0; t < 4; ++t)
-          check_case<T>(rows, cols, inner, t & 1, t & 2, (rows + cols) % 3, (rows + inner + t) % 2);
+          check_case<T>(rows, cols, inner, t & 1, t & 2, (rows + cols) % 3, {(rows + inner + t) % 2 == 1});
 }
 
 }  // namespace
@@ -119,17 +174,14 @@ BOOST_AUTO_TEST_CASE(float32_matches_the_triple_loop_on_every_blocking_edge) {
 BOOST_AUTO_TEST_CASE(large_products_split_over_both_threads) {
   // Wide C (split by column slivers; 2100 columns also cross the 2048-column panel) and narrow C (20
   // columns: split by row slivers, each thread packing all of B), at 1 and 2 threads.
-  for (int threads : {1, 2}) {
-    ag::set_num_threads(threads);
-    check_case<float>(100, 2100, 40, false, true, 0, false);
-    check_case<double>(61, 2100, 530, true, false, 3, true);
-    check_case<float>(3001, 20, 64, false, true, 1, true);
-    check_case<double>(2999, 16, 70, true, false, 0, false);
-    // A transposed A whose columns are >= 512 apart, under >= 256 columns of C: packed, not read in place
-    // (a weight's gradient at medium's widths), the last sliver cut by the rows.
-    check_case<float>(603, 300, 530, true, false, 2, true);
-    check_case<double>(517, 260, 70, true, false, 0, false);
-  }
+  check_case<float>(100, 2100, 40, false, true, 0, {false}, {1, 2});
+  check_case<double>(61, 2100, 530, true, false, 3, {true}, {1, 2});
+  check_case<float>(3001, 20, 64, false, true, 1, {true}, {1, 2});
+  check_case<double>(2999, 16, 70, true, false, 0, {false}, {1, 2});
+  // A transposed A whose columns are >= 512 apart, under >= 256 columns of C: packed, not read in place
+  // (a weight's gradient at medium's widths), the last sliver cut by the rows.
+  check_case<float>(603, 300, 530, true, false, 2, {true}, {1, 2});
+  check_case<double>(517, 260, 70, true, false, 0, {false}, {1, 2});
   ag::set_num_threads(1);
 }
 
@@ -161,9 +213,9 @@ BOOST_AUTO_TEST_CASE(a_small_c_over_a_deep_inner_dimension_splits_by_slices_with
   // elements and 2 to 4 slices of the inner dimension, the last one cut short: each slice is summed
   // apart and the slices added in order. Over C's old values too, against the serial product.
   const int64_t shapes[][3] = {{64, 64, 1024}, {70, 250, 1700}, {9, 33, 2049}, {256, 250, 1030}};
-  for (const auto& shape : shapes)
+  for (const auto& shape : shapes) {
+    const int64_t rows = shape[0], cols = shape[1], inner = shape[2];
     for (bool accumulate : {false, true}) {
-      const int64_t rows = shape[0], cols = shape[1], inner = shape[2];
       const Operand<float> a = make_operand<float>(rows, inner, true, 1, 3);
       const Operand<float> b = make_operand<float>(inner, cols, false, 0, 4);
       std::vector<float> start(rows * cols);
@@ -178,10 +230,11 @@ BOOST_AUTO_TEST_CASE(a_small_c_over_a_deep_inner_dimension_splits_by_slices_with
         BOOST_TEST(one == many, rows << "x" << inner << "x" << cols << " accumulate " << accumulate << " at "
                                      << threads << " threads");
       }
-      ag::set_num_threads(2);
-      check_case<float>(rows, cols, inner, true, false, 2, accumulate);
-      check_case<double>(rows, cols, inner, true, true, 0, accumulate);
     }
+    ag::set_num_threads(2);
+    check_case<float>(rows, cols, inner, true, false, 2, {false, true});
+    check_case<double>(rows, cols, inner, true, true, 0, {false, true});
+  }
   ag::set_num_threads(1);
 }
 
@@ -232,13 +285,33 @@ BOOST_AUTO_TEST_CASE(a_start_gives_the_bits_of_writing_it_then_accumulating) {
 // A product of one row (a decoding step) reads B in place rather than packing it; its row must have the
 // bits that the same row gets inside a product of many rows (the packed path), with and without a start,
 // accumulating, over several slices of the inner dimension and split over threads.
+// The operands of one shape are made once, in float64, and rounded for float32 (cast_operand), for every
+// start kind, element type and thread count.
 template <typename T>
-void check_one_row(int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad, int start_kind) {
-  constexpr int64_t rows = 9;  // more than any micro-tile's rows: the packed path, or (B = W^T) W's rows
-  const Operand<T> a = make_operand<T>(rows, inner, ta, pad, 17 + cols + inner);
-  const Operand<T> b = make_operand<T>(inner, cols, tb, pad, 19 + cols * 3 + inner);
-  const Operand<T> residual = make_operand<T>(rows, cols, false, 0, 23 + cols);
-  const Operand<T> bias = make_operand<T>(1, cols, false, 0, 29 + cols);
+struct OneRowOperands {
+  static constexpr int64_t rows =
+      9;  // more than any micro-tile's rows: the packed path, or (B = W^T) W's rows
+  Operand<T> a, b, residual, bias;
+};
+
+OneRowOperands<double> one_row_operands(int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad) {
+  constexpr int64_t rows = OneRowOperands<double>::rows;
+  return {make_operand<double>(rows, inner, ta, pad, 17 + cols + inner),
+          make_operand<double>(inner, cols, tb, pad, 19 + cols * 3 + inner),
+          make_operand<double>(rows, cols, false, 0, 23 + cols),
+          make_operand<double>(1, cols, false, 0, 29 + cols)};
+}
+
+template <typename T>
+OneRowOperands<T> cast_operands(const OneRowOperands<double>& o) {
+  return {cast_operand<T>(o.a), cast_operand<T>(o.b), cast_operand<T>(o.residual), cast_operand<T>(o.bias)};
+}
+
+template <typename T>
+void check_one_row(const OneRowOperands<T>& operands, int64_t cols, int64_t inner, bool ta, bool tb,
+                   int64_t pad, int start_kind) {
+  constexpr int64_t rows = OneRowOperands<T>::rows;
+  const Operand<T>&a = operands.a, &b = operands.b, &residual = operands.residual, &bias = operands.bias;
   ag::CStart<T> start;
   if (start_kind & 1) start.bias = bias.view.data;
   if (start_kind & 2) start = {start.bias, residual.view.data, cols};
@@ -265,15 +338,19 @@ void check_one_row(int64_t cols, int64_t inner, bool ta, bool tb, int64_t pad, i
 BOOST_AUTO_TEST_CASE(a_product_of_one_row_has_the_bits_of_that_row_in_a_larger_product) {
   const int64_t shapes[][2] = {{1, 1},    {7, 5},     {16, 8},     {33, 17},
                                {64, 128}, {100, 515}, {3072, 768}, {40, 1100}};
-  for (int threads : {1, 2}) {
-    ag::set_num_threads(threads);
-    for (const auto& s : shapes)
-      for (int t = 0; t < 4; ++t)
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t) {
+      const int64_t pad = (s[0] + t) % 3;
+      const OneRowOperands<double> operands64 = one_row_operands(s[0], s[1], t & 1, t & 2, pad);
+      const OneRowOperands<float> operands32 = cast_operands<float>(operands64);
+      for (int threads : {1, 2}) {
+        ag::set_num_threads(threads);
         for (int start_kind = 0; start_kind < 5; ++start_kind) {
-          check_one_row<float>(s[0], s[1], t & 1, t & 2, (s[0] + t) % 3, start_kind);
-          check_one_row<double>(s[0], s[1], t & 1, t & 2, (s[0] + t) % 3, start_kind);
+          check_one_row(operands32, s[0], s[1], t & 1, t & 2, pad, start_kind);
+          check_one_row(operands64, s[0], s[1], t & 1, t & 2, pad, start_kind);
         }
-  }
+      }
+    }
   ag::set_num_threads(1);
 }
 
@@ -282,14 +359,22 @@ BOOST_AUTO_TEST_CASE(a_product_of_one_row_has_the_bits_of_that_row_in_a_larger_p
 // rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40, columns that
 // are no whole number of vectors, inner dimensions of one slice and across the 512-deep slices (and one
 // below kGemmWeightRowsMinInner, the packed path on both sides), each kind of start and accumulating.
+// As for one row, the operands of one shape are made once (A, W, the residual and the bias).
+constexpr int64_t kWeightRowsBig = ag::kGemmWeightRowsMaxRows + 1;
+
+OneRowOperands<double> weight_rows_operands(int64_t cols, int64_t inner) {
+  const int64_t pad = cols % 3, ldw = inner + pad, lda = inner + 1;
+  return {make_operand<double>(kWeightRowsBig, lda, false, 0, 31 + inner),
+          make_operand<double>(cols, ldw, false, 0, 37 + cols + inner),
+          make_operand<double>(kWeightRowsBig, cols, false, 0, 41 + cols),
+          make_operand<double>(1, cols, false, 0, 43 + cols)};
+}
+
 template <typename T>
-void check_weight_rows(int64_t cols, int64_t inner, int start_kind) {
-  constexpr int64_t big = ag::kGemmWeightRowsMaxRows + 1;
+void check_weight_rows(const OneRowOperands<T>& operands, int64_t cols, int64_t inner, int start_kind) {
+  constexpr int64_t big = kWeightRowsBig;
   const int64_t pad = cols % 3, ldw = inner + pad, lda = inner + 1, ldc = cols + pad;
-  const Operand<T> a = make_operand<T>(big, lda, false, 0, 31 + inner);
-  const Operand<T> w = make_operand<T>(cols, ldw, false, 0, 37 + cols + inner);
-  const Operand<T> residual = make_operand<T>(big, cols, false, 0, 41 + cols);
-  const Operand<T> bias = make_operand<T>(1, cols, false, 0, 43 + cols);
+  const Operand<T>&a = operands.a, &w = operands.b, &residual = operands.residual, &bias = operands.bias;
   const ag::MatView<T> av{a.view.data, lda, 1}, b{w.view.data, 1, ldw};  // b = W^T
   ag::CStart<T> start;
   if (start_kind & 1) start.bias = bias.view.data;
@@ -313,15 +398,18 @@ void check_weight_rows(int64_t cols, int64_t inner, int start_kind) {
 }
 
 BOOST_AUTO_TEST_CASE(few_rows_by_a_transposed_weight_have_the_packed_paths_bits) {
-  for (int threads : {1, 2}) {
-    ag::set_num_threads(threads);
-    for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67)})
-      for (int64_t inner : {int64_t(7), int64_t(300), int64_t(1030)})
+  for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67)})
+    for (int64_t inner : {int64_t(7), int64_t(300), int64_t(1030)}) {
+      const OneRowOperands<double> operands64 = weight_rows_operands(cols, inner);
+      const OneRowOperands<float> operands32 = cast_operands<float>(operands64);
+      for (int threads : {1, 2}) {
+        ag::set_num_threads(threads);
         for (int start_kind = 0; start_kind < 5; ++start_kind) {
-          check_weight_rows<float>(cols, inner, start_kind);
-          check_weight_rows<double>(cols, inner, start_kind);
+          check_weight_rows(operands32, cols, inner, start_kind);
+          check_weight_rows(operands64, cols, inner, start_kind);
         }
-  }
+      }
+    }
   ag::set_num_threads(1);
 }
 

@@ -438,13 +438,16 @@ BOOST_AUTO_TEST_CASE(the_gradient_kept_at_every_point_matches_finite_differences
     return ag::add(ag::sum(ag::mul(logits, ag::Tensor<double>::from(logits.shape(), pick))),
                    ag::cross_entropy(logits, targets, -1));
   };
-  for (const nn::ModelShape& variant : variants())
+  // Each variant's probes are read from two backwards, with and without parameter gradients, each on a
+  // fresh model of the same weights; both are checked against the same finite differences.
+  for (const nn::ModelShape& variant : variants()) {
+    nn::Hooks<double> probes_by_kind[2];
+    std::optional<nn::CausalLM<double>> last;
     for (bool parameter_grads : {true, false}) {
       ag::Rng rng(6);
-      nn::CausalLM<double> model(variant, rng);
-      const std::vector<std::string> points = model.hook_points();
-      nn::Hooks<double> probes;
-      for (const std::string& p : points) probes.grad(p);
+      nn::CausalLM<double>& model = last.emplace(variant, rng);
+      nn::Hooks<double>& probes = probes_by_kind[parameter_grads ? 0 : 1];
+      for (const std::string& p : model.hook_points()) probes.grad(p);
       model.zero_grad();
       {
         std::optional<nn::NoParameterGrads<double>> off;
@@ -464,31 +467,41 @@ BOOST_AUTO_TEST_CASE(the_gradient_kept_at_every_point_matches_finite_differences
         for (const auto& p : model.named_parameters())
           BOOST_TEST((p.tensor->grad_tensor().to_vector() == with_probes[i++]), p.name);
       }
-      ag::NoGradScope no_grad;
-      for (const std::string& p : points) {
-        const ag::Tensor<double> g = probes.gradient(p);
-        const int64_t n = g.numel();
+    }
+    const nn::CausalLM<double>& model = *last;
+    ag::NoGradScope no_grad;
+    for (const std::string& p : model.hook_points()) {
+      const ag::Tensor<double> gradients[2] = {probes_by_kind[0].gradient(p), probes_by_kind[1].gradient(p)};
+      const int64_t n = gradients[0].numel();
+      for (int kind = 0; kind < 2; ++kind) {
+        const ag::Tensor<double>& g = gradients[kind];
+        BOOST_TEST_REQUIRE(g.numel() == n, p);
         double largest = 0;
         for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::fabs(g.data()[i]));
-        BOOST_TEST(largest > 1e-6, p << ": no gradient reached the point");
-        // About 40 elements spread over the value (every element for small ones).
-        for (int64_t i = 0; i < n; i += std::max<int64_t>(1, n / 40)) {
-          auto nudged = [&](double delta) {
-            nn::Hooks<double> hooks;
-            hooks.add(p, [i, delta](const ag::Tensor<double>& v) {
-              ag::Tensor<double> out = v.detach();
-              out.data()[i] += delta;
-              return out;
-            });
-            return metric_of(model.forward(kA, kBatch, kT, {}, &hooks)).item();
-          };
-          const double eps = 1e-5, numeric = (nudged(eps) - nudged(-eps)) / (2 * eps);
-          BOOST_TEST(
-              std::fabs(g.data()[i] - numeric) <= 1e-7 * std::max(1.0, std::fabs(numeric)),
-              p << " element " << i << ": backward " << g.data()[i] << ", finite differences " << numeric);
+        BOOST_TEST(largest > 1e-6, p << (kind == 0 ? " with" : " without")
+                                     << " parameter gradients: no gradient reached the point");
+      }
+      // About 40 elements spread over the value (every element for small ones).
+      for (int64_t i = 0; i < n; i += std::max<int64_t>(1, n / 40)) {
+        auto nudged = [&](double delta) {
+          nn::Hooks<double> hooks;
+          hooks.add(p, [i, delta](const ag::Tensor<double>& v) {
+            ag::Tensor<double> out = v.detach();
+            out.data()[i] += delta;
+            return out;
+          });
+          return metric_of(model.forward(kA, kBatch, kT, {}, &hooks)).item();
+        };
+        const double eps = 1e-5, numeric = (nudged(eps) - nudged(-eps)) / (2 * eps);
+        for (int kind = 0; kind < 2; ++kind) {
+          const double g = gradients[kind].data()[i];
+          BOOST_TEST(std::fabs(g - numeric) <= 1e-7 * std::max(1.0, std::fabs(numeric)),
+                     p << " element " << i << (kind == 0 ? " with" : " without")
+                       << " parameter gradients: backward " << g << ", finite differences " << numeric);
         }
       }
     }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_gradient_needs_a_recorded_forward) {
