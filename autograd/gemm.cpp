@@ -625,6 +625,16 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
   }
 }
 
+// A product of at most this many multiply-adds (attention's per-head products over a few positions:
+// dv = P^T dout and dk = dS^T q over one query row) runs a row at a time through gemm_row: packing it
+// into zero-padded slivers and storing it through a scratch tile would cost more than its arithmetic.
+// gemm_row sums and stores every element as the micro-kernel does, with the same vector expression
+// (acc += a_p * B's row p), so the compiler contracts it into fused multiply-adds exactly where it
+// contracts the kernel's (in the Release build, not in the sanitizer builds): the same bits either way,
+// at every optimisation level. A scalar loop would not be: GCC tuned for Zen leaves short scalar FMA
+// chains uncontracted (avoid-fma-max-bits), and an explicit fma differs from an uncontracted kernel.
+constexpr int64_t kTinyMacs = 512;
+
 // Both public forms of gemm: C (+)= A B, or C = start + A B when `start` is not empty (and not
 // `accumulate`).
 template <typename T>
@@ -636,6 +646,12 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
       write_start(start, rows, cols, c, ldc);
     else if (!accumulate)
       for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));
+    return;
+  }
+  if (rows * cols * inner <= kTinyMacs) {
+    for (int64_t i = 0; i < rows; ++i)
+      gemm_row(0, cols, inner, MatView<T>{a.data + i * a.row_stride, a.row_stride, a.col_stride}, b,
+               c + i * ldc, accumulate, start.at(i, 0));
     return;
   }
   const int64_t flops = 2 * rows * cols * inner;
