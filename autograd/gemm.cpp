@@ -554,13 +554,17 @@ void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64
   }
 }
 
+// Columns of C up to which gemm_row gathers a B with no unit column stride lane by lane (see gemm_row).
+constexpr int64_t kGemmRowNarrow = 8;
+
 // Columns [c0, c1) of a C of one row: a decoding step's products (one token through a Linear, one query
 // against the cached keys). B is read once, so packing it would cost more than the product (a Linear's B is
 // W^T, whose packing is a transposing copy of all of W). Instead B is read in place: when its columns are
 // contiguous (B = W^T), kLanes columns by kLanes steps of p are loaded as vectors and transposed in
-// registers; otherwise each vector of B's row p is loaded (or gathered). The sums are the micro-kernel's
-// (acc += a_p * B's row p, in vectors of C's columns): each kKC slice from zero in order of p, then added
-// to the start or to C. So every element has the bits gemm_serial gives it.
+// registers; otherwise each vector of B's row p is loaded, or gathered (only the block's columns when
+// there are at most kGemmRowNarrow, and then from any B). The sums are the micro-kernel's (acc += a_p * B's
+// row p, in vectors of C's columns): each kKC slice from zero in order of p, then added to the start or to C.
+// So every element has the bits gemm_serial gives it.
 template <typename T>
 void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b, T* c, bool accumulate,
               CStart<T> start) {
@@ -575,12 +579,23 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
     const T* col[kBlock];
     for (int64_t l = 0; l < kBlock; ++l) col[l] = b.data + (j0 + (l < width ? l : 0)) * b.col_stride;
     const bool contiguous_rows = b.col_stride == 1 && width == kBlock;
-    const bool contiguous_columns = b.row_stride == 1 && b.col_stride != 1;
+    // A few columns far apart (K^T in one query's scores over a few keys): only their lanes of B's row p
+    // are read, into one vector, rather than kBlock columns loaded and transposed for them.
+    const bool narrow = width <= kGemmRowNarrow && b.col_stride != 1;
+    const bool contiguous_columns = b.row_stride == 1 && b.col_stride != 1 && !narrow;
     for (int64_t pc = 0; pc < inner; pc += kKC) {
       const int64_t kc = std::min(kKC, inner - pc);
       Vec acc[kVectors];
       for (int v = 0; v < kVectors; ++v) acc[v] = Vec{};
       int64_t p = pc;
+      if (narrow)
+        for (; p < pc + kc; ++p) {
+          const T ap = a.data[p * a.col_stride];
+          const int64_t offset = p * b.row_stride;
+          Vec bv = Vec{};  // lanes past the last column stay 0 and are never stored
+          for (int64_t l = 0; l < width; ++l) bv[l] = col[l][offset];
+          acc[0] += ap * bv;
+        }
       if (contiguous_columns)
         for (; p + kLanes <= pc + kc; p += kLanes) {
           Vec t[kVectors][kLanes];
