@@ -555,7 +555,14 @@ void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64
 }
 
 // Columns of C up to which gemm_row gathers a B with no unit column stride lane by lane (see gemm_row).
-constexpr int64_t kGemmRowNarrow = 8;
+constexpr int kGemmRowNarrow = 8;
+
+// The vector of col[l][offset] for the lanes l in L, the others 0: built in registers from scalar loads
+// (a vector filled lane by lane through memory waits on a store-forwarding failure at every step).
+template <typename V, typename T, size_t... L>
+V gather_lanes(const T* const* col, int64_t offset, std::index_sequence<L...>) {
+  return V{col[L][offset]...};
+}
 
 // Columns [c0, c1) of a C of one row: a decoding step's products (one token through a Linear, one query
 // against the cached keys). B is read once, so packing it would cost more than the product (a Linear's B is
@@ -581,7 +588,8 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
     const bool contiguous_rows = b.col_stride == 1 && width == kBlock;
     // A few columns far apart (K^T in one query's scores over a few keys): only their lanes of B's row p
     // are read, into one vector, rather than kBlock columns loaded and transposed for them.
-    const bool narrow = width <= kGemmRowNarrow && b.col_stride != 1;
+    constexpr int kNarrow = std::min(kGemmRowNarrow, kLanes);
+    const bool narrow = width <= kNarrow && b.col_stride != 1;
     const bool contiguous_columns = b.row_stride == 1 && b.col_stride != 1 && !narrow;
     for (int64_t pc = 0; pc < inner; pc += kKC) {
       const int64_t kc = std::min(kKC, inner - pc);
@@ -592,9 +600,8 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
         for (; p < pc + kc; ++p) {
           const T ap = a.data[p * a.col_stride];
           const int64_t offset = p * b.row_stride;
-          Vec bv = Vec{};  // lanes past the last column stay 0 and are never stored
-          for (int64_t l = 0; l < width; ++l) bv[l] = col[l][offset];
-          acc[0] += ap * bv;
+          // Lanes past the last column read column j0 (col's padding) and are never stored.
+          acc[0] += ap * gather_lanes<Vec>(col, offset, std::make_index_sequence<kNarrow>{});
         }
       if (contiguous_columns)
         for (; p + kLanes <= pc + kc; p += kLanes) {
