@@ -554,13 +554,24 @@ void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64
   }
 }
 
+// Columns of C up to which gemm_row gathers a B with no unit column stride lane by lane (see gemm_row).
+constexpr int kGemmRowNarrow = 8;
+
+// The vector of col[l][offset] for the lanes l in L, the others 0: built in registers from scalar loads
+// (a vector filled lane by lane through memory waits on a store-forwarding failure at every step).
+template <typename V, typename T, size_t... L>
+V gather_lanes(const T* const* col, int64_t offset, std::index_sequence<L...>) {
+  return V{col[L][offset]...};
+}
+
 // Columns [c0, c1) of a C of one row: a decoding step's products (one token through a Linear, one query
 // against the cached keys). B is read once, so packing it would cost more than the product (a Linear's B is
 // W^T, whose packing is a transposing copy of all of W). Instead B is read in place: when its columns are
 // contiguous (B = W^T), kLanes columns by kLanes steps of p are loaded as vectors and transposed in
-// registers; otherwise each vector of B's row p is loaded (or gathered). The sums are the micro-kernel's
-// (acc += a_p * B's row p, in vectors of C's columns): each kKC slice from zero in order of p, then added
-// to the start or to C. So every element has the bits gemm_serial gives it.
+// registers; otherwise each vector of B's row p is loaded, or gathered (only the block's columns when
+// there are at most kGemmRowNarrow, and then from any B). The sums are the micro-kernel's (acc += a_p * B's
+// row p, in vectors of C's columns): each kKC slice from zero in order of p, then added to the start or to C.
+// So every element has the bits gemm_serial gives it.
 template <typename T>
 void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b, T* c, bool accumulate,
               CStart<T> start) {
@@ -575,12 +586,23 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
     const T* col[kBlock];
     for (int64_t l = 0; l < kBlock; ++l) col[l] = b.data + (j0 + (l < width ? l : 0)) * b.col_stride;
     const bool contiguous_rows = b.col_stride == 1 && width == kBlock;
-    const bool contiguous_columns = b.row_stride == 1 && b.col_stride != 1;
+    // A few columns far apart (K^T in one query's scores over a few keys): only their lanes of B's row p
+    // are read, into one vector, rather than kBlock columns loaded and transposed for them.
+    constexpr int kNarrow = std::min(kGemmRowNarrow, kLanes);
+    const bool narrow = width <= kNarrow && b.col_stride != 1;
+    const bool contiguous_columns = b.row_stride == 1 && b.col_stride != 1 && !narrow;
     for (int64_t pc = 0; pc < inner; pc += kKC) {
       const int64_t kc = std::min(kKC, inner - pc);
       Vec acc[kVectors];
       for (int v = 0; v < kVectors; ++v) acc[v] = Vec{};
       int64_t p = pc;
+      if (narrow)
+        for (; p < pc + kc; ++p) {
+          const T ap = a.data[p * a.col_stride];
+          const int64_t offset = p * b.row_stride;
+          // Lanes past the last column read column j0 (col's padding) and are never stored.
+          acc[0] += ap * gather_lanes<Vec>(col, offset, std::make_index_sequence<kNarrow>{});
+        }
       if (contiguous_columns)
         for (; p + kLanes <= pc + kc; p += kLanes) {
           Vec t[kVectors][kLanes];
@@ -625,6 +647,16 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
   }
 }
 
+// A product of at most this many multiply-adds (attention's per-head products over a few positions:
+// dv = P^T dout and dk = dS^T q over one query row) runs a row at a time through gemm_row: packing it
+// into zero-padded slivers and storing it through a scratch tile would cost more than its arithmetic.
+// gemm_row sums and stores every element as the micro-kernel does, with the same vector expression
+// (acc += a_p * B's row p), so the compiler contracts it into fused multiply-adds exactly where it
+// contracts the kernel's (in the Release build, not in the sanitizer builds): the same bits either way,
+// at every optimisation level. A scalar loop would not be: GCC tuned for Zen leaves short scalar FMA
+// chains uncontracted (avoid-fma-max-bits), and an explicit fma differs from an uncontracted kernel.
+constexpr int64_t kTinyMacs = 512;
+
 // Both public forms of gemm: C (+)= A B, or C = start + A B when `start` is not empty (and not
 // `accumulate`).
 template <typename T>
@@ -636,6 +668,12 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
       write_start(start, rows, cols, c, ldc);
     else if (!accumulate)
       for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));
+    return;
+  }
+  if (rows * cols * inner <= kTinyMacs) {
+    for (int64_t i = 0; i < rows; ++i)
+      gemm_row(0, cols, inner, MatView<T>{a.data + i * a.row_stride, a.row_stride, a.col_stride}, b,
+               c + i * ldc, accumulate, start.at(i, 0));
     return;
   }
   const int64_t flops = 2 * rows * cols * inner;

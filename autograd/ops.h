@@ -127,6 +127,10 @@ Tensor<T> select_rows(const Tensor<T>& a, const std::vector<int64_t>& rows);
 // (ops_shape.cpp). Backward scatter-adds each row's gradient to its source row, in order.
 template <typename T>
 Tensor<T> gather_rows(const Tensor<T>& a, const std::vector<int64_t>& rows);
+// The same rows written straight in `shape` (its last dimension a's, its elements R x D): a gather into
+// its consumer's shape, (B, T, D) for attention, with no reshape after it.
+template <typename T>
+Tensor<T> gather_rows(const Tensor<T>& a, const std::vector<int64_t>& rows, const Shape& shape);
 // out (shape `shape`) with out.flat[i] = a.flat[index[i]]: any NumPy indexing of a, as flat positions
 // (python/engine.cpp computes them with NumPy). Backward scatter-adds, so a repeated index sums.
 template <typename T>

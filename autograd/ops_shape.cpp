@@ -239,13 +239,22 @@ std::vector<Tensor<T>> split(const Tensor<T>& a, const std::vector<int64_t>& siz
 template <typename T>
 Tensor<T> gather_rows(const Tensor<T>& a, const std::vector<int64_t>& rows) {
   if (a.dim() < 1) throw std::invalid_argument("gather_rows: a scalar has no rows");
+  return gather_rows(a, rows, {static_cast<int64_t>(rows.size()), a.size(-1)});
+}
+
+template <typename T>
+Tensor<T> gather_rows(const Tensor<T>& a, const std::vector<int64_t>& rows, const Shape& shape) {
+  if (a.dim() < 1) throw std::invalid_argument("gather_rows: a scalar has no rows");
   const int64_t D = a.size(-1), N = D == 0 ? 0 : a.numel() / D, R = static_cast<int64_t>(rows.size());
+  if (shape.empty() || shape.back() != D || numel_of(shape) != R * D)
+    throw std::invalid_argument("gather_rows: " + std::to_string(R) + " rows of " + std::to_string(D) +
+                                " do not fill shape " + shape_str(shape));
   for (int64_t i = 0; i < R; ++i)
     if (rows[i] < 0 || rows[i] >= N)
       throw std::invalid_argument("gather_rows: row " + std::to_string(rows[i]) + " at " + std::to_string(i) +
                                   " is outside [0, " + std::to_string(N) + ") for shape " +
                                   shape_str(a.shape()));
-  Tensor<T> out = Tensor<T>::empty({R, D});
+  Tensor<T> out = Tensor<T>::empty(shape);
   for (int64_t i = 0; i < R; ++i) std::memcpy(out.data() + i * D, a.data() + rows[i] * D, sizeof(T) * D);
   if (needs_grad<T>({&a}))
     attach(out, "gather_rows", {a.node_ptr()}, [rows, D](Node<T>& n) {
@@ -283,14 +292,15 @@ Tensor<T> take(const Tensor<T>& a, const std::vector<int64_t>& index, const Shap
   return out;
 }
 
-#define ATTOGRAD_INSTANTIATE(T)                                                            \
-  template Tensor<T> permute<T>(const Tensor<T>&, const std::vector<int64_t>&);            \
-  template Tensor<T> transpose<T>(const Tensor<T>&);                                       \
-  template Tensor<T> reshape<T>(const Tensor<T>&, Shape);                                  \
-  template Tensor<T> concat<T>(const std::vector<Tensor<T>>&, int64_t);                    \
-  template Tensor<T> select_rows<T>(const Tensor<T>&, const std::vector<int64_t>&);        \
-  template Tensor<T> gather_rows<T>(const Tensor<T>&, const std::vector<int64_t>&);        \
-  template Tensor<T> take<T>(const Tensor<T>&, const std::vector<int64_t>&, const Shape&); \
+#define ATTOGRAD_INSTANTIATE(T)                                                                   \
+  template Tensor<T> permute<T>(const Tensor<T>&, const std::vector<int64_t>&);                   \
+  template Tensor<T> transpose<T>(const Tensor<T>&);                                              \
+  template Tensor<T> reshape<T>(const Tensor<T>&, Shape);                                         \
+  template Tensor<T> concat<T>(const std::vector<Tensor<T>>&, int64_t);                           \
+  template Tensor<T> select_rows<T>(const Tensor<T>&, const std::vector<int64_t>&);               \
+  template Tensor<T> gather_rows<T>(const Tensor<T>&, const std::vector<int64_t>&);               \
+  template Tensor<T> gather_rows<T>(const Tensor<T>&, const std::vector<int64_t>&, const Shape&); \
+  template Tensor<T> take<T>(const Tensor<T>&, const std::vector<int64_t>&, const Shape&);        \
   template std::vector<Tensor<T>> split<T>(const Tensor<T>&, const std::vector<int64_t>&, int64_t);
 ATTOGRAD_INSTANTIATE(float)
 ATTOGRAD_INSTANTIATE(double)

@@ -109,33 +109,41 @@ std::vector<int64_t> shared_positions(const std::vector<int64_t>& rows, int64_t 
   return positions;
 }
 
-// The first block's input h and its attention's q, k and v, each as (B*T, D) rows. Each is a function of
-// its row's token and position alone, so they are computed once on the grid of every vocabulary token at
-// every position (V sequences of T copies of one token) and gathered per row.
+// The first block's input h and its attention's q, k and v on the grid of every vocabulary token at every
+// position (V sequences of T copies of one token), (V*T, width) each. Each is a function of its row's token
+// and position alone, so a batch's rows are gathered from the grid: row b * t + i of the batch is grid row
+// at[b * t + i].
 template <typename T>
-struct FirstBlockRows {
+struct FirstBlockGrid {
   ag::Tensor<T> h, q, k, v;
+  std::vector<int64_t> at;
 };
 
 template <typename T>
-FirstBlockRows<T> first_block_from_grid(const CausalLM<T>& model, const std::vector<int32_t>& ids,
-                                        int64_t t) {
+FirstBlockGrid<T> first_block_grid(const CausalLM<T>& model, const std::vector<int32_t>& ids, int64_t t) {
   const int64_t vocab = model.shape.vocab;
   std::vector<int32_t> grid(static_cast<size_t>(vocab * t));
   for (int64_t v = 0; v < vocab; ++v)
     for (int64_t i = 0; i < t; ++i) grid[v * t + i] = static_cast<int32_t>(v);
-  std::vector<int64_t> at(ids.size());  // row b * t + i of the batch is grid row ids[b * t + i] * t + i
+  FirstBlockGrid<T> out;
+  out.at.resize(ids.size());
   for (size_t r = 0; r < ids.size(); ++r)
-    at[r] = static_cast<int64_t>(ids[r]) * t + static_cast<int64_t>(r) % t;
+    out.at[r] = static_cast<int64_t>(ids[r]) * t + static_cast<int64_t>(r) % t;
   const TransformerBlock<T>& block = *model.blocks[0];
   const MultiHeadAttention<T>& a = block.attn;
-  const ag::Tensor<T> g = model.embed(grid, vocab, t);
-  const ag::Tensor<T> x = attention_input(block, g);
-  return {ag::gather_rows(g, at),
-          ag::gather_rows(positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), 0, a.q_norm.get()), at),
-          ag::gather_rows(positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), 0, a.k_norm.get()), at),
-          ag::gather_rows(ag::linear(x, a.wv.weight, a.wv.bias), at)};
+  out.h = model.embed(grid, vocab, t);
+  const ag::Tensor<T> x = attention_input(block, out.h);
+  out.q = positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), 0, a.q_norm.get());
+  out.k = positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), 0, a.k_norm.get());
+  out.v = ag::linear(x, a.wv.weight, a.wv.bias);
+  return out;
 }
+
+// The grid's four tensors gathered at every row of the batch, (B*T, width) each.
+template <typename T>
+struct FirstBlockRows {
+  ag::Tensor<T> h, q, k, v;
+};
 
 }  // namespace
 
@@ -147,32 +155,55 @@ ag::Tensor<T> training_forward_rows(const CausalLM<T>& model, const std::vector<
   const int64_t D = model.shape.d_model;
   // (B, len, width): k and v are narrower than D with fewer kv heads than query heads.
   const auto as_batch = [&](const ag::Tensor<T>& r, int64_t len) { return ag::reshape(r, {batch, len, -1}); };
-  // With more sequences than vocabulary tokens (full-batch grokking: 113 tokens, 3,830 sequences) the
-  // first block's norm and projections run on the (token, position) grid.
-  std::optional<FirstBlockRows<T>> first;
-  if (model.shape.vocab < batch) first = first_block_from_grid(model, ids, t);
-  ag::Tensor<T> h = first ? as_batch(first->h, t) : model.embed(ids, batch, t);
-  const auto block_attention_residual = [&](size_t l) {
-    const MultiHeadAttention<T>& a = model.blocks[l]->attn;
-    if (l > 0 || !first) return attention_residual(*model.blocks[l], h, masks[l]);
-    return ag::linear(ag::attention(as_batch(first->q, t), as_batch(first->k, t), as_batch(first->v, t),
-                                    a.n_heads, masks[0], a.score_scale()),
-                      a.wo.weight, a.wo.bias, /*residual=*/h);
-  };
-  for (size_t l = 0; l < last; ++l) h = mlp_residual(*model.blocks[l], block_attention_residual(l), h);
-
   const TransformerBlock<T>& block = *model.blocks[last];
   const MultiHeadAttention<T>& a = block.attn;
   const std::vector<int64_t> positions = shared_positions(rows, batch, t);
+  const int64_t per = static_cast<int64_t>(positions.size());
+  // With more sequences than vocabulary tokens (full-batch grokking: 113 tokens, 3,830 sequences) the
+  // first block's norm and projections run on the (token, position) grid.
+  std::optional<FirstBlockGrid<T>> grid;
+  if (model.shape.vocab < batch) grid = first_block_grid(model, ids, t);
+  // One block whose scored rows share their positions (grokking): h and q are read on the scored rows
+  // only, so they are gathered there alone, each straight in its consumer's shape; k and v at every row.
+  // Not for a parallel block: there the embedding's gradient sums in another order than the graph that
+  // gathers every row (tests/nn/test_forward_rows.cpp holds this path to that graph's bits).
+  if (grid && last == 0 && per > 0 && !block.parallel) {
+    std::vector<int64_t> at_rows(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) at_rows[r] = grid->at[static_cast<size_t>(rows[r])];
+    const ag::Tensor<T> h_rows = ag::gather_rows(grid->h, at_rows);  // (R, D)
+    const ag::Tensor<T> q = ag::gather_rows(grid->q, at_rows, {batch, per, D});
+    const ag::Tensor<T> k = ag::gather_rows(grid->k, grid->at, {batch, t, grid->k.size(-1)});
+    const ag::Tensor<T> v = ag::gather_rows(grid->v, grid->at, {batch, t, grid->v.size(-1)});
+    const ag::Tensor<T> z =
+        ag::attention(q, k, v, a.n_heads, ag::select_rows(masks[0], positions), a.score_scale());
+    return unembed(model, mlp_residual(block,
+                                       ag::linear(ag::reshape(z, {batch * per, D}), a.wo.weight, a.wo.bias,
+                                                  /*residual=*/h_rows),
+                                       ag::Tensor<T>()));
+  }
+  // Otherwise the grid's rows are gathered at every row of the batch.
+  std::optional<FirstBlockRows<T>> first;
+  if (grid)
+    first = FirstBlockRows<T>{ag::gather_rows(grid->h, grid->at), ag::gather_rows(grid->q, grid->at),
+                              ag::gather_rows(grid->k, grid->at), ag::gather_rows(grid->v, grid->at)};
+  ag::Tensor<T> h = first ? as_batch(first->h, t) : model.embed(ids, batch, t);
+  const auto block_attention_residual = [&](size_t l) {
+    const MultiHeadAttention<T>& al = model.blocks[l]->attn;
+    if (l > 0 || !first) return attention_residual(*model.blocks[l], h, masks[l]);
+    return ag::linear(ag::attention(as_batch(first->q, t), as_batch(first->k, t), as_batch(first->v, t),
+                                    al.n_heads, masks[0], al.score_scale()),
+                      al.wo.weight, al.wo.bias, /*residual=*/h);
+  };
+  for (size_t l = 0; l < last; ++l) h = mlp_residual(*model.blocks[l], block_attention_residual(l), h);
+
   ag::Tensor<T> resid_mid_rows;  // (R, D): the last block's resid_mid on the scored rows
   if (positions.empty()) {
     resid_mid_rows = ag::select_rows(block_attention_residual(last), rows);
   } else {
     // Every sequence scores the positions P: queries, attention and Wo run there only, (B, |P|, D)
     // queries against all T keys under the causal mask's rows P.
-    const int64_t per = static_cast<int64_t>(positions.size());
     ag::Tensor<T> q, k, v;
-    if (first && last == 0) {
+    if (first && last == 0) {  // a parallel block on the grid
       q = as_batch(ag::gather_rows(first->q, rows), per);
       k = as_batch(first->k, t);
       v = as_batch(first->v, t);

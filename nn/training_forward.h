@@ -33,7 +33,8 @@ ag::Tensor<T> training_forward(const CausalLM<T>& model, const std::vector<int32
 //     Wo run at P only too (its keys and values at every position);
 //   - when the batch has more sequences than the vocabulary has tokens, the first block's input, norm and
 //     q, k, v projections (functions of a row's token and position alone) run once on the grid of every
-//     token at every position and are gathered per row (ag::gather_rows, whose backward sums them back).
+//     token at every position and are gathered per row (ag::gather_rows, whose backward sums them back);
+//     with one (not parallel) block and shared positions, h and q are gathered at the scored rows only.
 // The same values as training_forward's rows up to float rounding (weight gradients sum their rows in
 // another order; tests/nn/test_forward_rows.cpp), at a fraction of the cost when few positions are scored.
 template <typename T>

@@ -413,6 +413,51 @@ BOOST_AUTO_TEST_CASE(few_rows_by_a_transposed_weight_have_the_packed_paths_bits)
   ag::set_num_threads(1);
 }
 
+// A product of at most 512 multiply-adds (attention's per-head products over a few positions) runs as
+// direct loops rather than through padded slivers and scratch tiles (gemm.cpp, gemm_tiny); its rows must
+// have the bits that the same rows get inside a product of more rows (the packed path): with A and B
+// transposed or not, rows and columns below, at and past a tile's edge, each kind of start and
+// accumulating.
+template <typename T>
+void check_tiny(int64_t rows, int64_t cols, int64_t inner, bool ta, bool tb, int start_kind) {
+  constexpr int64_t big = 520;  // over 512 multiply-adds at any shape: the packed path
+  const int64_t pad = (rows + cols) % 3, ldc = cols + pad, first = 5;
+  const Operand<T> a = make_operand<T>(big, inner, ta, pad, 47 + rows + inner);
+  const Operand<T> b = make_operand<T>(inner, cols, tb, pad, 53 + cols + inner);
+  const Operand<T> residual = make_operand<T>(big, cols, false, 1, 59 + cols);
+  const Operand<T> bias = make_operand<T>(1, cols, false, 0, 61 + cols);
+  ag::CStart<T> start;
+  if (start_kind & 1) start.bias = bias.view.data;
+  if (start_kind & 2) start = {start.bias, residual.view.data, residual.view.row_stride};
+  const bool accumulate = start_kind == 4;
+  const auto product = [&](int64_t n, int64_t row0, std::vector<T>& c) {
+    const ag::MatView<T> an{a.view.data + row0 * a.view.row_stride, a.view.row_stride, a.view.col_stride};
+    if (start_kind == 0 || accumulate)
+      ag::gemm(n, cols, inner, an, b.view, c.data(), ldc, accumulate);
+    else
+      ag::gemm(n, cols, inner, an, b.view, c.data(), ldc, start.at(row0, 0));
+  };
+  std::vector<T> many(static_cast<size_t>(big * ldc), T(0.25)), few(static_cast<size_t>(rows * ldc), T(0.25));
+  product(big, 0, many);
+  product(rows, first, few);
+  BOOST_TEST(std::memcmp(few.data(), many.data() + first * ldc, sizeof(T) * few.size()) == 0,
+             rows << " x " << inner << " x " << cols << " ta " << ta << " tb " << tb << " start "
+                  << start_kind << ": bits differ from the same rows in a product of " << big);
+}
+
+BOOST_AUTO_TEST_CASE(tiny_products_have_the_bits_of_the_same_rows_in_a_packed_product) {
+  const int64_t shapes[][3] = {// rows, cols, inner: at most 512 multiply-adds
+                               {1, 1, 1},   {1, 3, 32},  {1, 32, 3},  {3, 3, 32}, {3, 32, 1},
+                               {3, 32, 3},  {2, 17, 15}, {5, 7, 13},  {8, 8, 8},  {9, 4, 14},
+                               {16, 32, 1}, {1, 512, 1}, {1, 1, 512}, {4, 16, 8}};
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (int start_kind = 0; start_kind < 5; ++start_kind) {
+        check_tiny<float>(s[0], s[1], s[2], t & 1, t & 2, start_kind);
+        check_tiny<double>(s[0], s[1], s[2], t & 1, t & 2, start_kind);
+      }
+}
+
 // The threads of this process, from /proc/self/task.
 int live_threads() {
   int n = 0;

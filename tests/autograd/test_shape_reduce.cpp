@@ -111,6 +111,13 @@ BOOST_AUTO_TEST_CASE(gather_rows_picks_rows_in_any_order_and_refuses_bad_ones) {
   BOOST_TEST(r.to_vector() == (std::vector<double>{10, 11, 2, 3, 2, 3, 0, 1}), tt::per_element());
   BOOST_CHECK_THROW(ag::gather_rows<double>(a, {6}), std::invalid_argument);   // past the last row
   BOOST_CHECK_THROW(ag::gather_rows<double>(a, {-1}), std::invalid_argument);  // negative
+  // Written straight in a given shape: the same values, and a shape they do not fill is refused.
+  const T s = ag::gather_rows<double>(a, {5, 1, 1, 0}, {2, 2, 2});
+  BOOST_TEST((s.shape() == ag::Shape{2, 2, 2}));
+  BOOST_TEST(s.to_vector() == r.to_vector(), tt::per_element());
+  BOOST_CHECK_THROW(ag::gather_rows<double>(a, {5, 1, 1, 0}, {2, 4}), std::invalid_argument);  // rows of 4
+  BOOST_CHECK_THROW(ag::gather_rows<double>(a, {5, 1, 1}, {2, 2, 2}), std::invalid_argument);  // 3 rows
+  BOOST_CHECK_THROW(ag::gather_rows<double>(a, {0}, {}), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_gather_rows) {
@@ -121,6 +128,13 @@ BOOST_AUTO_TEST_CASE(gradcheck_gather_rows) {
         return ag::add(ag::mul(picked, picked), ag::sum(x[0]));
       },
       {random_tensor({5, 3}, 31)});
+  // The same into a (2, 3, 3) shape: the gradient sums each output row back to its source row.
+  check_gradients(
+      [](const Inputs& x) {
+        const auto picked = ag::gather_rows(x[0], {4, 0, 4, 2, 2, 1}, {2, 3, 3});
+        return ag::add(ag::mul(picked, picked), ag::sum(x[0]));
+      },
+      {random_tensor({2, 5, 3}, 32)});
 }
 
 BOOST_AUTO_TEST_CASE(take_gathers_flat_positions_and_refuses_bad_ones) {

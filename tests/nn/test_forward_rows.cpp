@@ -98,3 +98,102 @@ BOOST_AUTO_TEST_CASE(scored_rows_give_the_full_forwards_logits_and_gradients) {
     }
   }
 }
+
+namespace {
+
+// The graph the one-block grid path replaced: the grid's h, q, k and v gathered at every row of the
+// batch, then the scored rows of h and q picked from those.
+template <typename T>
+ag::Tensor<T> gathered_at_every_row(const nn::CausalLM<T>& model, const std::vector<int32_t>& ids,
+                                    int64_t batch, int64_t t, const std::vector<int64_t>& rows,
+                                    const std::vector<int64_t>& positions) {
+  const int64_t vocab = model.shape.vocab, D = model.shape.d_model,
+                per = static_cast<int64_t>(positions.size());
+  std::vector<int32_t> grid(static_cast<size_t>(vocab * t));
+  for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t i = 0; i < t; ++i) grid[v * t + i] = static_cast<int32_t>(v);
+  std::vector<int64_t> at(ids.size());
+  for (size_t r = 0; r < ids.size(); ++r)
+    at[r] = static_cast<int64_t>(ids[r]) * t + static_cast<int64_t>(r) % t;
+  const nn::TransformerBlock<T>& block = *model.blocks[0];
+  const nn::MultiHeadAttention<T>& a = block.attn;
+  const ag::Tensor<T> g = model.embed(grid, vocab, t);
+  const ag::Tensor<T> x = nn::attention_input(block, g);
+  const ag::Tensor<T> h = ag::gather_rows(g, at);
+  const ag::Tensor<T> q =
+      ag::gather_rows(nn::positioned(a, ag::linear(x, a.wq.weight, a.wq.bias), 0, a.q_norm.get()), at);
+  const ag::Tensor<T> k =
+      ag::gather_rows(nn::positioned(a, ag::linear(x, a.wk.weight, a.wk.bias), 0, a.k_norm.get()), at);
+  const ag::Tensor<T> v = ag::gather_rows(ag::linear(x, a.wv.weight, a.wv.bias), at);
+  const auto as_batch = [&](const ag::Tensor<T>& r, int64_t len) { return ag::reshape(r, {batch, len, -1}); };
+  const ag::Tensor<T> hb = as_batch(h, t);
+  const ag::Tensor<T> z =
+      ag::attention(as_batch(ag::gather_rows(q, rows), per), as_batch(k, t), as_batch(v, t), a.n_heads,
+                    ag::select_rows(model.attention_masks(batch, t, {})[0], positions), a.score_scale());
+  const ag::Tensor<T> resid_mid_rows =
+      ag::linear(ag::reshape(z, {batch * per, D}), a.wo.weight, a.wo.bias, ag::select_rows(hb, rows));
+  const ag::Tensor<T> input_rows = block.parallel ? ag::select_rows(hb, rows) : ag::Tensor<T>();
+  return nn::unembed(model, nn::mlp_residual(block, resid_mid_rows, input_rows));
+}
+
+// The logits and every parameter's gradient of sum(logits * w), as raw bytes.
+template <typename T>
+std::vector<std::vector<unsigned char>> bytes_of_run(const nn::ModelShape& s, const std::vector<int32_t>& ids,
+                                                     int64_t batch, const std::vector<int64_t>& rows,
+                                                     const std::vector<int64_t>& positions, bool by_rows) {
+  ag::Rng init(3);
+  nn::CausalLM<T> model(s, init);
+  const int64_t t = s.max_len;
+  const ag::Tensor<T> logits = by_rows ? nn::training_forward_rows(model, ids, batch, t, rows)
+                                       : gathered_at_every_row(model, ids, batch, t, rows, positions);
+  ag::Rng pick(5);
+  ag::Tensor<T> w = ag::Tensor<T>::empty(logits.shape());
+  for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = static_cast<T>(pick.uniform() - 0.5);
+  ag::sum(ag::mul(logits, w)).backward();
+  const auto bytes = [](const T* p, int64_t n) {
+    const auto* b = reinterpret_cast<const unsigned char*>(p);
+    return std::vector<unsigned char>(b, b + n * static_cast<int64_t>(sizeof(T)));
+  };
+  std::vector<std::vector<unsigned char>> out{bytes(logits.data(), logits.numel())};
+  for (const auto& p : model.named_parameters()) out.push_back(bytes(p.tensor->grad(), p.tensor->numel()));
+  return out;
+}
+
+template <typename T>
+void check_one_block_grid_bits() {
+  nn::ModelShape plain = shape(1), parallel = shape(1), modern = shape(1);
+  parallel.parallel = true;  // keeps the graph that gathers every row
+  modern.positions = nn::PositionKind::rotary;
+  modern.rotary_fraction = 0.5;
+  modern.qk_norm = true;
+  modern.norm = nn::NormKind::none;
+  modern.n_kv_heads = 1;
+  for (const nn::ModelShape& s : {plain, parallel, modern}) {
+    const int64_t batch = 11, t = s.max_len;  // more sequences than the vocabulary's 7 tokens: the grid
+    ag::Rng data(13);
+    std::vector<int32_t> ids(static_cast<size_t>(batch * t));
+    for (int32_t& id : ids) id = static_cast<int32_t>(data.uniform() * s.vocab);
+    const std::vector<int64_t> positions{5, 6};
+    std::vector<int64_t> rows;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t p : positions) rows.push_back(b * t + p);
+    const auto old_bits = bytes_of_run<T>(s, ids, batch, rows, positions, false);
+    const auto new_bits = bytes_of_run<T>(s, ids, batch, rows, positions, true);
+    BOOST_TEST_REQUIRE(old_bits.size() == new_bits.size());
+    for (size_t i = 0; i < old_bits.size(); ++i)
+      BOOST_TEST((old_bits[i] == new_bits[i]),
+                 sizeof(T) * 8 << "-bit, parallel " << s.parallel << ", rotary "
+                               << (s.positions == nn::PositionKind::rotary) << ": "
+                               << (i == 0 ? "logits" : "gradient " + std::to_string(i - 1))
+                               << " bits differ");
+  }
+}
+
+}  // namespace
+
+// One block over the grid with shared scored positions (grokking) gathers h and q at the scored rows only:
+// the logits and every gradient have the bits of the graph that gathered every row and then picked them.
+BOOST_AUTO_TEST_CASE(one_block_grid_rows_have_the_bits_of_gathering_every_row) {
+  check_one_block_grid_bits<float>();
+  check_one_block_grid_bits<double>();
+}
