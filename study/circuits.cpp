@@ -87,6 +87,11 @@ double factored_norm2(const MatrixXd& a, const MatrixXd& b, const MatrixXd& c) {
   return std::max(0.0, (a * b * c).cwiseProduct(b).sum());
 }
 
+// ||A C||_F from the same Gram matrices: sqrt(trace(a c)) (both symmetric), clamped likewise.
+double factored_norm(const MatrixXd& a, const MatrixXd& c) {
+  return std::sqrt(std::max(0.0, a.cwiseProduct(c).sum()));
+}
+
 // A head's circuits as factors: OV = W_V W_O and QK = W_Q W_K^T, with the Gram matrices of their outer
 // factors (W_V^T W_V, W_O W_O^T, W_Q^T W_Q, W_K^T W_K) and their norms.
 struct FactoredHead {
@@ -96,8 +101,8 @@ struct FactoredHead {
         o(h.WO * h.WO.transpose()),
         q(h.WQ.transpose() * h.WQ),
         k(h.WK.transpose() * h.WK),
-        ov_norm(std::sqrt(std::max(0.0, v.cwiseProduct(o).sum()))),
-        qk_norm(std::sqrt(std::max(0.0, q.cwiseProduct(k).sum()))) {}
+        ov_norm(factored_norm(v, o)),
+        qk_norm(factored_norm(q, k)) {}
   HeadWeights h;
   MatrixXd v, o, q, k;
   double ov_norm, qk_norm;
@@ -147,8 +152,7 @@ findings::CompositionBaseline composition_baseline(int64_t d_model, int64_t dk, 
       const MatrixXd g4 = gaussian(dk, d_model, rng), g3 = gaussian(d_model, dk, rng);
       const MatrixXd a = g1.transpose() * g1, x_c = g2 * g2.transpose();
       const MatrixXd y_a = g3.transpose() * g3, y_c = g4 * g4.transpose();
-      const double x = std::sqrt(std::max(0.0, a.cwiseProduct(x_c).sum()));
-      const double y = std::sqrt(std::max(0.0, y_a.cwiseProduct(y_c).sum()));
+      const double x = factored_norm(a, x_c), y = factored_norm(y_a, y_c);
       const double m2 =
           kind == 1 ? factored_norm2(a, g2 * g4.transpose(), y_a) : factored_norm2(a, g2 * g3, y_c);
       sum += ratio(m2, x, y);
