@@ -244,8 +244,8 @@ BOOST_AUTO_TEST_CASE(a_residual_equals_the_add_after_the_op) {
   for (const Tensor<double>& t : {random_tensor({2, 300, 64}, 98, 1.5), random_tensor({32, 64}, 99),
                                   random_tensor({32}, 100), random_tensor({2, 300, 32}, 101)})
     f.push_back(testing::to_float(t));
-  for (auto [a, b] : {std::pair{linear_residual<float>, linear_then_add<float>},
-                      std::pair{gelu_linear_residual<float>, gelu_linear_then_add<float>}}) {
+  for (auto [a, b] : {std::pair{&linear_residual<float>, &linear_then_add<float>},
+                      std::pair{&gelu_linear_residual<float>, &gelu_linear_then_add<float>}}) {
     const auto got = run<float>(a, f), want = run<float>(b, f);
     for (size_t k = 0; k < got.size(); ++k)
       testing::check_close(got[k], std::vector<double>(want[k].begin(), want[k].end()), 1e-6,

@@ -48,8 +48,14 @@ void expect_refused(const testing::CommandResult& r, const std::string& expected
   BOOST_TEST(has(r.err, expected), what << " -> " << r.err);
 }
 
-// A 4 GB address-space limit, except under ASan, which reserves terabytes of address space for its shadow.
-#if defined(__SANITIZE_ADDRESS__)
+// A 4 GB address-space limit, except under ASan, which reserves terabytes of address space for its shadow
+// (GCC says so with __SANITIZE_ADDRESS__, clang with __has_feature).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTOGRAD_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(ATTOGRAD_TEST_ASAN)
 const std::string kMemoryLimit = "";
 #else
 const std::string kMemoryLimit = "ulimit -v 4000000; ";
