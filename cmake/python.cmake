@@ -73,19 +73,20 @@ set(ATTOGRAD_PYTHON_DEB_DEPENDS ", python3, python3-numpy")
 set(attograd_python_env PYTHONPATH=${PROJECT_BINARY_DIR}/python PYTHONDONTWRITEBYTECODE=1
                         ATTOGRAD_SOURCE_DIR=${PROJECT_SOURCE_DIR} ATTOGRAD_BINARY=$<TARGET_FILE:attograd>
                         MPLBACKEND=Agg)
-if(ATTOGRAD_SANITIZE STREQUAL "address" AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-  # clang's shared ASan runtime carries UBSan's too; the module leaves both unresolved for it.
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-runtime-dir OUTPUT_VARIABLE runtime_dir
-                  OUTPUT_STRIP_TRAILING_WHITESPACE)
-  list(APPEND attograd_python_env "LD_PRELOAD=${runtime_dir}/libclang_rt.asan-${CMAKE_SYSTEM_PROCESSOR}.so"
-       ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
-elseif(ATTOGRAD_SANITIZE STREQUAL "address")
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE asan_lib
-                  OUTPUT_STRIP_TRAILING_WHITESPACE)
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libubsan.so OUTPUT_VARIABLE ubsan_lib
-                  OUTPUT_STRIP_TRAILING_WHITESPACE)
-  list(APPEND attograd_python_env "LD_PRELOAD=${asan_lib} ${ubsan_lib}"
-       ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
+if(ATTOGRAD_SANITIZE STREQUAL "address")
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    # clang's shared ASan runtime carries UBSan's too; the module leaves both unresolved for it.
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-runtime-dir OUTPUT_VARIABLE runtime_dir
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set(sanitizer_runtimes "${runtime_dir}/libclang_rt.asan-${CMAKE_SYSTEM_PROCESSOR}.so")
+  else()
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE asan_lib
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libubsan.so OUTPUT_VARIABLE ubsan_lib
+                    OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set(sanitizer_runtimes "${asan_lib} ${ubsan_lib}")
+  endif()
+  list(APPEND attograd_python_env "LD_PRELOAD=${sanitizer_runtimes}" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
 endif()
 # Under the sanitizers: the files that need only the module (hostile input, the engine, hooks and tokens),
 # not the program's side of the comparisons.

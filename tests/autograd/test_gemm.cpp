@@ -521,8 +521,8 @@ BOOST_AUTO_TEST_CASE(a_worker_that_cannot_start_stops_the_pool_cleanly) {
     for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
   });
   for (auto& h : hits) BOOST_TEST(h.load() == 1);
-  BOOST_TEST(live_threads_settled(before + 1) ==
-             before + 1);  // the 2-thread pool's worker replaced by the 3-thread pool's two
+  // The 2-thread pool's worker replaced by the 3-thread pool's two.
+  BOOST_TEST(live_threads_settled(before + 1) == before + 1);
   ag::set_num_threads(1);
 }
 
