@@ -12,10 +12,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "autograd/tensor.h"
 #include "autograd/threads.h"
+
+#if defined(__FMA__) || defined(__AVX512F__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 namespace ag {
 
@@ -34,6 +41,55 @@ constexpr int kMR = 6;  // 6 x 2 accumulators + 3 of the 16 registers
 constexpr int kVectorBytes = 16;
 constexpr int kMR = 6;
 #endif
+
+// acc + a * b, lane by lane, rounded once (a fused multiply-add) wherever the CPU has one for the vector's
+// width. Every product of the micro-kernel and of gemm_row goes through it, so that two paths that sum the
+// same terms in the same order give the same bits. Left to the compiler, `acc += a * b` is contracted into
+// an FMA in some loops and not in others: GCC tuned for Zen 2/3 keeps a loop-carried chain of 256-bit
+// multiply-adds uncontracted (X86_TUNE_AVOID_256FMA_CHAINS), which split gemm_row's narrow path from the
+// kernel's on AVX2; and what is contracted also differs between compilers and optimisation levels.
+template <typename V, typename T>
+inline V fused_madd(V acc, T a, V b) {
+  [[maybe_unused]] constexpr bool f32 = std::is_same<T, float>::value;
+#if defined(__AVX512F__)
+  if constexpr (sizeof(V) == 64) {
+    if constexpr (f32)
+      return reinterpret_cast<V>(
+          _mm512_fmadd_ps(_mm512_set1_ps(a), reinterpret_cast<__m512>(b), reinterpret_cast<__m512>(acc)));
+    else
+      return reinterpret_cast<V>(
+          _mm512_fmadd_pd(_mm512_set1_pd(a), reinterpret_cast<__m512d>(b), reinterpret_cast<__m512d>(acc)));
+  }
+#endif
+#if defined(__FMA__)
+  if constexpr (sizeof(V) == 32) {
+    if constexpr (f32)
+      return reinterpret_cast<V>(
+          _mm256_fmadd_ps(_mm256_set1_ps(a), reinterpret_cast<__m256>(b), reinterpret_cast<__m256>(acc)));
+    else
+      return reinterpret_cast<V>(
+          _mm256_fmadd_pd(_mm256_set1_pd(a), reinterpret_cast<__m256d>(b), reinterpret_cast<__m256d>(acc)));
+  }
+  if constexpr (sizeof(V) == 16) {
+    if constexpr (f32)
+      return reinterpret_cast<V>(
+          _mm_fmadd_ps(_mm_set1_ps(a), reinterpret_cast<__m128>(b), reinterpret_cast<__m128>(acc)));
+    else
+      return reinterpret_cast<V>(
+          _mm_fmadd_pd(_mm_set1_pd(a), reinterpret_cast<__m128d>(b), reinterpret_cast<__m128d>(acc)));
+  }
+#elif defined(__aarch64__)
+  if constexpr (sizeof(V) == 16) {
+    if constexpr (f32)
+      return reinterpret_cast<V>(
+          vfmaq_n_f32(reinterpret_cast<float32x4_t>(acc), reinterpret_cast<float32x4_t>(b), a));
+    else
+      return reinterpret_cast<V>(
+          vfmaq_n_f64(reinterpret_cast<float64x2_t>(acc), reinterpret_cast<float64x2_t>(b), a));
+  }
+#endif
+  return acc + a * b;  // no fused multiply-add for this width: nothing to contract it into either
+}
 
 // Depth of a packed slice and rows of an A block: a kc x kNR sliver of B and a kMC x kc block of A stay
 // in L1/L2 while the micro-kernel runs over them (sized for a 1 MB L2; the rate changes little across
@@ -111,7 +167,7 @@ struct Tile {
 #pragma GCC unroll 16
       for (int i = 0; i < kMR; ++i) {
         const T ai = kRowMajorA ? a[i * lda + p] : a[i + p * lda];
-        for (int j = 0; j < kVectors; ++j) acc[i][j] += ai * bv[j];
+        for (int j = 0; j < kVectors; ++j) acc[i][j] = fused_madd(acc[i][j], ai, bv[j]);
       }
     }
     // What the sums are added to: C itself, the start's residual (plus its bias, if any), its bias alone
@@ -569,9 +625,9 @@ V gather_lanes(const T* const* col, int64_t offset, std::index_sequence<L...>) {
 // W^T, whose packing is a transposing copy of all of W). Instead B is read in place: when its columns are
 // contiguous (B = W^T), kLanes columns by kLanes steps of p are loaded as vectors and transposed in
 // registers; otherwise each vector of B's row p is loaded, or gathered (only the block's columns when
-// there are at most kGemmRowNarrow, and then from any B). The sums are the micro-kernel's (acc += a_p * B's
-// row p, in vectors of C's columns): each kKC slice from zero in order of p, then added to the start or to C.
-// So every element has the bits gemm_serial gives it.
+// there are at most kGemmRowNarrow, and then from any B). The sums are the micro-kernel's (fused_madd of
+// a_p and B's row p, in vectors of C's columns): each kKC slice from zero in order of p, then added to the
+// start or to C. So every element has the bits gemm_serial gives it.
 template <typename T>
 void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b, T* c, bool accumulate,
               CStart<T> start) {
@@ -601,7 +657,8 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
           const T ap = a.data[p * a.col_stride];
           const int64_t offset = p * b.row_stride;
           // Lanes past the last column read column j0 (col's padding) and are never stored.
-          acc[0] += ap * gather_lanes<Vec>(col, offset, std::make_index_sequence<kNarrow>{});
+          acc[0] =
+              fused_madd(acc[0], ap, gather_lanes<Vec>(col, offset, std::make_index_sequence<kNarrow>{}));
         }
       if (contiguous_columns)
         for (; p + kLanes <= pc + kc; p += kLanes) {
@@ -615,7 +672,7 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
           }
           for (int k = 0; k < kLanes; ++k) {
             const T ap = a.data[(p + k) * a.col_stride];
-            for (int v = 0; v < kVectors; ++v) acc[v] += ap * t[v][k];
+            for (int v = 0; v < kVectors; ++v) acc[v] = fused_madd(acc[v], ap, t[v][k]);
           }
         }
       for (; p < pc + kc; ++p) {
@@ -627,7 +684,7 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
             std::memcpy(&bv, col[v * kLanes] + offset, sizeof(Vec));
           else
             for (int lane = 0; lane < kLanes; ++lane) bv[lane] = col[v * kLanes + lane][offset];
-          acc[v] += ap * bv;
+          acc[v] = fused_madd(acc[v], ap, bv);
         }
       }
       // As the kernel's store: C + sum after the first slice (or when accumulating), else start + sum,
@@ -650,11 +707,8 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
 // A product of at most this many multiply-adds (attention's per-head products over a few positions:
 // dv = P^T dout and dk = dS^T q over one query row) runs a row at a time through gemm_row: packing it
 // into zero-padded slivers and storing it through a scratch tile would cost more than its arithmetic.
-// gemm_row sums and stores every element as the micro-kernel does, with the same vector expression
-// (acc += a_p * B's row p), so the compiler contracts it into fused multiply-adds exactly where it
-// contracts the kernel's (in the Release build, not in the sanitizer builds): the same bits either way,
-// at every optimisation level. A scalar loop would not be: GCC tuned for Zen leaves short scalar FMA
-// chains uncontracted (avoid-fma-max-bits), and an explicit fma differs from an uncontracted kernel.
+// gemm_row sums and stores every element as the micro-kernel does, with the same vector multiply-add
+// (fused_madd(acc, a_p, B's row p)): the same bits, on every CPU and at every optimisation level.
 constexpr int64_t kTinyMacs = 512;
 
 // Both public forms of gemm: C (+)= A B, or C = start + A B when `start` is not empty (and not
