@@ -91,6 +91,22 @@ inline V fused_madd(V acc, T a, V b) {
   return acc + a * b;  // no fused multiply-add for this width: nothing to contract it into either
 }
 
+// The vector at p, which need not be aligned: one unaligned vector load. Not a memcpy: into an array
+// element it may become two half-width moves, which the transpose's full-width reads then wait on; and
+// ASan turns every memcpy into a call that checks its range, a call per vector in the micro-kernel.
+template <typename V, typename T>
+V load(const T* p) {
+  typedef V Unaligned __attribute__((aligned(alignof(T)), may_alias));
+  return *reinterpret_cast<const Unaligned*>(p);
+}
+
+// v stored at p, which need not be aligned (as load).
+template <typename V, typename T>
+void store(T* p, V v) {
+  typedef V Unaligned __attribute__((aligned(alignof(T)), may_alias));
+  *reinterpret_cast<Unaligned*>(p) = v;
+}
+
 // Depth of a packed slice and rows of an A block: a kc x kNR sliver of B and a kMC x kc block of A stay
 // in L1/L2 while the micro-kernel runs over them (sized for a 1 MB L2; the rate changes little across
 // kKC 128 to 768 and kMC 48 to 144, so neither is a sharp optimum).
@@ -163,7 +179,7 @@ struct Tile {
       for (int j = 0; j < kVectors; ++j) acc[i][j] = V{};
     for (int64_t p = 0; p < kc; ++p, b += ldb) {
       V bv[kVectors];
-      for (int j = 0; j < kVectors; ++j) std::memcpy(&bv[j], b + j * lanes, sizeof(V));
+      for (int j = 0; j < kVectors; ++j) bv[j] = load<V>(b + j * lanes);
 #pragma GCC unroll 16
       for (int i = 0; i < kMR; ++i) {
         const T ai = kRowMajorA ? a[i * lda + p] : a[i + p * lda];
@@ -179,16 +195,11 @@ struct Tile {
       for (int j = 0; j < kVectors; ++j) {
         V v = acc[i][j];
         if (base) {
-          V old;
-          std::memcpy(&old, base + i * ld_base + j * lanes, sizeof(V));
-          if (bias) {
-            V column_bias;
-            std::memcpy(&column_bias, bias + j * lanes, sizeof(V));
-            old = old + column_bias;
-          }
+          V old = load<V>(base + i * ld_base + j * lanes);
+          if (bias) old = old + load<V>(bias + j * lanes);
           v = old + v;
         }
-        std::memcpy(c + i * ldc + j * lanes, &v, sizeof(V));
+        store(c + i * ldc + j * lanes, v);
       }
   }
 
@@ -264,8 +275,12 @@ void pack_b(int64_t kc, int64_t cols, MatView<T> b, T* dst) {
     const T* src = b.data + c0 * b.col_stride;
     if (nr < kNR) std::fill(dst, dst + kNR * kc, T(0));
     if (b.col_stride == 1 && nr == kNR) {  // row-major B: each sliver row is a contiguous run
-      // A constant size: the copy compiles to two vector moves instead of a call to memcpy.
-      for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * kNR, src + p * b.row_stride, sizeof(T) * kNR);
+      using Vec = typename Tile<T>::Vec;   // kNR is two vectors: two vector moves, no call to memcpy
+      constexpr int kLanes = Tile<T>::kLanes;
+      for (int64_t p = 0; p < kc; ++p) {
+        store(dst + p * kNR, load<Vec>(src + p * b.row_stride));
+        store(dst + p * kNR + kLanes, load<Vec>(src + p * b.row_stride + kLanes));
+      }
     } else if (b.col_stride == 1) {
       for (int64_t p = 0; p < kc; ++p)
         for (int64_t j = 0; j < nr; ++j) dst[p * kNR + j] = src[p * b.row_stride + j];
@@ -550,14 +565,6 @@ void gemm_by_slices(int64_t rows, int64_t cols, int64_t inner, int64_t slices, M
   });
 }
 
-// The vector at p, which need not be aligned: one unaligned vector load (a memcpy into an array element
-// may become two half-width moves, which the transpose's full-width reads then wait on).
-template <typename V, typename T>
-V load(const T* p) {
-  typedef V Unaligned __attribute__((aligned(alignof(T)), may_alias));
-  return *reinterpret_cast<const Unaligned*>(p);
-}
-
 // One step of an L x L transpose held in L vectors: exchanges bit D of the row index with bit D of the
 // column index. Rows i and i | D give the new rows i (kHigh false) and i | D (kHigh true).
 template <typename V, int L, int D, bool kHigh, size_t... K>
@@ -605,7 +612,7 @@ void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64
       } else if (start.bias) {
         v = load<V8>(start.bias + col) + v;
       }
-      std::memcpy(ci, &v, sizeof(V8));
+      store(ci, v);
     }
   }
 }
@@ -681,7 +688,7 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
         for (int v = 0; v < kVectors; ++v) {
           Vec bv = Vec{};  // every lane is written below; zeroed so GCC sees that
           if (contiguous_rows)
-            std::memcpy(&bv, col[v * kLanes] + offset, sizeof(Vec));
+            bv = load<Vec>(col[v * kLanes] + offset);
           else
             for (int lane = 0; lane < kLanes; ++lane) bv[lane] = col[v * kLanes + lane][offset];
           acc[v] = fused_madd(acc[v], ap, bv);
