@@ -145,10 +145,10 @@ class Source {
   }
 
   const std::vector<std::string>& file_names() const { return names_; }
+  // The dtypes of the tensors read (not of the buffers skipped, such as a BOOL causal mask).
   std::vector<std::string> dtypes() const {
     std::set<std::string> seen;
-    for (const auto& m : files_)
-      for (const auto& t : m->tensors()) seen.insert(train::dtype_name(t.dtype));
+    for (const std::string& name : used_) seen.insert(train::dtype_name(index_.at(name).second->dtype));
     return {seen.begin(), seen.end()};
   }
 

@@ -133,9 +133,34 @@ struct Entry {
   Dtype dtype = Dtype::f32;
 };
 
-// The bytes of one value of each dtype.
-uint64_t dtype_bytes(Dtype dtype) {
-  return dtype == Dtype::f32 ? 4 : 2;
+// Every safetensors dtype: its name in a header, the bytes of one value, whether read() converts it.
+struct DtypeInfo {
+  Dtype dtype;
+  const char* name;
+  uint64_t bytes;
+  bool is_float;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {Dtype::f32, "F32", 4, true},          {Dtype::f16, "F16", 2, true},
+    {Dtype::bf16, "BF16", 2, true},        {Dtype::f64, "F64", 8, true},
+    {Dtype::boolean, "BOOL", 1, false},    {Dtype::u8, "U8", 1, false},
+    {Dtype::i8, "I8", 1, false},           {Dtype::u16, "U16", 2, false},
+    {Dtype::i16, "I16", 2, false},         {Dtype::u32, "U32", 4, false},
+    {Dtype::i32, "I32", 4, false},         {Dtype::u64, "U64", 8, false},
+    {Dtype::i64, "I64", 8, false},         {Dtype::f8_e4m3, "F8_E4M3", 1, false},
+    {Dtype::f8_e5m2, "F8_E5M2", 1, false},
+};
+
+const DtypeInfo& dtype_info(Dtype dtype) {
+  for (const DtypeInfo& d : kDtypes)
+    if (d.dtype == dtype) return d;
+  throw std::logic_error("safetensors: a Dtype missing from kDtypes");
+}
+
+std::string dtype_names() {
+  std::string s;
+  for (const DtypeInfo& d : kDtypes) s += std::string(s.empty() ? "" : ", ") + d.name;
+  return s;
 }
 
 uint64_t read_u64_le(const unsigned char* b) {
@@ -159,10 +184,10 @@ std::vector<int64_t> parse_shape(const std::string& path, const std::string& nam
   return shape;
 }
 
-// `any_float`: F16 and BF16 are accepted besides F32 (the mapped reader, which converts them); otherwise F32
-// only (attograd's own checkpoints).
+// `any_dtype`: every safetensors dtype is accepted (the mapped reader, which converts the floats and refuses
+// to read the others); otherwise F32 only (attograd's own checkpoints).
 Entry parse_entry(const std::string& path, const std::string& name, const json& j, uint64_t data_size,
-                  bool any_float) {
+                  bool any_dtype) {
   if (!j.is_object()) fail(path, "tensor entry must be an object with dtype, shape, data_offsets", name);
   for (const auto& item : j.items())
     if (item.key() != "dtype" && item.key() != "shape" && item.key() != "data_offsets")
@@ -175,15 +200,15 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   Entry e;
   e.name = name;
   const std::string dtype_name = dtype.get<std::string>();
-  if (dtype_name == "F32")
-    e.dtype = Dtype::f32;
-  else if (any_float && dtype_name == "F16")
-    e.dtype = Dtype::f16;
-  else if (any_float && dtype_name == "BF16")
-    e.dtype = Dtype::bf16;
-  else
-    fail(path, "dtype " + dtype_name + " is not supported, only " + (any_float ? "F32, F16 and BF16" : "F32"),
+  const DtypeInfo* info = nullptr;
+  for (const DtypeInfo& d : kDtypes)
+    if (dtype_name == d.name && (any_dtype || d.dtype == Dtype::f32)) info = &d;
+  if (!info)
+    fail(path,
+         "dtype " + dtype_name + " is not " +
+             (any_dtype ? "a safetensors dtype (" + dtype_names() + ")" : "supported, only F32"),
          tensor_field(name, "dtype"));
+  e.dtype = info->dtype;
   const uint64_t value_bytes = dtype_bytes(e.dtype);
   e.shape = parse_shape(path, name, j["shape"]);
 
@@ -219,7 +244,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
 // The header, checked against the file: returns the entries sorted by offset after verifying that they
 // tile [0, data_size) exactly, with no overlap, gap or trailing bytes.
 std::vector<Entry> parse_header(const std::string& path, const std::string& text, uint64_t data_size,
-                                std::map<std::string, std::string>& metadata, bool any_float = false) {
+                                std::map<std::string, std::string>& metadata, bool any_dtype = false) {
   json header;
   try {
     header = io::parse_json_text(text, "header");  // the one bounded reader: nesting, NUL, duplicate keys
@@ -238,7 +263,7 @@ std::vector<Entry> parse_header(const std::string& path, const std::string& text
       }
       continue;
     }
-    entries.push_back(parse_entry(path, key, value, data_size, any_float));
+    entries.push_back(parse_entry(path, key, value, data_size, any_dtype));
   }
 
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
@@ -526,6 +551,10 @@ const MappedSafetensors::Tensor* MappedSafetensors::find(const std::string& name
 
 void MappedSafetensors::read(const Tensor& t, float* out) const {
   const unsigned char* p = data_ + t.begin;
+  if (!dtype_is_float(t.dtype))
+    fail(path_,
+         std::string("dtype ") + dtype_name(t.dtype) + " cannot be read as weights (F32, F16, BF16 or F64)",
+         tensor_field(t.name, "dtype"));
   const uint64_t n = (t.end - t.begin) / dtype_bytes(t.dtype);
   if (n == 0) return;  // an empty tensor: out may be null (an empty vector's data()), and memcpy's may not
   switch (t.dtype) {
@@ -547,6 +576,15 @@ void MappedSafetensors::read(const Tensor& t, float* out) const {
         std::memcpy(out + i, &bits, 4);
       }
       break;
+    case Dtype::f64:  // rounded to the nearest float
+      for (uint64_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        out[i] = static_cast<float>(d);
+      }
+      break;
+    default:  // not a float: refused above
+      break;
   }
 }
 
@@ -559,15 +597,15 @@ void MappedSafetensors::release(const Tensor& t) const {
 }
 
 const char* dtype_name(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::f32:
-      return "F32";
-    case Dtype::f16:
-      return "F16";
-    case Dtype::bf16:
-      return "BF16";
-  }
-  return "?";
+  return dtype_info(dtype).name;
+}
+
+uint64_t dtype_bytes(Dtype dtype) {
+  return dtype_info(dtype).bytes;
+}
+
+bool dtype_is_float(Dtype dtype) {
+  return dtype_info(dtype).is_float;
 }
 
 }  // namespace train

@@ -81,9 +81,13 @@ const std::string& metadata_string(const SafetensorsFile& file, const std::strin
 uint64_t metadata_u64(const SafetensorsFile& file, const std::string& key, const std::string& path);
 double metadata_f64_bits(const SafetensorsFile& file, const std::string& key, const std::string& path);
 
-// The element types a mapped file may hold; each is converted to float32 on reading.
-enum class Dtype { f32, f16, bf16 };
-const char* dtype_name(Dtype dtype);  // "F32", "F16", "BF16"
+// The element types of the safetensors format. A mapped file may hold any of them; F32, F16, BF16 and F64
+// are converted to float32 on reading. The others name a model's buffers (GPT-Neo's and Pythia's boolean
+// causal masks, integer position ids), which an importer skips: reading one is an error.
+enum class Dtype { f32, f16, bf16, f64, boolean, u8, i8, u16, i16, u32, i32, u64, i64, f8_e4m3, f8_e5m2 };
+const char* dtype_name(Dtype dtype);  // as the format spells it: "F32", "BOOL", "F8_E4M3", ...
+uint64_t dtype_bytes(Dtype dtype);    // the bytes of one value
+bool dtype_is_float(Dtype dtype);     // read() converts it to float32
 
 // A safetensors file written by anyone (Hugging Face's F32, F16 or BF16 checkpoints), mapped read-only
 // rather than read into memory: a tensor's bytes are touched only when it is read, and release() hands its
@@ -108,7 +112,7 @@ class MappedSafetensors {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::vector<Tensor>& tensors() const { return tensors_; }  // in the order of their data
   const Tensor* find(const std::string& name) const;               // nullptr when absent
-  // The tensor's values as float32 into out[0 .. numel).
+  // The tensor's values as float32 into out[0 .. numel); throws for a dtype that is not a float.
   void read(const Tensor& tensor, float* out) const;
   // Drops the tensor's pages from memory (they are read again from the file if touched).
   void release(const Tensor& tensor) const;

@@ -453,7 +453,8 @@ BOOST_AUTO_TEST_CASE(state_words_round_trip_through_metadata) {
                path + ": missing metadata key (__metadata__.absent)");
 }
 
-// ---- The mapped reader of other programs' files: F32, F16 and BF16, converted to float32.
+// ---- The mapped reader of other programs' files: F32, F16, BF16 and F64 converted to float32, other dtypes
+// (a model's buffers) listed but not read.
 
 namespace {
 
@@ -514,6 +515,41 @@ BOOST_AUTO_TEST_CASE(mapped_reader_converts_f16_and_bf16) {
   expect_read_error(path, "only F32");
 }
 
+// F64 is rounded to float32. A buffer of another dtype (transformers' BOOL causal masks in GPT-Neo's and
+// Pythia's checkpoints, I64 position ids) is listed with its dtype, shape and bytes checked, so that an
+// importer can skip it; reading it is a one-line error naming the tensor.
+BOOST_AUTO_TEST_CASE(mapped_reader_lists_every_dtype_and_reads_the_floats) {
+  testing::TempDir tmp("attograd-safetensors");
+  const std::string path = tmp.file("buffers.safetensors");
+  const double d[2] = {0.1, -1e300};
+  std::string f64(sizeof d, '\0');
+  std::memcpy(&f64[0], d, sizeof d);
+  spit(path, raw_file(R"({"mask": {"dtype": "BOOL", "shape": [1, 1, 2, 2], "data_offsets": [0, 4]},
+                         "ids": {"dtype": "I64", "shape": [1], "data_offsets": [4, 12]},
+                         "d": {"dtype": "F64", "shape": [2], "data_offsets": [16, 32]},
+                         "pad": {"dtype": "U8", "shape": [4], "data_offsets": [12, 16]}})",
+                      std::string("\1\0\1\1", 4) + std::string(12, '\0') + f64));
+  const train::MappedSafetensors file(path);
+  BOOST_TEST(file.tensors().size() == 4u);
+  const std::vector<float> got = mapped_values(path, "d");
+  BOOST_TEST(got[0] == 0.1f);  // the float nearest 0.1
+  BOOST_TEST(std::isinf(got[1]));
+  BOOST_TEST(got[1] < 0);
+  for (const char* name : {"mask", "ids", "pad"}) {
+    const train::MappedSafetensors::Tensor* t = file.find(name);
+    BOOST_TEST_REQUIRE(t != nullptr);
+    BOOST_TEST(!train::dtype_is_float(t->dtype));
+    std::vector<float> out(8);
+    expect_error([&] { file.read(*t, out.data()); },
+                 path + ": dtype " + train::dtype_name(t->dtype) +
+                     " cannot be read as weights (F32, F16, BF16 or F64) (" + name + ": dtype)");
+  }
+  BOOST_TEST(std::string(train::dtype_name(file.find("mask")->dtype)) == "BOOL");
+  BOOST_TEST(train::dtype_bytes(file.find("ids")->dtype) == 8u);
+  // attograd's own reader takes F32 only.
+  expect_read_error(path, "is not supported, only F32");
+}
+
 BOOST_AUTO_TEST_CASE(mapped_reader_checks_the_header_like_the_reader) {
   testing::TempDir tmp("attograd-safetensors");
   const std::string path = tmp.file("bad.safetensors");
@@ -525,8 +561,10 @@ BOOST_AUTO_TEST_CASE(mapped_reader_checks_the_header_like_the_reader) {
       {u64_le(1000) + "{}", "header size"},
       {raw_file(R"({"a": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 4]}})", "abcd"), "BF16 values"},
       {raw_file(R"({"a": {"dtype": "F16", "shape": [2], "data_offsets": [0, 8]}})", "abcd"), "beyond"},
-      {raw_file(R"({"a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", std::string(8, '\0')),
-       "F32, F16 and BF16"},
+      {raw_file(R"({"a": {"dtype": "F4", "shape": [2], "data_offsets": [0, 1]}})", std::string(1, '\0')),
+       "dtype F4 is not a safetensors dtype (F32, F16, BF16, F64, BOOL"},
+      {raw_file(R"({"a": {"dtype": "I64", "shape": [2], "data_offsets": [0, 8]}})", std::string(8, '\0')),
+       "I64 values of 8 bytes"},
       {raw_file(R"({"a": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}})", "abcd"), "data section"},
   };
   for (const Case& c : cases) {
