@@ -65,10 +65,6 @@ struct HfConfig {
     if (!j[key].is_string()) bad(path + ": " + key + ": expected a string, got " + j[key].dump());
     return j[key].get<std::string>();
   }
-  // A field whose only supported value is its default (absent or null), e.g. rope_scaling.
-  void refuse_set(const char* key, const std::string& why) const {
-    if (has(key)) bad(path + ": " + key + ": " + j[key].dump() + " is not supported (" + why + ")");
-  }
   void expect(const char* key, const std::string& value, const std::string& fallback) const {
     const std::string v = string(key, fallback);
     if (v != value) bad(path + ": " + key + ": \"" + v + "\" is not supported (expected \"" + value + "\")");
@@ -196,6 +192,50 @@ void transpose_columns(const std::vector<float>& src, int64_t stride, int64_t of
     for (int64_t i = 0; i < cols; ++i) out[o * cols + i] = src[i * stride + offset + o];
 }
 
+// The rotary positions' base and fraction of each head, in either spelling transformers writes. Before
+// version 5: top-level fields (rope_theta, or the family's own names) and rope_scaling null. From version 5:
+// rope_parameters {"rope_type": "default", "rope_theta": ..., "partial_rotary_factor": ...}, which wins.
+// Only unscaled rotary positions are supported: any other rope_type (linear, dynamic, yarn, llama3, ...) and
+// rope_parameters per layer type are refused.
+struct Rotary {
+  double base = 10000;
+  double fraction = 1;
+};
+Rotary rotary_of(const HfConfig& c, const std::vector<const char*>& base_keys, const Rotary& fallback,
+                 const std::vector<const char*>& fraction_keys) {
+  Rotary r = fallback;
+  for (auto it = base_keys.rbegin(); it != base_keys.rend(); ++it) r.base = c.number(*it, r.base);
+  for (auto it = fraction_keys.rbegin(); it != fraction_keys.rend(); ++it)
+    r.fraction = c.number(*it, r.fraction);
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!c.has(key)) continue;
+    const json& p = c.j[key];
+    const std::string at = c.path + ": " + key;
+    if (!p.is_object()) bad(at + ": expected an object or null, got " + p.dump());
+    for (const auto& item : p.items())
+      if (item.value().is_object())
+        bad(at + "." + item.key() + ": rotary parameters per layer type are not supported");
+    for (const char* type_key : {"rope_type", "type"})
+      if (p.contains(type_key) && p[type_key] != "default")
+        bad(at + "." + type_key + ": " + p[type_key].dump() +
+            " is not supported (only unscaled rotary positions, \"default\")");
+    if (p.contains("rope_theta")) {
+      if (!p["rope_theta"].is_number() || p["rope_theta"].get<double>() <= 0)
+        bad(at + ".rope_theta: expected a positive number, got " + p["rope_theta"].dump());
+      r.base = p["rope_theta"].get<double>();
+    }
+    if (p.contains("partial_rotary_factor")) {
+      if (!p["partial_rotary_factor"].is_number())
+        bad(at + ".partial_rotary_factor: expected a number, got " + p["partial_rotary_factor"].dump());
+      r.fraction = p["partial_rotary_factor"].get<double>();
+    }
+  }
+  if (!(r.base > 0)) bad(c.path + ": rope_theta: expected a positive number, got " + std::to_string(r.base));
+  if (!(r.fraction > 0 && r.fraction <= 1))
+    bad(c.path + ": partial_rotary_factor: expected a number in (0, 1], got " + std::to_string(r.fraction));
+  return r;
+}
+
 // transformers' names of GELU: "gelu" is the exact (erf) form, the others its tanh approximation.
 nn::Activation gelu_kind(const HfConfig& c, const char* key, const std::string& fallback) {
   const std::string act = c.string(key, fallback);
@@ -294,9 +334,11 @@ Plan plan_gpt_neox(const HfConfig& c, Source& s) {
   m.norm_eps = c.number("layer_norm_eps", 1e-5);
   m.activation = gelu_kind(c, "hidden_act", "gelu");
   m.positions = nn::PositionKind::rotary;
-  m.rotary_fraction = c.number("rotary_pct", 1.0);
-  m.rotary_base = c.number("rotary_emb_base", c.number("rope_theta", 10000));
-  c.refuse_set("rope_scaling", "only unscaled rotary positions");
+  // transformers' defaults: a quarter of each head rotated, base 10000.
+  const Rotary rotary =
+      rotary_of(c, {"rotary_emb_base", "rope_theta"}, {10000, 0.25}, {"rotary_pct", "partial_rotary_factor"});
+  m.rotary_fraction = rotary.fraction;
+  m.rotary_base = rotary.base;
   m.parallel = c.boolean("use_parallel_residual", true);
   m.tie_embeddings = c.boolean("tie_word_embeddings", false);
   if (!c.boolean("attention_bias", true)) bad(c.path + ": attention_bias: false is not supported");
@@ -452,9 +494,12 @@ Plan plan_llama(const HfConfig& c, Source& s) {
   c.expect("hidden_act", "silu", "silu");
   m.activation = nn::Activation::swiglu;
   m.positions = nn::PositionKind::rotary;
+  const Rotary rotary = rotary_of(c, {"rope_theta"}, {10000, 1.0}, {"partial_rotary_factor"});
+  if (rotary.fraction != 1.0)
+    bad(c.path + ": partial_rotary_factor: " + std::to_string(rotary.fraction) +
+        " is not supported (Llama rotates the whole head)");
   m.rotary_fraction = 1.0;
-  m.rotary_base = c.number("rope_theta", 10000);
-  c.refuse_set("rope_scaling", "only unscaled rotary positions");
+  m.rotary_base = rotary.base;
   if (c.boolean("attention_bias", false)) bad(c.path + ": attention_bias: true is not supported");
   if (c.boolean("mlp_bias", false)) bad(c.path + ": mlp_bias: true is not supported");
   m.bias = false;

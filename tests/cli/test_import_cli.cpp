@@ -59,10 +59,18 @@ std::string ids_text(const std::vector<int>& ids) {
   return s;
 }
 
-void check_logits(const std::string& name) {
+// Imports the fixture `name` (or `src`, a folder holding the same model) and checks its logits against the
+// fixture's reference.
+void check_logits(const std::string& name, const std::string& src = "") {
   const nlohmann::json expected = nlohmann::json::parse(read_all(fixture(name) + "/expected.json"));
   const std::vector<int> ids = expected.at("ids").get<std::vector<int>>();
-  const std::string run = import_fixture(name);
+  std::string run = (temp_root() / ("run-" + fs::path(src).filename().string())).string();
+  if (src.empty()) {
+    run = import_fixture(name);
+  } else {
+    const CommandResult r = run_attograd("import " + shell_quote(src) + " --out " + shell_quote(run));
+    BOOST_TEST_REQUIRE(r.exit_code == 0, src << ": " << r.err);
+  }
   const CommandResult r =
       run_attograd("forward " + shell_quote(run) + " --ids '" + ids_text(ids) + "' --json");
   BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
@@ -178,6 +186,36 @@ std::string altered(const std::string& name, const std::string& from,
   return dir.string();
 }
 
+// transformers 5 writes the rotary settings as rope_parameters (and GPT-NeoX's rotary_pct and rotary_emb_base
+// as its partial_rotary_factor and rope_theta); a GPT-NeoX config without any rotates a quarter of each
+// head, transformers' default. Each spelling gives the reference's logits.
+BOOST_AUTO_TEST_CASE(every_spelling_of_the_rotary_settings_gives_the_same_logits) {
+  check_logits("llama", altered("llama-v5", "llama", [](nlohmann::json& c) {
+                 c.erase("rope_theta");
+                 c.erase("rope_scaling");
+                 c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500.0}};
+               }));
+  check_logits("gpt_neox", altered("neox-v5", "gpt_neox", [](nlohmann::json& c) {
+                 c.erase("rotary_pct");
+                 c.erase("rotary_emb_base");
+                 c["rope_parameters"] = {
+                     {"rope_type", "default"}, {"rope_theta", 10000}, {"partial_rotary_factor", 0.25}};
+               }));
+  check_logits("gpt_neox", altered("neox-defaults", "gpt_neox", [](nlohmann::json& c) {
+                 c.erase("rotary_pct");
+                 c.erase("rotary_emb_base");
+               }));
+  // The fraction matters: half of each head rotated is another model.
+  const std::string half = altered("neox-half", "gpt_neox", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"partial_rotary_factor", 0.5}};
+  });
+  const std::string run = (temp_root() / "run-neox-half").string();
+  BOOST_TEST_REQUIRE(run_attograd("import " + shell_quote(half) + " --out " + shell_quote(run)).exit_code ==
+                     0);
+  const nlohmann::json config = nlohmann::json::parse(read_all(run + "/config.json"));
+  BOOST_TEST(config.at("model").at("rotary_fraction").get<double>() == 0.5);
+}
+
 BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
   struct Case {
     std::string src, expected;
@@ -187,7 +225,24 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
                [](nlohmann::json& c) {
                  c["rope_scaling"] = {{"type", "linear"}};
                }),
-       "rope_scaling"},
+       "rope_scaling.type: \"linear\" is not supported"},
+      {altered("rope-v5", "llama",
+               [](nlohmann::json& c) {
+                 c["rope_parameters"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"rope_theta", 5e5}};
+               }),
+       "rope_parameters.rope_type: \"llama3\" is not supported"},
+      {altered("rope-layers", "llama",
+               [](nlohmann::json& c) {
+                 c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+               }),
+       "rope_parameters.full_attention: rotary parameters per layer type"},
+      {altered("rope-partial", "llama", [](nlohmann::json& c) { c["partial_rotary_factor"] = 0.5; }),
+       "partial_rotary_factor"},
+      {altered("rope-theta", "gpt_neox",
+               [](nlohmann::json& c) {
+                 c["rope_parameters"] = {{"rope_theta", "big"}};
+               }),
+       "rope_parameters.rope_theta: expected a positive number"},
       {altered("gqa", "llama", [](nlohmann::json& c) { c["num_key_value_heads"] = 2; }),
        "k_proj.weight: shape [16, 16], but config.json implies [8, 16]"},
       {altered("type", "gpt2", [](nlohmann::json& c) { c["model_type"] = "t5"; }), "model_type"},
