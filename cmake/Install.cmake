@@ -3,7 +3,7 @@
 # Debian package of the same files. Consumers write
 #   find_package(attograd CONFIG REQUIRED)
 #   target_link_libraries(app PRIVATE attograd::train)
-# and get the include paths, C++17 and the dependencies (Eigen3, nlohmann_json, Threads, PCRE2) with the target.
+# and get the include paths, C++17 and the dependencies (Eigen3, nlohmann_json, Threads, PCRE2, ICU) with the target.
 #
 # Headers. They install under P/include/attograd/<layer>/ (the source layout), and a consumer includes
 # them as "attograd/autograd/ops.h". The headers themselves include each other from the layer down
@@ -67,7 +67,7 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 # ATTOGRAD_PYTHON_DEB_DEPENDS: what the Python module needs (cmake/python.cmake), empty without it.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libeigen3-dev (>= 3.3), nlohmann-json3-dev (>= 3), libpcre2-dev${ATTOGRAD_PYTHON_DEB_DEPENDS}")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libeigen3-dev (>= 3.3), nlohmann-json3-dev (>= 3), libpcre2-dev, libicu-dev${ATTOGRAD_PYTHON_DEB_DEPENDS}")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_ATTOGRAD_NATIVE ${ATTOGRAD_NATIVE})
 set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_SOURCE_DIR}/cmake/CPackChecks.cmake)

@@ -1,4 +1,4 @@
-# Boost.Test and PCRE2 for a cross build that has only their runtime packages for the target (the toolchain
+# Boost.Test, PCRE2 and ICU for a cross build that has only their runtime packages for the target (the toolchain
 # file sets ATTOGRAD_RUNTIME_LIBDIR, cmake/aarch64-toolchain.cmake): the targets find_package(Boost) and
 # pkg_check_modules(PCRE2) make in a native build, over the shared libraries in that folder and the host's
 # headers (libboost-test-dev, libpcre2-dev), which must be the same versions.
@@ -21,6 +21,23 @@ endif()
 add_library(Boost::unit_test_framework SHARED IMPORTED)
 set_target_properties(Boost::unit_test_framework PROPERTIES IMPORTED_LOCATION ${boost_test_library}
                       INTERFACE_INCLUDE_DIRECTORIES ${ATTOGRAD_BOOST_INCLUDE})
+# ICU's common library, whose symbols carry the major version of the host's headers (libicu-dev): the
+# arm64 runtime package of that version (libicu72:arm64) has it and the data library it needs.
+find_path(ATTOGRAD_ICU_INCLUDE unicode/uvernum.h)
+if(NOT ATTOGRAD_ICU_INCLUDE)
+  message(FATAL_ERROR "cross build: the host's ICU headers are missing (scripts/setup)")
+endif()
+file(STRINGS ${ATTOGRAD_ICU_INCLUDE}/unicode/uvernum.h icu_major REGEX "^#define U_ICU_VERSION_MAJOR_NUM ")
+string(REGEX REPLACE ".*NUM[ \t]+([0-9]+).*" "\\1" icu_major "${icu_major}")
+set(icu_library ${ATTOGRAD_RUNTIME_LIBDIR}/libicuuc.so.${icu_major})
+if(NOT EXISTS ${icu_library})
+  message(FATAL_ERROR "cross build: ${ATTOGRAD_RUNTIME_LIBDIR} needs libicuuc.so.${icu_major} (ICU ${icu_major}) "
+                      "for the host's headers: scripts/setup --arch ${CMAKE_SYSTEM_PROCESSOR} installs it")
+endif()
+add_library(PkgConfig::ICU SHARED IMPORTED)
+set_target_properties(PkgConfig::ICU PROPERTIES IMPORTED_LOCATION ${icu_library}
+                      INTERFACE_INCLUDE_DIRECTORIES ${ATTOGRAD_ICU_INCLUDE}
+                      INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,${ATTOGRAD_RUNTIME_LIBDIR}")
 add_library(PkgConfig::PCRE2 SHARED IMPORTED)
 set_target_properties(PkgConfig::PCRE2 PROPERTIES IMPORTED_LOCATION ${pcre2_library}
                       INTERFACE_INCLUDE_DIRECTORIES ${ATTOGRAD_PCRE2_INCLUDE})

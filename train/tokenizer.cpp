@@ -2,9 +2,12 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -183,6 +186,9 @@ struct Tokenizer::Impl {
   std::vector<Step> steps;                            // the pre-tokenizer, applied in order
   bool add_prefix_space = false;
   bool ignore_merges = false;
+  // The normalizer (a Unicode normal form, or a Sequence of them), applied in order to the text between
+  // added tokens before the pre-tokenizer; empty for none.
+  std::vector<const UNormalizer2*> normalizers;
   // The added tokens' texts, longest first, each with its id.
   std::vector<std::pair<std::string, int32_t>> added_texts;
   std::array<uint8_t, 256> added_first{};  // 1 for a byte an added token starts with
@@ -193,6 +199,8 @@ struct Tokenizer::Impl {
   void split(std::string_view text, size_t k, pcre2_match_data* md,
              const std::function<void(std::string_view)>& word) const;
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // `text` through the normalizers: each run of valid UTF-8 is normalized, any other byte is kept.
+  std::string normalize(std::string_view text) const;
 };
 
 namespace {
@@ -425,7 +433,90 @@ void read_pre_tokenizer(Tokenizer::Impl& t, const Doc& doc, const json& p, const
   }
 }
 
+// The Unicode normal forms of a normalizer (GPT-NeoX's and Pythia's NFC), possibly in a Sequence, in order.
+// SentencePiece's normalizers (Prepend, Replace, Precompiled) and the others are refused.
+void read_normalizer(Tokenizer::Impl& t, const Doc& doc, const json& n, const std::string& at) {
+  if (n.is_null()) return;
+  const std::string type = doc.string(doc.field(n, at, "type"), at + "/type");
+  if (type == "Sequence") {
+    const json& list = doc.field(n, at, "normalizers");
+    if (!list.is_array()) doc.fail(at + "/normalizers", "expected an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_normalizer(t, doc, list[i], at + "/normalizers/" + std::to_string(i));
+    return;
+  }
+  using Get = const UNormalizer2* (*)(UErrorCode*);
+  const std::map<std::string, Get> forms = {{"NFC", unorm2_getNFCInstance},
+                                            {"NFD", unorm2_getNFDInstance},
+                                            {"NFKC", unorm2_getNFKCInstance},
+                                            {"NFKD", unorm2_getNFKDInstance}};
+  const auto form = forms.find(type);
+  if (form == forms.end()) {
+    if (type == "Prepend" || type == "Replace" || type == "Precompiled")
+      doc.fail(at + "/type", "\"" + type + "\" is the normalizer of " + kSentencePiece);
+    doc.fail(at + "/type", "the normalizer \"" + type +
+                               "\" is not supported (NFC, NFD, NFKC, NFKD, or a Sequence of them)");
+  }
+  UErrorCode status = U_ZERO_ERROR;
+  const UNormalizer2* normalizer = form->second(&status);
+  if (U_FAILURE(status) || !normalizer)
+    doc.fail(at + "/type", type + ": ICU's normalizer is unavailable (" + u_errorName(status) + ")");
+  t.normalizers.push_back(normalizer);
+}
+
 }  // namespace
+
+std::string Tokenizer::Impl::normalize(std::string_view text) const {
+  std::string out;
+  std::vector<UChar> in16, out16;
+  // Normalizes text[begin, end), valid UTF-8, through every form in order.
+  const auto run = [&](size_t begin, size_t end) {
+    if (begin == end) return;
+    UErrorCode status = U_ZERO_ERROR;
+    int32_t n = 0;
+    in16.resize(end - begin);  // UTF-16 needs at most one unit per UTF-8 byte
+    u_strFromUTF8(in16.data(), static_cast<int32_t>(in16.size()), &n, text.data() + begin,
+                  static_cast<int32_t>(end - begin), &status);
+    in16.resize(static_cast<size_t>(n));
+    for (const UNormalizer2* form : normalizers) {
+      // A normal form grows a string by at most 18 times (NFKD of U+FDFA); retried if ICU asks for more.
+      out16.resize(in16.size() * 4 + 16);
+      status = U_ZERO_ERROR;
+      n = unorm2_normalize(form, in16.data(), static_cast<int32_t>(in16.size()), out16.data(),
+                           static_cast<int32_t>(out16.size()), &status);
+      if (status == U_BUFFER_OVERFLOW_ERROR) {
+        out16.resize(static_cast<size_t>(n));
+        status = U_ZERO_ERROR;
+        n = unorm2_normalize(form, in16.data(), static_cast<int32_t>(in16.size()), out16.data(),
+                             static_cast<int32_t>(out16.size()), &status);
+      }
+      if (U_FAILURE(status))
+        throw TokenizerError(source + ": normalizing text failed: " + u_errorName(status));
+      out16.resize(static_cast<size_t>(n));
+      in16.swap(out16);
+    }
+    status = U_ZERO_ERROR;
+    u_strToUTF8(nullptr, 0, &n, in16.data(), static_cast<int32_t>(in16.size()), &status);
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(n));
+    status = U_ZERO_ERROR;
+    u_strToUTF8(&out[at], n, &n, in16.data(), static_cast<int32_t>(in16.size()), &status);
+    if (U_FAILURE(status)) throw TokenizerError(source + ": normalizing text failed: " + u_errorName(status));
+  };
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_at(text, i).second;
+    if (n > 0) {
+      i += n;
+      continue;
+    }
+    run(start, i);
+    out += text[i];  // not UTF-8: kept as it is
+    start = ++i;
+  }
+  run(start, text.size());
+  return out;
+}
 
 Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
   json root;
@@ -452,8 +543,7 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
   if (model.contains("dropout") && !model["dropout"].is_null())
     doc.fail("/model/dropout", "BPE dropout is for training; expected null");
   t->ignore_merges = doc.boolean(model, "/model", "ignore_merges", false);
-  if (root.contains("normalizer") && !root["normalizer"].is_null())
-    doc.fail("/normalizer", std::string("a normalizer is not supported; it is usually ") + kSentencePiece);
+  if (root.contains("normalizer")) read_normalizer(*t, doc, root["normalizer"], "/normalizer");
 
   const json& vocab = doc.field(model, "/model", "vocab");
   if (!vocab.is_object()) doc.fail("/model/vocab", "expected an object of token: id");
@@ -648,8 +738,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     cached.insert(cached.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
   };
   std::string prefixed;
+  std::deque<std::string> normalized;  // the cache's words point into them
   const auto piece = [&](std::string_view p) {
     if (p.empty()) return;
+    if (!t.normalizers.empty() && std::any_of(p.begin(), p.end(), [](char c) { return c & 0x80; })) {
+      normalized.push_back(t.normalize(p));  // ASCII is its own normal form in all four
+      p = normalized.back();
+    }
     t.split(p, 0, md.get(), word);
   };
   if (t.add_prefix_space && !text.empty() && text[0] != ' ') {

@@ -6,12 +6,13 @@
 // or the Split patterns tokenizer.json gives, run by PCRE2 with Unicode classes); each word starts as one
 // token per byte and its pairs merge by rank (lowest first, leftmost among equal ranks, as Hugging Face's
 // tokenizers does). Every byte sequence encodes, whether or not it is UTF-8: bytes the pattern cannot
-// match are words of their own. decode(encode(text)) == text for every text.
+// match are words of their own. decode(encode(text)) == text for every text, unless the file has a
+// normalizer (Unicode normal forms: GPT-NeoX's NFC), when it is the normalized text.
 //
 // Tokens are held as the bytes they stand for (the vocabulary's byte-to-unicode spelling, "Ġthe" for
-// " the", is undone on load). SentencePiece-style files (Metaspace, byte_fallback, a normalizer) are
-// refused with one line naming the field. Every error is a std::runtime_error (TokenizerError), one line
-// naming the file and the JSON pointer or line.
+// " the", is undone on load). SentencePiece-style files (Metaspace, byte_fallback, Prepend and Replace
+// normalizers) are refused with one line naming the field. Every error is a std::runtime_error
+// (TokenizerError), one line naming the file and the JSON pointer or line.
 #pragma once
 
 #include <cstdint>

@@ -47,6 +47,7 @@ const std::map<std::string, ThirdParty>& third_party_libraries() {
       {"Threads", {"", "Threads::Threads"}},
       {"pybind11", {"pybind11/", "pybind11::module"}},
       {"PCRE2", {"pcre2.h", "PkgConfig::PCRE2"}},
+      {"ICU", {"unicode/", "PkgConfig::ICU"}},
   };
   return table;
 }
@@ -385,7 +386,8 @@ BOOST_AUTO_TEST_CASE(the_table_reader_and_the_link_check_see_what_they_must) {
   BOOST_TEST(t[1].name_space == "ag");
   BOOST_TEST(t[2].library == "attograd");
   BOOST_TEST((t[2].may_include == std::set<std::string>{"cli", "io", "autograd"}));
-  BOOST_TEST((t[0].no_library == std::vector<std::string>{"CLI/", "Eigen/", "pcre2.h", "pybind11/"}));
+  BOOST_TEST(
+      (t[0].no_library == std::vector<std::string>{"CLI/", "Eigen/", "unicode/", "pcre2.h", "pybind11/"}));
   BOOST_TEST((t[2].third_party == std::set<std::string>{"CLI11", "Eigen", "Threads", "nlohmann_json"}));
   BOOST_CHECK_THROW(parse_layers("## Layers\n| folder | namespace |\n|---|---|\n| `io/` | `io` |\n"),
                     std::runtime_error);

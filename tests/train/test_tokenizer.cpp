@@ -126,6 +126,45 @@ BOOST_AUTO_TEST_CASE(token_names_escape_what_is_not_printable) {
   BOOST_CHECK_THROW(t.decode({-1}), std::out_of_range);
 }
 
+// A normalizer of Unicode normal forms (GPT-NeoX's and Pythia's tokenizer.json have NFC) applies to the text
+// before the pre-tokenizer, as Hugging Face's tokenizers does: under NFC a decomposed "e" + U+0301 encodes as
+// the precomposed U+00E9, under NFD the other way round, under NFKC the ligature U+FB01 as "fi". Added
+// tokens are matched first, bytes that are not UTF-8 are kept, and ASCII is unchanged.
+BOOST_AUTO_TEST_CASE(normalizers_apply_unicode_normal_forms) {
+  testing::TempDir dir;
+  nlohmann::json j = [] {
+    std::ifstream in(kDir + "tokenizer.json");
+    return nlohmann::json::parse(in);
+  }();
+  const Tokenizer plain = Tokenizer::from_tokenizer_json(kDir + "tokenizer.json");
+  const auto with = [&](const nlohmann::json& normalizer) {
+    j["normalizer"] = normalizer;
+    write(dir.file("n.json"), j.dump());
+    return Tokenizer::from_tokenizer_json(dir.file("n.json"));
+  };
+  const std::string composed = "caf\xC3\xA9 na\xC3\xAFve", decomposed = "cafe\xCC\x81 nai\xCC\x88ve";
+  BOOST_TEST(plain.encode(composed) != plain.encode(decomposed));
+  const Tokenizer nfc = with({{"type", "NFC"}});
+  BOOST_TEST(nfc.encode(decomposed) == plain.encode(composed), boost::test_tools::per_element());
+  BOOST_TEST(nfc.encode(composed) == plain.encode(composed), boost::test_tools::per_element());
+  BOOST_TEST(nfc.decode(nfc.encode(decomposed)) == composed);
+  const Tokenizer nfd = with({{"type", "NFD"}});
+  BOOST_TEST(nfd.encode(composed) == plain.encode(decomposed), boost::test_tools::per_element());
+  const Tokenizer nfkc = with({{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}}}});
+  BOOST_TEST(nfkc.encode("\xEF\xAC\x81ne") == plain.encode("fine"), boost::test_tools::per_element());
+  BOOST_TEST(nfkc.encode("fine") == plain.encode("fine"), boost::test_tools::per_element());
+  // Bytes that are not UTF-8 pass through; the valid text around them is normalized.
+  const std::string broken = "e\xCC\x81\xFF\xC3";
+  BOOST_TEST(nfc.decode(nfc.encode(broken)) == "\xC3\xA9\xFF\xC3");
+  // An added token is matched before normalizing; the text around it is normalized.
+  const std::string eot = j["added_tokens"][0]["content"];
+  std::vector<int32_t> want = plain.encode(composed);
+  const std::vector<int32_t> eot_ids = plain.encode(eot);
+  want.insert(want.end(), eot_ids.begin(), eot_ids.end());
+  BOOST_TEST(eot_ids.size() == 1u);
+  BOOST_TEST(nfc.encode(decomposed + eot) == want, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(broken_files_are_one_line_errors_naming_the_field) {
   testing::TempDir dir;
   const nlohmann::json good = [] {
@@ -150,8 +189,16 @@ BOOST_AUTO_TEST_CASE(broken_files_are_one_line_errors_naming_the_field) {
                j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
              }).rfind(p + "/pre_tokenizer/type: Metaspace is a SentencePiece", 0) == 0);
   BOOST_TEST(error_for([](auto& j) {
-               j["normalizer"] = {{"type", "NFC"}};
-             }).rfind(p + "/normalizer: ", 0) == 0);
+               j["normalizer"] = {{"type", "Lowercase"}};
+             }) ==
+             p + "/normalizer/type: the normalizer \"Lowercase\" is not supported (NFC, NFD, NFKC, NFKD, "
+                 "or a Sequence of them)");
+  BOOST_TEST(
+      error_for([](auto& j) {
+        j["normalizer"] = {{"type", "Sequence"},
+                           {"normalizers", {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}}}}};
+      }).rfind(p + "/normalizer/normalizers/0/type: \"Prepend\" is the normalizer of a SentencePiece", 0) ==
+      0);
   BOOST_TEST(error_for([](auto& j) { j["model"]["merges"][3] = "nospace"; }) ==
              p + "/model/merges/3: expected \"A B\" (two tokens and one space)");
   BOOST_TEST(error_for([](auto& j) {
