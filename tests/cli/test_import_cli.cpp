@@ -216,6 +216,29 @@ BOOST_AUTO_TEST_CASE(every_spelling_of_the_rotary_settings_gives_the_same_logits
   BOOST_TEST(config.at("model").at("rotary_fraction").get<double>() == 0.5);
 }
 
+// Pythia's tokenizer.json normalizes text to NFC. A model imported with such a tokenizer reads its prompts
+// through it: a decomposed accent ("e" + U+0301) gets the precomposed U+00E9's tokens, where the same
+// model without the normalizer gives other tokens.
+BOOST_AUTO_TEST_CASE(a_normalizing_tokenizer_imports_and_normalizes_prompts) {
+  const std::string src = altered("nfc", "gpt2_bpe", [](nlohmann::json&) {});
+  nlohmann::json tokenizer = nlohmann::json::parse(read_all(src + "/tokenizer.json"));
+  tokenizer["normalizer"] = {{"type", "NFC"}};
+  std::ofstream(src + "/tokenizer.json") << tokenizer.dump();
+  const std::string nfc = (temp_root() / "run-nfc").string();
+  const CommandResult r = run_attograd("import " + shell_quote(src) + " --out " + shell_quote(nfc));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const std::string plain = import_fixture("gpt2_bpe", "run-no-nfc");
+  const auto ids_of = [](const std::string& run, const std::string& prompt) {
+    const CommandResult f =
+        run_attograd("forward " + shell_quote(run) + " --prompt " + shell_quote(prompt) + " --json");
+    BOOST_TEST_REQUIRE(f.exit_code == 0, f.err);
+    return nlohmann::json::parse(f.out).at("ids");
+  };
+  const std::string composed = "caf\xC3\xA9", decomposed = "cafe\xCC\x81";
+  BOOST_TEST(ids_of(nfc, decomposed) == ids_of(plain, composed));
+  BOOST_TEST(ids_of(plain, decomposed) != ids_of(plain, composed));
+}
+
 BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
   struct Case {
     std::string src, expected;
