@@ -469,8 +469,8 @@ void read_normalizer(Tokenizer::Impl& t, const Doc& doc, const json& n, const st
 std::string Tokenizer::Impl::normalize(std::string_view text) const {
   std::string out;
   std::vector<UChar> in16, out16;
-  // Normalizes text[begin, end), valid UTF-8, through every form in order.
-  const auto run = [&](size_t begin, size_t end) {
+  // Normalizes text[begin, end), valid UTF-8 of at most a chunk, through every form in order.
+  const auto chunk = [&](size_t begin, size_t end) {
     if (begin == end) return;
     UErrorCode status = U_ZERO_ERROR;
     int32_t n = 0;
@@ -502,6 +502,26 @@ std::string Tokenizer::Impl::normalize(std::string_view text) const {
     status = U_ZERO_ERROR;
     u_strToUTF8(&out[at], n, &n, in16.data(), static_cast<int32_t>(in16.size()), &status);
     if (U_FAILURE(status)) throw TokenizerError(source + ": normalizing text failed: " + u_errorName(status));
+  };
+  // A run of valid UTF-8 goes in chunks of about kChunk bytes, each ending before a code point that every
+  // form normalizes independently of what precedes it (unorm2_hasBoundaryBefore), so that a long text
+  // costs buffers of a chunk, not of the text.
+  constexpr size_t kChunk = 16384;
+  const auto run = [&](size_t begin, size_t end) {
+    while (end - begin > kChunk) {
+      size_t cut = begin + kChunk;
+      while (cut < end && (text[cut] & 0xC0) == 0x80) ++cut;  // to a code point's first byte
+      for (; cut < end; cut += utf8_at(text, cut).second) {
+        const UChar32 cp = static_cast<UChar32>(utf8_at(text, cut).first);
+        bool boundary = true;
+        for (const UNormalizer2* form : normalizers)
+          boundary = boundary && unorm2_hasBoundaryBefore(form, cp);
+        if (boundary) break;
+      }
+      chunk(begin, cut);
+      begin = cut;
+    }
+    chunk(begin, end);
   };
   size_t start = 0;
   for (size_t i = 0; i < text.size();) {

@@ -153,6 +153,14 @@ BOOST_AUTO_TEST_CASE(normalizers_apply_unicode_normal_forms) {
   const Tokenizer nfkc = with({{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}}}});
   BOOST_TEST(nfkc.encode("\xEF\xAC\x81ne") == plain.encode("fine"), boost::test_tools::per_element());
   BOOST_TEST(nfkc.encode("fine") == plain.encode("fine"), boost::test_tools::per_element());
+  // A long text is normalized in chunks cut only where no mark combines across the cut.
+  std::string long_composed, long_decomposed;
+  for (int i = 0; i < 6000; ++i) {
+    long_composed += composed + (i % 7 ? " " : "\n");
+    long_decomposed += decomposed + (i % 7 ? " " : "\n");
+  }
+  BOOST_TEST(long_decomposed.size() > 4 * 16384u);
+  BOOST_TEST(nfc.encode(long_decomposed) == plain.encode(long_composed));
   // Bytes that are not UTF-8 pass through; the valid text around them is normalized.
   const std::string broken = "e\xCC\x81\xFF\xC3";
   BOOST_TEST(nfc.decode(nfc.encode(broken)) == "\xC3\xA9\xFF\xC3");
