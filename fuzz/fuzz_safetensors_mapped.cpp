@@ -17,8 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const uint64_t bytes = t.end - t.begin;
       if (bytes > size) std::abort();
       values.resize(bytes / train::dtype_bytes(t.dtype));
-      if (!train::dtype_is_float(
-              t.dtype)) {  // a buffer's dtype (BOOL, I64, ...): reading it is a one-line error
+      // A buffer's dtype (BOOL, I64, ...): reading it is a one-line error.
+      if (!train::dtype_is_float(t.dtype)) {
         try {
           file.read(t, values.data());
         } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -201,12 +202,19 @@ struct Rotary {
   double base = 10000;
   double fraction = 1;
 };
+// The first of `keys` the config sets, or `fallback`; every key set must be a number.
+double first_number(const HfConfig& c, const std::vector<const char*>& keys, double fallback) {
+  std::optional<double> first;
+  for (const char* key : keys) {
+    const double value = c.number(key, fallback);
+    if (!first && c.has(key)) first = value;
+  }
+  return first.value_or(fallback);
+}
+
 Rotary rotary_of(const HfConfig& c, const std::vector<const char*>& base_keys, const Rotary& fallback,
                  const std::vector<const char*>& fraction_keys) {
-  Rotary r = fallback;
-  for (auto it = base_keys.rbegin(); it != base_keys.rend(); ++it) r.base = c.number(*it, r.base);
-  for (auto it = fraction_keys.rbegin(); it != fraction_keys.rend(); ++it)
-    r.fraction = c.number(*it, r.fraction);
+  Rotary r{first_number(c, base_keys, fallback.base), first_number(c, fraction_keys, fallback.fraction)};
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     if (!c.has(key)) continue;
     const json& p = c.j[key];

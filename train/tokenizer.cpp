@@ -479,29 +479,27 @@ std::string Tokenizer::Impl::normalize(std::string_view text) const {
                   static_cast<int32_t>(end - begin), &status);
     in16.resize(static_cast<size_t>(n));
     for (const UNormalizer2* form : normalizers) {
-      // A normal form grows a string by at most 18 times (NFKD of U+FDFA); retried if ICU asks for more.
+      // A normal form may grow a string (NFKD of U+FDFA by 18 times): when ICU asks for more room, again.
       out16.resize(in16.size() * 4 + 16);
-      status = U_ZERO_ERROR;
-      n = unorm2_normalize(form, in16.data(), static_cast<int32_t>(in16.size()), out16.data(),
-                           static_cast<int32_t>(out16.size()), &status);
-      if (status == U_BUFFER_OVERFLOW_ERROR) {
-        out16.resize(static_cast<size_t>(n));
+      do {
         status = U_ZERO_ERROR;
         n = unorm2_normalize(form, in16.data(), static_cast<int32_t>(in16.size()), out16.data(),
                              static_cast<int32_t>(out16.size()), &status);
-      }
+        if (status == U_BUFFER_OVERFLOW_ERROR) out16.resize(static_cast<size_t>(n));
+      } while (status == U_BUFFER_OVERFLOW_ERROR);
       if (U_FAILURE(status))
         throw TokenizerError(source + ": normalizing text failed: " + u_errorName(status));
       out16.resize(static_cast<size_t>(n));
       in16.swap(out16);
     }
-    status = U_ZERO_ERROR;
-    u_strToUTF8(nullptr, 0, &n, in16.data(), static_cast<int32_t>(in16.size()), &status);
+    // UTF-8 takes at most 3 bytes per UTF-16 unit (a surrogate pair's 4 for two).
     const size_t at = out.size();
-    out.resize(at + static_cast<size_t>(n));
+    out.resize(at + 3 * in16.size());
     status = U_ZERO_ERROR;
-    u_strToUTF8(&out[at], n, &n, in16.data(), static_cast<int32_t>(in16.size()), &status);
+    u_strToUTF8(&out[at], static_cast<int32_t>(3 * in16.size()), &n, in16.data(),
+                static_cast<int32_t>(in16.size()), &status);
     if (U_FAILURE(status)) throw TokenizerError(source + ": normalizing text failed: " + u_errorName(status));
+    out.resize(at + static_cast<size_t>(n));
   };
   // A run of valid UTF-8 goes in chunks of about kChunk bytes, each ending before a code point that every
   // form normalizes independently of what precedes it (unorm2_hasBoundaryBefore), so that a long text
@@ -511,12 +509,13 @@ std::string Tokenizer::Impl::normalize(std::string_view text) const {
     while (end - begin > kChunk) {
       size_t cut = begin + kChunk;
       while (cut < end && (text[cut] & 0xC0) == 0x80) ++cut;  // to a code point's first byte
-      for (; cut < end; cut += utf8_at(text, cut).second) {
-        const UChar32 cp = static_cast<UChar32>(utf8_at(text, cut).first);
+      while (cut < end) {
+        const auto [cp, bytes] = utf8_at(text, cut);
         bool boundary = true;
         for (const UNormalizer2* form : normalizers)
-          boundary = boundary && unorm2_hasBoundaryBefore(form, cp);
+          boundary = boundary && unorm2_hasBoundaryBefore(form, static_cast<UChar32>(cp));
         if (boundary) break;
+        cut += bytes;
       }
       chunk(begin, cut);
       begin = cut;

@@ -45,12 +45,18 @@ std::string fixture(const std::string& name) {
   return std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/import/" + name;
 }
 
+// Imports the Hugging Face folder `src` into the fresh run folder `folder` (under the temporary root) and
+// returns the run folder.
+std::string import_folder(const std::string& src, const std::string& folder) {
+  const std::string out = (temp_root() / folder).string();
+  const CommandResult r = run_attograd("import " + shell_quote(src) + " --out " + shell_quote(out));
+  BOOST_TEST_REQUIRE(r.exit_code == 0, src << ": " << r.err);
+  return out;
+}
+
 // Imports the fixture `name` into a fresh run folder and returns the folder.
 std::string import_fixture(const std::string& name, const std::string& folder = "") {
-  const std::string out = (temp_root() / (folder.empty() ? name : folder)).string();
-  const CommandResult r = run_attograd("import " + shell_quote(fixture(name)) + " --out " + shell_quote(out));
-  BOOST_TEST_REQUIRE(r.exit_code == 0, name << ": " << r.err);
-  return out;
+  return import_folder(fixture(name), folder.empty() ? name : folder);
 }
 
 std::string ids_text(const std::vector<int>& ids) {
@@ -64,13 +70,8 @@ std::string ids_text(const std::vector<int>& ids) {
 void check_logits(const std::string& name, const std::string& src = "") {
   const nlohmann::json expected = nlohmann::json::parse(read_all(fixture(name) + "/expected.json"));
   const std::vector<int> ids = expected.at("ids").get<std::vector<int>>();
-  std::string run = (temp_root() / ("run-" + fs::path(src).filename().string())).string();
-  if (src.empty()) {
-    run = import_fixture(name);
-  } else {
-    const CommandResult r = run_attograd("import " + shell_quote(src) + " --out " + shell_quote(run));
-    BOOST_TEST_REQUIRE(r.exit_code == 0, src << ": " << r.err);
-  }
+  const std::string run =
+      src.empty() ? import_fixture(name) : import_folder(src, "run-" + fs::path(src).filename().string());
   const CommandResult r =
       run_attograd("forward " + shell_quote(run) + " --ids '" + ids_text(ids) + "' --json");
   BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
@@ -209,9 +210,7 @@ BOOST_AUTO_TEST_CASE(every_spelling_of_the_rotary_settings_gives_the_same_logits
   const std::string half = altered("neox-half", "gpt_neox", [](nlohmann::json& c) {
     c["rope_parameters"] = {{"partial_rotary_factor", 0.5}};
   });
-  const std::string run = (temp_root() / "run-neox-half").string();
-  BOOST_TEST_REQUIRE(run_attograd("import " + shell_quote(half) + " --out " + shell_quote(run)).exit_code ==
-                     0);
+  const std::string run = import_folder(half, "run-neox-half");
   const nlohmann::json config = nlohmann::json::parse(read_all(run + "/config.json"));
   BOOST_TEST(config.at("model").at("rotary_fraction").get<double>() == 0.5);
 }
@@ -224,9 +223,7 @@ BOOST_AUTO_TEST_CASE(a_normalizing_tokenizer_imports_and_normalizes_prompts) {
   nlohmann::json tokenizer = nlohmann::json::parse(read_all(src + "/tokenizer.json"));
   tokenizer["normalizer"] = {{"type", "NFC"}};
   std::ofstream(src + "/tokenizer.json") << tokenizer.dump();
-  const std::string nfc = (temp_root() / "run-nfc").string();
-  const CommandResult r = run_attograd("import " + shell_quote(src) + " --out " + shell_quote(nfc));
-  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const std::string nfc = import_folder(src, "run-nfc");
   const std::string plain = import_fixture("gpt2_bpe", "run-no-nfc");
   const auto ids_of = [](const std::string& run, const std::string& prompt) {
     const CommandResult f =
