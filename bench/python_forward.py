@@ -27,7 +27,7 @@ with open(a.config) as f:
 B, T = cfg["train"]["batch_size"], cfg["task"]["length"]
 out = os.path.join(tempfile.mkdtemp(), "run")
 # Trained by the program: in a process that has just trained (attograd.train), forward passes were
-# measured 3x slower (6.3 ms against 1.8 ms on tiny), an open question this bench keeps out of its numbers.
+# measured about 3x slower, an open question this bench keeps out of its numbers.
 subprocess.run([os.path.join(a.build, "attograd"), "train", a.config, "--set", "train.steps=1", "--out", out],
                capture_output=True, check=True)
 run = attograd.load_run(out)
