@@ -11,7 +11,11 @@
 #include "autograd/gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <new>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -627,6 +631,23 @@ V gather_lanes(const T* const* col, int64_t offset, std::index_sequence<L...>) {
   return V{col[L][offset]...};
 }
 
+// Stores one slice's sums of `width` columns of a C of one row (lane l of the vectors, in order) as the
+// kernel stores them: C + sum after the first slice (or when accumulating), else start + sum, the start
+// being residual + bias, the residual, the bias, or nothing.
+template <typename T, typename V, int N>
+void store_row_sums(const V (&acc)[N], int64_t width, T* c, bool add, CStart<T> start) {
+  constexpr int kLanes = static_cast<int>(sizeof(V) / sizeof(T));
+  for (int64_t l = 0; l < width; ++l) {
+    const T sum = acc[l / kLanes][l % kLanes];
+    if (add)
+      c[l] = c[l] + sum;
+    else if (start.residual)
+      c[l] = (start.bias ? start.residual[l] + start.bias[l] : start.residual[l]) + sum;
+    else
+      c[l] = start.bias ? start.bias[l] + sum : sum;
+  }
+}
+
 // Columns [c0, c1) of a C of one row: a decoding step's products (one token through a Linear, one query
 // against the cached keys). B is read once, so packing it would cost more than the product (a Linear's B is
 // W^T, whose packing is a transposing copy of all of W). Instead B is read in place: when its columns are
@@ -694,21 +715,49 @@ void gemm_row(int64_t c0, int64_t c1, int64_t inner, MatView<T> a, MatView<T> b,
           acc[v] = fused_madd(acc[v], ap, bv);
         }
       }
-      // As the kernel's store: C + sum after the first slice (or when accumulating), else start + sum,
-      // the start being residual + bias, the residual, the bias, or nothing.
-      const bool add = accumulate || pc > 0;
-      for (int64_t l = 0; l < width; ++l) {
-        const int64_t j = j0 + l;
-        const T sum = acc[l / kLanes][l % kLanes];
-        if (add)
-          c[j] = c[j] + sum;
-        else if (start.residual)
-          c[j] = (start.bias ? start.residual[j] + start.bias[j] : start.residual[j]) + sum;
-        else
-          c[j] = start.bias ? start.bias[j] + sum : sum;
-      }
+      store_row_sums(acc, width, c + j0, accumulate || pc > 0, start.at(0, j0));
     }
   }
+}
+
+// The packed copy of one matrix (PackedWeights): panels of kPanel rows of W, panel k at
+// panels.data() + k * kPanel * in, its element (p, l) at p * kPanel + l.
+template <typename T>
+struct PackedPanels {
+  static constexpr int kPanel = 2 * Tile<T>::kLanes;
+};
+
+// Columns [k0 * kPanel, min(k1 * kPanel, cols)) of a C of one row, C = start + a W^T (or C += a W^T), from
+// W's packed panels: each panel's two vectors of C's columns summed as gemm_row sums them (fused_madd of a_p
+// and W's column p, each kKC slice from zero in order of p, then added to the start or to C), so every
+// element has gemm_row's bits, and gemm_serial's.
+template <typename T>
+void gemm_packed_row(int64_t k0, int64_t k1, int64_t cols, int64_t inner, MatView<T> a, const T* panels, T* c,
+                     bool accumulate, CStart<T> start) {
+  using Vec = typename Tile<T>::Vec;
+  constexpr int kLanes = Tile<T>::kLanes;
+  constexpr int kPanel = PackedPanels<T>::kPanel;
+  for (int64_t k = k0; k < k1; ++k) {
+    const T* panel = panels + k * kPanel * inner;
+    const int64_t j0 = k * kPanel, width = std::min<int64_t>(kPanel, cols - j0);
+    for (int64_t pc = 0; pc < inner; pc += kKC) {
+      const int64_t end = std::min(inner, pc + kKC);
+      Vec acc[2] = {Vec{}, Vec{}};
+      for (int64_t p = pc; p < end; ++p) {
+        const T ap = a.data[p * a.col_stride];
+        acc[0] = fused_madd(acc[0], ap, load<Vec>(panel + p * kPanel));
+        acc[1] = fused_madd(acc[1], ap, load<Vec>(panel + p * kPanel + kLanes));
+      }
+      store_row_sums(acc, width, c + j0, accumulate || pc > 0, start.at(0, j0));
+    }
+  }
+}
+
+// The set of packed weights in use on this thread (UsePackedWeights).
+template <typename T>
+const PackedWeights<T>*& packed_weights_in_use() {
+  thread_local const PackedWeights<T>* in_use = nullptr;
+  return in_use;
 }
 
 // A product of at most this many multiply-adds (attention's per-head products over a few positions:
@@ -731,15 +780,31 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
       for (int64_t i = 0; i < rows; ++i) std::fill(c + i * ldc, c + i * ldc + cols, T(0));
     return;
   }
+  const int64_t flops = 2 * rows * cols * inner;
+  const int64_t threads = num_threads();
+  const bool serial = flops < kParallelFlops || threads < 2 || detail::in_parallel_region();
+  // A decoding step whose B is a weight with a packed copy in use (UsePackedWeights) reads that copy.
+  const PackedWeights<T>* packed = rows == 1 ? packed_weights_in_use<T>() : nullptr;
+  if (const typename PackedWeights<T>::Matrix* w = packed && b.row_stride == 1 && b.col_stride == inner
+                                                       ? packed->find(b.data, cols, inner)
+                                                       : nullptr) {
+    constexpr int64_t kPanel = PackedPanels<T>::kPanel;
+    const int64_t panels = (cols + kPanel - 1) / kPanel;
+    if (serial) return gemm_packed_row(0, panels, cols, inner, a, w->panels.get(), c, accumulate, start);
+    const int64_t parts =
+        std::min(panels, std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops)));
+    parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
+      gemm_packed_row(panels * p0 / parts, panels * p1 / parts, cols, inner, a, w->panels.get(), c,
+                      accumulate, start);
+    });
+    return;
+  }
   if (rows * cols * inner <= kTinyMacs) {
     for (int64_t i = 0; i < rows; ++i)
       gemm_row(0, cols, inner, MatView<T>{a.data + i * a.row_stride, a.row_stride, a.col_stride}, b,
                c + i * ldc, accumulate, start.at(i, 0));
     return;
   }
-  const int64_t flops = 2 * rows * cols * inner;
-  const int64_t threads = num_threads();
-  const bool serial = flops < kParallelFlops || threads < 2 || detail::in_parallel_region();
   if (rows == 1) {  // a decoding step: B read in place, split by columns when large
     if (serial) return gemm_row(0, cols, inner, a, b, c, accumulate, start);
     const int64_t blocks = (cols + 4 * Tile<T>::kLanes - 1) / (4 * Tile<T>::kLanes);
@@ -807,6 +872,101 @@ void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b,
   gemm_from(rows, cols, inner, a, b, c, ldc, false, start);
 }
 
+template <typename T>
+struct PackedWeights<T>::Matrix {
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  const T* source;
+  int64_t out, in;
+  // From aligned_alloc, not tensor storage (Buffer, which asks for huge pages): a copy made once per
+  // generation and read once per token gains little from huge pages, and a first allocation of them can
+  // stall on the kernel's compaction (transparent huge pages' defrag on madvise).
+  std::unique_ptr<T[], Free> panels;
+  size_t size = 0;
+};
+
+// Orders PackedWeights' matrices by where their source is.
+template <typename T>
+bool source_before(const std::unique_ptr<typename PackedWeights<T>::Matrix>& m, const T* source) {
+  return std::less<const T*>()(m->source, source);
+}
+
+template <typename T>
+PackedWeights<T>::PackedWeights() = default;
+template <typename T>
+PackedWeights<T>::~PackedWeights() = default;
+template <typename T>
+PackedWeights<T>::PackedWeights(PackedWeights&&) noexcept = default;
+template <typename T>
+PackedWeights<T>& PackedWeights<T>::operator=(PackedWeights&&) noexcept = default;
+
+template <typename T>
+void PackedWeights<T>::add(const T* w, int64_t out, int64_t in) {
+  if (!w || out < 1 || in < 1) throw std::invalid_argument("PackedWeights::add: an empty matrix");
+  const auto at = std::lower_bound(matrices_.begin(), matrices_.end(), w, source_before<T>);
+  if (at != matrices_.end() && (*at)->source == w) {
+    if ((*at)->out != out || (*at)->in != in)
+      throw std::invalid_argument("PackedWeights::add: a matrix added before with another shape");
+    return;
+  }
+  constexpr int64_t kPanel = PackedPanels<T>::kPanel;
+  const int64_t panels = (out + kPanel - 1) / kPanel;
+  auto m = std::make_unique<Matrix>(Matrix{w, out, in, {}});
+  m->size = static_cast<size_t>(panels * kPanel * in);
+  const size_t bytes = (m->size * sizeof(T) + 63) / 64 * 64;  // aligned_alloc wants a multiple of 64
+  m->panels.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+  if (!m->panels) throw std::bad_alloc();
+  T* dst = m->panels.get();
+  parallel_for(panels, 2 * out * in, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      T* panel = dst + k * kPanel * in;
+      for (int64_t l = 0; l < kPanel; ++l) {
+        const int64_t row = k * kPanel + l;
+        if (row < out) {
+          const T* src = w + row * in;
+          for (int64_t p = 0; p < in; ++p) panel[p * kPanel + l] = src[p];
+        } else {
+          for (int64_t p = 0; p < in; ++p) panel[p * kPanel + l] = T(0);
+        }
+      }
+    }
+  });
+  matrices_.insert(at, std::move(m));
+}
+
+template <typename T>
+int64_t PackedWeights<T>::bytes() const {
+  int64_t n = 0;
+  for (const auto& m : matrices_) n += static_cast<int64_t>(m->size * sizeof(T));
+  return n;
+}
+
+template <typename T>
+const typename PackedWeights<T>::Matrix* PackedWeights<T>::find(const T* source, int64_t out,
+                                                                int64_t in) const {
+  const auto at = std::lower_bound(matrices_.begin(), matrices_.end(), source, source_before<T>);
+  if (at == matrices_.end() || (*at)->source != source || (*at)->out != out || (*at)->in != in)
+    return nullptr;
+  return at->get();
+}
+
+template <typename T>
+int64_t gemm_packed_panel() {
+  return PackedPanels<T>::kPanel;
+}
+
+template <typename T>
+UsePackedWeights<T>::UsePackedWeights(const PackedWeights<T>* weights)
+    : previous_(packed_weights_in_use<T>()) {
+  packed_weights_in_use<T>() = weights;
+}
+
+template <typename T>
+UsePackedWeights<T>::~UsePackedWeights() {
+  packed_weights_in_use<T>() = previous_;
+}
+
 const char* gemm_vector_isa() {
 #if defined(__AVX512F__)
   return "avx512";
@@ -830,5 +990,11 @@ template void gemm<float>(int64_t, int64_t, int64_t, MatView<float>, MatView<flo
                           CStart<float>);
 template void gemm<double>(int64_t, int64_t, int64_t, MatView<double>, MatView<double>, double*, int64_t,
                            CStart<double>);
+template class PackedWeights<float>;
+template class PackedWeights<double>;
+template class UsePackedWeights<float>;
+template class UsePackedWeights<double>;
+template int64_t gemm_packed_panel<float>();
+template int64_t gemm_packed_panel<double>();
 
 }  // namespace ag

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace ag {
 
@@ -70,6 +72,53 @@ struct CStart {
 template <typename T>
 void gemm(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<T> b, T* c, int64_t ldc,
           CStart<T> start);
+
+// Weight matrices laid out for one-row products: a decoding step's x W^T, which reads each W once from
+// memory. Read in place, W's rows are loaded a vector at a time side by side and transposed in registers,
+// and those shuffles, not the memory, bound the product. A packed copy stores W in
+// panels of gemm_packed_panel<T>() rows, each panel's elements in order of the inner index (panel[p * width
+// + l] = W[j0 + l][p], zero past W's last row), so the product streams it once, in order, with no
+// transposes. It costs a second copy of the matrices; the product has the bits of gemm on W itself.
+template <typename T>
+class PackedWeights {
+ public:
+  PackedWeights();
+  ~PackedWeights();
+  PackedWeights(PackedWeights&&) noexcept;
+  PackedWeights& operator=(PackedWeights&&) noexcept;
+
+  // Adds a packed copy of w (out x in, row-major, rows `in` apart), packed over the thread pool; a matrix
+  // added before is skipped. w must stay alive and unchanged while this is in use (see UsePackedWeights).
+  void add(const T* w, int64_t out, int64_t in);
+  // Bytes of the packed copies.
+  int64_t bytes() const;
+
+  struct Matrix;  // gemm.cpp
+  // The packed copy of the out x in matrix at `source`, or null.
+  const Matrix* find(const T* source, int64_t out, int64_t in) const;
+
+ private:
+  std::vector<std::unique_ptr<Matrix>> matrices_;  // sorted by source
+};
+
+// Rows of a packed panel: two vectors of the widest SIMD type the GEMM's kernels use.
+template <typename T>
+int64_t gemm_packed_panel();
+
+// While alive, gemm's one-row products on the constructing thread whose B is W^T for a matrix W of
+// `weights` (B's columns contiguous, W dense) read its packed copy instead; with null, none does. Scopes
+// nest: the destructor puts back the set that was in use before.
+template <typename T>
+class UsePackedWeights {
+ public:
+  explicit UsePackedWeights(const PackedWeights<T>* weights);
+  ~UsePackedWeights();
+  UsePackedWeights(const UsePackedWeights&) = delete;
+  UsePackedWeights& operator=(const UsePackedWeights&) = delete;
+
+ private:
+  const PackedWeights<T>* previous_;
+};
 
 // The instruction set the GEMM's vector kernels were compiled to (the widest the compiler targets):
 // "avx512", "avx2+fma", "avx", "sse" on x86-64; "neon" (Advanced SIMD) on aarch64; "scalar" where the

@@ -1,10 +1,15 @@
 #include "nn/generate.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+
+#include "autograd/gemm.h"
 
 namespace nn {
 
@@ -63,6 +68,52 @@ const char* stop_reason_name(StopReason reason) {
   return reason == StopReason::max_len ? "max_len" : "max_new";
 }
 
+namespace {
+
+// Decoding reads every weight matrix from memory once per token; their packed copies (ag::PackedWeights)
+// stream faster, with the same bits. They cost one more pass over the weights and a second copy of them
+// while generating, so they are made when there are at least kPackMinSteps one-token steps to amortise the
+// pass, and only while the copy takes at most a quarter of the machine's memory.
+constexpr int64_t kPackMinSteps = 8;
+
+template <typename T>
+std::vector<const ag::Tensor<T>*> decoding_weights(const CausalLM<T>& model) {
+  std::vector<const ag::Tensor<T>*> weights;
+  for (const auto& block : model.blocks) {
+    const MultiHeadAttention<T>& a = block->attn;
+    for (const Linear<T>* linear : {&a.wq, &a.wk, &a.wv, &a.wo}) weights.push_back(&linear->weight);
+    if (block->mlp) {
+      weights.push_back(&block->mlp->fc1.weight);
+      if (block->mlp->gate) weights.push_back(&block->mlp->gate->weight);
+      weights.push_back(&block->mlp->fc2.weight);
+    }
+  }
+  weights.push_back(&model.lm_head.weight);
+  return weights;
+}
+
+int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+
+// The packed weights for a generation of `steps` one-token steps, or none when not worth their cost.
+template <typename T>
+std::unique_ptr<ag::PackedWeights<T>> pack_for_decoding(const CausalLM<T>& model, int64_t steps) {
+  if (steps < kPackMinSteps) return nullptr;
+  const std::vector<const ag::Tensor<T>*> weights = decoding_weights(model);
+  const int64_t panel = ag::gemm_packed_panel<T>();
+  int64_t bytes = 0;
+  for (const ag::Tensor<T>* w : weights)
+    bytes += (w->size(0) + panel - 1) / panel * panel * w->size(1) * static_cast<int64_t>(sizeof(T));
+  if (bytes > physical_memory_bytes() / 4) return nullptr;
+  auto packed = std::make_unique<ag::PackedWeights<T>>();
+  for (const ag::Tensor<T>* w : weights) packed->add(w->data(), w->size(0), w->size(1));
+  return packed;
+}
+
+}  // namespace
+
 template <typename T>
 Generation generate(const CausalLM<T>& model, const std::vector<int32_t>& prompt, const GenerateOptions& o) {
   check_sampling_options(o.sampling);
@@ -77,6 +128,11 @@ Generation generate(const CausalLM<T>& model, const std::vector<int32_t>& prompt
   Generation g;
   std::vector<int32_t> sequence = prompt;  // the tokens read so far (uncached path)
   KVCache<T> cache(model.shape);
+  // One-token steps ahead: max_new - 1 after the prompt's forward, or until the model has read max_len.
+  const int64_t steps = o.max_new >= 0 ? std::min(o.max_new - 1, max_len - P) : max_len - P;
+  const std::unique_ptr<ag::PackedWeights<T>> packed =
+      o.use_cache ? pack_for_decoding(model, steps) : nullptr;
+  const ag::UsePackedWeights<T> use_packed(packed.get());
   // The logits of the last position read.
   ag::Tensor<T> logits = o.use_cache ? model.forward_cached(prompt, cache) : model.forward(prompt, 1, P);
   int64_t row = P - 1;

@@ -460,6 +460,76 @@ BOOST_AUTO_TEST_CASE(tiny_products_have_the_bits_of_the_same_rows_in_a_packed_pr
       }
 }
 
+// A one-row product by W^T whose W has a packed copy in use (ag::PackedWeights, as a decoding step reads its
+// weights) must have the bits of W read in place: on columns that fill no whole panel, over several slices
+// of the inner dimension, with each kind of start and accumulating, on one and two threads. The packed copy
+// is what is read: W's storage is overwritten with NaN once packed. Outside the scope, or for a view of W
+// of another shape, W is read in place again.
+template <typename T>
+void check_packed_row(int64_t cols, int64_t inner, int start_kind) {
+  const Operand<T> a = make_operand<T>(1, inner, false, 0, 47 + inner);
+  Operand<T> w = make_operand<T>(cols, inner, false, 0, 53 + cols + inner);  // dense: rows `inner` apart
+  const Operand<T> residual = make_operand<T>(1, cols, false, 0, 59 + cols);
+  const Operand<T> bias = make_operand<T>(1, cols, false, 0, 61 + cols);
+  const ag::MatView<T> b{w.view.data, 1, inner};  // W^T
+  ag::CStart<T> start;
+  if (start_kind & 1) start.bias = bias.view.data;
+  if (start_kind & 2) start = {start.bias, residual.view.data, cols};
+  const bool accumulate = start_kind == 4;
+  const auto product = [&](std::vector<T>& c) {
+    if (start_kind == 0 || accumulate)
+      ag::gemm(int64_t(1), cols, inner, a.view, b, c.data(), cols, accumulate);
+    else
+      ag::gemm(int64_t(1), cols, inner, a.view, b, c.data(), cols, start);
+  };
+  std::vector<T> in_place(static_cast<size_t>(cols), T(0.25)), packed(in_place);
+  product(in_place);
+
+  ag::PackedWeights<T> weights;
+  weights.add(w.view.data, cols, inner);
+  const int64_t panel = ag::gemm_packed_panel<T>();
+  BOOST_TEST(weights.bytes() == (cols + panel - 1) / panel * panel * inner * int64_t(sizeof(T)));
+  weights.add(w.view.data, cols, inner);  // added before: skipped
+  BOOST_TEST(weights.bytes() == (cols + panel - 1) / panel * panel * inner * int64_t(sizeof(T)));
+  BOOST_CHECK_THROW(weights.add(w.view.data, cols, inner + 1), std::invalid_argument);
+  std::fill(w.storage.begin(), w.storage.end(), std::numeric_limits<T>::quiet_NaN());
+  {
+    const ag::UsePackedWeights<T> use(&weights);
+    product(packed);
+    BOOST_TEST(std::memcmp(packed.data(), in_place.data(), sizeof(T) * in_place.size()) == 0,
+               "1 x " << inner << " x " << cols << " start " << start_kind
+                      << ": the packed copy's bits differ from W's in place");
+    {
+      const ag::UsePackedWeights<T> none(nullptr);  // nested: no packed copy, W (now NaN) read in place
+      std::vector<T> c(in_place.size(), T(0.25));
+      product(c);
+      BOOST_TEST(std::isnan(c[0]));
+    }
+    if (cols > 1) {  // W's first cols - 1 rows: a matrix of another shape, read in place
+      std::vector<T> c(in_place.size(), T(0.25));
+      ag::gemm(int64_t(1), cols - 1, inner, a.view, b, c.data(), cols, false);
+      BOOST_TEST(std::isnan(c[0]));
+    }
+  }
+  std::vector<T> after(in_place.size(), T(0.25));
+  product(after);
+  BOOST_TEST(std::isnan(after[0]));  // the scope has ended
+}
+
+BOOST_AUTO_TEST_CASE(a_one_row_product_by_a_packed_weight_has_the_bits_of_the_weight_in_place) {
+  const int64_t shapes[][2] = {{1, 1},     {7, 5},     {16, 8},     {33, 17},   {64, 128},
+                               {100, 515}, {768, 768}, {3072, 768}, {40, 1100}, {50257 % 1000, 1536}};
+  for (int threads : {1, 2}) {
+    ag::set_num_threads(threads);
+    for (const auto& s : shapes)
+      for (int start_kind = 0; start_kind < 5; ++start_kind) {
+        check_packed_row<float>(s[0], s[1], start_kind);
+        check_packed_row<double>(s[0], s[1], start_kind);
+      }
+  }
+  ag::set_num_threads(1);
+}
+
 // The threads of this process, from /proc/self/task.
 int live_threads() {
   int n = 0;
