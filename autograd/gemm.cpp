@@ -120,6 +120,9 @@ constexpr int64_t kNC = 2048;  // columns of B packed at once, bounding the pack
 
 // Below this many flops a product runs whole on the calling thread (about 10 microseconds of work).
 constexpr int64_t kParallelFlops = int64_t(1) << 21;
+// The same for a product of one row (a decoding step), which reads each element of B once: it is bound by
+// reading B, which takes several times as long as the arithmetic, from memory (B of 512 KB in float32).
+constexpr int64_t kParallelRowFlops = int64_t(1) << 18;
 // Parts per thread of a split product, and the least work in one part (about 5 microseconds).
 constexpr int64_t kPartsPerThread = 4;
 constexpr int64_t kMinPartFlops = int64_t(1) << 19;
@@ -782,7 +785,8 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
   }
   const int64_t flops = 2 * rows * cols * inner;
   const int64_t threads = num_threads();
-  const bool serial = flops < kParallelFlops || threads < 2 || detail::in_parallel_region();
+  const bool serial =
+      flops < (rows == 1 ? kParallelRowFlops : kParallelFlops) || threads < 2 || detail::in_parallel_region();
   // A decoding step whose B is a weight with a packed copy in use (UsePackedWeights) reads that copy.
   const PackedWeights<T>* packed = rows == 1 ? packed_weights_in_use<T>() : nullptr;
   if (const typename PackedWeights<T>::Matrix* w = packed && b.row_stride == 1 && b.col_stride == inner
