@@ -111,7 +111,7 @@ class Source {
     } else {
       bad(dir +
           ": no model.safetensors or model.safetensors.index.json (a pytorch_model.bin is not read: "
-          "save the model with safe_serialization)");
+          "convert the folder with scripts/convert_torch_bin.py)");
     }
   }
 
