@@ -924,15 +924,14 @@ void PackedWeights<T>::add(const T* w, int64_t out, int64_t in) {
   T* dst = m->panels.get();
   parallel_for(panels, 2 * out * in, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) {
+      // Written in order (the fresh pages first touched one after another), read kPanel rows side by side.
       T* panel = dst + k * kPanel * in;
-      for (int64_t l = 0; l < kPanel; ++l) {
-        const int64_t row = k * kPanel + l;
-        if (row < out) {
-          const T* src = w + row * in;
-          for (int64_t p = 0; p < in; ++p) panel[p * kPanel + l] = src[p];
-        } else {
-          for (int64_t p = 0; p < in; ++p) panel[p * kPanel + l] = T(0);
-        }
+      const int64_t rows = std::min<int64_t>(kPanel, out - k * kPanel);
+      const T* src = w + k * kPanel * in;
+      for (int64_t p = 0; p < in; ++p) {
+        T* to = panel + p * kPanel;
+        for (int64_t l = 0; l < rows; ++l) to[l] = src[l * in + p];
+        for (int64_t l = rows; l < kPanel; ++l) to[l] = T(0);
       }
     }
   });

@@ -72,9 +72,13 @@ namespace {
 
 // Decoding reads every weight matrix from memory once per token; their packed copies (ag::PackedWeights)
 // stream faster, with the same bits. They cost one more pass over the weights and a second copy of them
-// while generating, so they are made when there are at least kPackMinSteps one-token steps to amortise the
-// pass, and only while the copy takes at most a quarter of the machine's memory.
+// while generating, so they are made only while the copy takes at most a quarter of the machine's memory,
+// and when there are enough one-token steps ahead to repay the pass: kPackMinSteps, or kPackMinStepsLarge
+// for a copy of more than kPackSmallBytes, which lands in fresh pages whose first touch costs as much as
+// dozens of steps gain.
 constexpr int64_t kPackMinSteps = 8;
+constexpr int64_t kPackMinStepsLarge = 64;
+constexpr int64_t kPackSmallBytes = int64_t(32) << 20;
 
 template <typename T>
 std::vector<const ag::Tensor<T>*> decoding_weights(const CausalLM<T>& model) {
@@ -106,7 +110,8 @@ std::unique_ptr<ag::PackedWeights<T>> pack_for_decoding(const CausalLM<T>& model
   int64_t bytes = 0;
   for (const ag::Tensor<T>* w : weights)
     bytes += (w->size(0) + panel - 1) / panel * panel * w->size(1) * static_cast<int64_t>(sizeof(T));
-  if (bytes > physical_memory_bytes() / 4) return nullptr;
+  if (bytes > physical_memory_bytes() / 4 || (bytes > kPackSmallBytes && steps < kPackMinStepsLarge))
+    return nullptr;
   auto packed = std::make_unique<ag::PackedWeights<T>>();
   for (const ag::Tensor<T>* w : weights) packed->add(w->data(), w->size(0), w->size(1));
   return packed;

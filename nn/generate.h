@@ -3,10 +3,10 @@
 // each new token costs one position's forward; without it (use_cache = false, for comparison and tests)
 // each costs a full forward over the whole sequence so far. Both give the same tokens wherever the cached
 // logits are the full forward's to the bit (CausalLM::forward_cached says when), and otherwise unless two
-// logits tie to within float rounding. A cached generation of 8 or more one-token steps reads the weight
-// matrices from packed copies (ag::PackedWeights, made when it starts and freed when it ends): more tokens
-// per second with the same bits, for a second copy of the matrices while it runs, made only while that
-// copy fits in a quarter of the machine's memory.
+// logits tie to within float rounding. A cached generation of enough one-token steps (8, or 64 for a model
+// of more than 32 MB of weights) reads the weight matrices from packed copies (ag::PackedWeights, made when
+// it starts and freed when it ends): more tokens per second with the same bits, for a second copy of the
+// matrices while it runs, made only while that copy fits in a quarter of the machine's memory.
 #pragma once
 
 #include <cstdint>
