@@ -118,14 +118,33 @@ constexpr int64_t kKC = kGemmSliceDepth;
 constexpr int64_t kMC = 48;
 constexpr int64_t kNC = 2048;  // columns of B packed at once, bounding the packed buffer (4 MB float32)
 
-// Below this many flops a product runs whole on the calling thread (about 10 microseconds of work).
+// Below this many flops a product runs whole on the calling thread: too little work to repay waking the pool.
 constexpr int64_t kParallelFlops = int64_t(1) << 21;
 // The same for a product of one row (a decoding step), which reads each element of B once: it is bound by
 // reading B, which takes several times as long as the arithmetic, from memory (B of 512 KB in float32).
 constexpr int64_t kParallelRowFlops = int64_t(1) << 18;
-// Parts per thread of a split product, and the least work in one part (about 5 microseconds).
+// Parts per thread of a split product, and the least work in one part (enough that claiming a part costs
+// little beside it).
 constexpr int64_t kPartsPerThread = 4;
 constexpr int64_t kMinPartFlops = int64_t(1) << 19;
+
+// The most parts a split product of `flops` takes: kPartsPerThread a thread, each at least kMinPartFlops,
+// and at least 2. Claimed first come first served by the pool, so a thread whose core is shared with
+// another process takes fewer of them instead of holding the others up.
+inline int64_t split_parts(int64_t flops, int64_t threads) {
+  return std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops));
+}
+
+// f(u0, u1) over consecutive ranges of [0, units) covering it: one range on the calling thread when
+// `serial`, else min(units, split_parts) ranges over the pool. Each unit is a block of C computed the same
+// way whatever range holds it, so the split leaves the bits as they are.
+template <typename F>
+void split_units(int64_t units, int64_t flops, bool serial, F&& f) {
+  if (serial) return f(int64_t(0), units);
+  const int64_t parts = std::min(units, split_parts(flops, num_threads()));
+  parallel_for(parts, flops, [&](int64_t p0, int64_t p1) { f(units * p0 / parts, units * p1 / parts); });
+}
+
 // Largest B read in place rather than packed (see read_b_in_place).
 constexpr int64_t kInPlaceBBytes = 64 * 1024;
 // An A larger than this (a core's L2) makes a column split give each part at least kLargeAMinCols
@@ -524,15 +543,9 @@ void gemm_by_weight_rows(int64_t rows, int64_t cols, int64_t inner, MatView<T> a
   thread_local Buffer<T> packed_a_buffer;
   T* packed_a = scratch(packed_a_buffer, (rows + kNR - 1) / kNR * kNR * inner);
   pack_a_transposed(rows, inner, a, packed_a);
-  if (serial)
-    return gemm_weight_rows(0, cols, rows, inner, packed_a, b.data, b.col_stride, c, ldc, accumulate, start);
-  const int64_t flops = 2 * rows * cols * inner;
-  const int64_t blocks = (cols + kMR - 1) / kMR;
-  const int64_t parts = std::min(
-      blocks, std::max<int64_t>(2, std::min(kPartsPerThread * num_threads(), flops / kMinPartFlops)));
-  parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
-    gemm_weight_rows(std::min(cols, blocks * p0 / parts * kMR), std::min(cols, blocks * p1 / parts * kMR),
-                     rows, inner, packed_a, b.data, b.col_stride, c, ldc, accumulate, start);
+  split_units((cols + kMR - 1) / kMR, 2 * rows * cols * inner, serial, [&](int64_t b0, int64_t b1) {
+    gemm_weight_rows(std::min(cols, b0 * kMR), std::min(cols, b1 * kMR), rows, inner, packed_a, b.data,
+                     b.col_stride, c, ldc, accumulate, start);
   });
 }
 
@@ -793,15 +806,9 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
                                                        ? packed->find(b.data, cols, inner)
                                                        : nullptr) {
     constexpr int64_t kPanel = PackedPanels<T>::kPanel;
-    const int64_t panels = (cols + kPanel - 1) / kPanel;
-    if (serial) return gemm_packed_row(0, panels, cols, inner, a, w->panels.get(), c, accumulate, start);
-    const int64_t parts =
-        std::min(panels, std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops)));
-    parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
-      gemm_packed_row(panels * p0 / parts, panels * p1 / parts, cols, inner, a, w->panels.get(), c,
-                      accumulate, start);
+    return split_units((cols + kPanel - 1) / kPanel, flops, serial, [&](int64_t k0, int64_t k1) {
+      gemm_packed_row(k0, k1, cols, inner, a, w->panels.get(), c, accumulate, start);
     });
-    return;
   }
   if (rows * cols * inner <= kTinyMacs) {
     for (int64_t i = 0; i < rows; ++i)
@@ -809,32 +816,25 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
                c + i * ldc, accumulate, start.at(i, 0));
     return;
   }
-  if (rows == 1) {  // a decoding step: B read in place, split by columns when large
-    if (serial) return gemm_row(0, cols, inner, a, b, c, accumulate, start);
-    const int64_t blocks = (cols + 4 * Tile<T>::kLanes - 1) / (4 * Tile<T>::kLanes);
-    const int64_t parts =
-        std::min(blocks, std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops)));
-    parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
-      gemm_row(std::min(cols, blocks * p0 / parts * 4 * Tile<T>::kLanes),
-               std::min(cols, blocks * p1 / parts * 4 * Tile<T>::kLanes), inner, a, b, c, accumulate, start);
+  if (rows == 1) {  // a decoding step: B read in place, split by blocks of columns when large
+    constexpr int64_t kBlock = 4 * Tile<T>::kLanes;
+    return split_units((cols + kBlock - 1) / kBlock, flops, serial, [&](int64_t b0, int64_t b1) {
+      gemm_row(std::min(cols, b0 * kBlock), std::min(cols, b1 * kBlock), inner, a, b, c, accumulate, start);
     });
-    return;
   }
   if (weight_rows(rows, cols, inner, b))
     return gemm_by_weight_rows(rows, cols, inner, a, b, c, ldc, accumulate, start, serial);
   if (serial) return gemm_serial(rows, cols, inner, a, b, c, ldc, accumulate, start);
 
-  // Several parts per thread, each at least kMinPartFlops, claimed first come first served by the pool:
-  // a thread whose core is shared with another process takes fewer of them instead of holding the
-  // others up. Split by column slivers where there are enough: A is read in place, so each part packs
-  // only its own columns of B and nothing is copied twice. Otherwise (a narrow C) by row slivers, each
-  // part packing all of B. Either way every element of C is summed in the same order.
+  // Split over the pool (split_parts) by column slivers where there are enough: A is read in place, so each
+  // part packs only its own columns of B and nothing is copied twice. Otherwise (a narrow C) by row slivers,
+  // each part packing all of B. Either way every element of C is summed in the same order.
   constexpr int kNR = Tile<T>::kNR;
   const int64_t slices = (inner + kKC - 1) / kKC;
   if (slices >= threads && rows * cols <= kSliceSplitMaxC)
     return gemm_by_slices(rows, cols, inner, slices, a, b, c, ldc, accumulate, start);
   const int64_t col_slivers = (cols + kNR - 1) / kNR, row_slivers = (rows + kMR - 1) / kMR;
-  const int64_t max_parts = std::max<int64_t>(2, std::min(kPartsPerThread * threads, flops / kMinPartFlops));
+  const int64_t max_parts = split_parts(flops, threads);
   // A few column parts over a tall C (a Linear over many tokens with few outputs) leave little to hand
   // out to a late thread: when B is read in place, or small enough that packing it in every part is
   // cheap, rows give more parts (tiny's 1024 x 64 x 64 products, forward and dx).
@@ -854,9 +854,8 @@ void gemm_from(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatView<
     });
     return;
   }
-  const int64_t parts = std::min(row_slivers, max_parts);
-  parallel_for(parts, flops, [&](int64_t p0, int64_t p1) {
-    const int64_t r0 = row_slivers * p0 / parts * kMR, r1 = std::min(rows, row_slivers * p1 / parts * kMR);
+  split_units(row_slivers, flops, /*serial=*/false, [&](int64_t s0, int64_t s1) {
+    const int64_t r0 = s0 * kMR, r1 = std::min(rows, s1 * kMR);
     gemm_serial(r1 - r0, cols, inner, MatView<T>{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b,
                 c + r0 * ldc, ldc, accumulate, start.at(r0, 0));
   });
@@ -887,7 +886,6 @@ struct PackedWeights<T>::Matrix {
   // generation and read once per token gains little from huge pages, and a first allocation of them can
   // stall on the kernel's compaction (transparent huge pages' defrag on madvise).
   std::unique_ptr<T[], Free> panels;
-  size_t size = 0;
 };
 
 // Orders PackedWeights' matrices by where their source is.
@@ -917,9 +915,9 @@ void PackedWeights<T>::add(const T* w, int64_t out, int64_t in) {
   constexpr int64_t kPanel = PackedPanels<T>::kPanel;
   const int64_t panels = (out + kPanel - 1) / kPanel;
   auto m = std::make_unique<Matrix>(Matrix{w, out, in, {}});
-  m->size = static_cast<size_t>(panels * kPanel * in);
-  const size_t bytes = (m->size * sizeof(T) + 63) / 64 * 64;  // aligned_alloc wants a multiple of 64
-  m->panels.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+  // aligned_alloc wants a multiple of the alignment.
+  m->panels.reset(
+      static_cast<T*>(std::aligned_alloc(64, static_cast<size_t>(bytes_of(out, in) + 63) / 64 * 64)));
   if (!m->panels) throw std::bad_alloc();
   T* dst = m->panels.get();
   parallel_for(panels, 2 * out * in, [&](int64_t k0, int64_t k1) {
@@ -941,7 +939,7 @@ void PackedWeights<T>::add(const T* w, int64_t out, int64_t in) {
 template <typename T>
 int64_t PackedWeights<T>::bytes() const {
   int64_t n = 0;
-  for (const auto& m : matrices_) n += static_cast<int64_t>(m->size * sizeof(T));
+  for (const auto& m : matrices_) n += bytes_of(m->out, m->in);
   return n;
 }
 
@@ -952,6 +950,12 @@ const typename PackedWeights<T>::Matrix* PackedWeights<T>::find(const T* source,
   if (at == matrices_.end() || (*at)->source != source || (*at)->out != out || (*at)->in != in)
     return nullptr;
   return at->get();
+}
+
+template <typename T>
+int64_t PackedWeights<T>::bytes_of(int64_t out, int64_t in) {
+  constexpr int64_t kPanel = PackedPanels<T>::kPanel;
+  return (out + kPanel - 1) / kPanel * kPanel * in * static_cast<int64_t>(sizeof(T));
 }
 
 template <typename T>

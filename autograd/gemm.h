@@ -92,6 +92,8 @@ class PackedWeights {
   void add(const T* w, int64_t out, int64_t in);
   // Bytes of the packed copies.
   int64_t bytes() const;
+  // Bytes of a packed copy of an out x in matrix (its last panel padded).
+  static int64_t bytes_of(int64_t out, int64_t in);
 
   struct Matrix;  // gemm.cpp
   // The packed copy of the out x in matrix at `source`, or null.

@@ -106,10 +106,8 @@ template <typename T>
 std::unique_ptr<ag::PackedWeights<T>> pack_for_decoding(const CausalLM<T>& model, int64_t steps) {
   if (steps < kPackMinSteps) return nullptr;
   const std::vector<const ag::Tensor<T>*> weights = decoding_weights(model);
-  const int64_t panel = ag::gemm_packed_panel<T>();
   int64_t bytes = 0;
-  for (const ag::Tensor<T>* w : weights)
-    bytes += (w->size(0) + panel - 1) / panel * panel * w->size(1) * static_cast<int64_t>(sizeof(T));
+  for (const ag::Tensor<T>* w : weights) bytes += ag::PackedWeights<T>::bytes_of(w->size(0), w->size(1));
   if (bytes > physical_memory_bytes() / 4 || (bytes > kPackSmallBytes && steps < kPackMinStepsLarge))
     return nullptr;
   auto packed = std::make_unique<ag::PackedWeights<T>>();
