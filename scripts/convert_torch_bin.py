@@ -21,6 +21,7 @@ int8, uint8 and bool. Errors are one line naming the file and what was expected,
 import argparse
 import collections
 import json
+import math
 import os
 import pickle
 import shutil
@@ -56,6 +57,7 @@ class Storage:
 class Tensor:
     def __init__(self, storage, offset, shape, stride):
         self.storage, self.offset, self.shape, self.stride = storage, offset, tuple(shape), tuple(stride)
+        self.numel = math.prod(self.shape)
 
 
 def rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=None, metadata=None):
@@ -64,6 +66,9 @@ def rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=
     ints = lambda v: isinstance(v, tuple) and all(isinstance(x, int) for x in v)  # noqa: E731
     if not (isinstance(offset, int) and ints(size) and ints(stride)):
         raise Refused(f"a tensor with offset {offset!r}, size {size!r}, stride {stride!r}; expected integers")
+    if len(stride) != len(size) or offset < 0 or min(size + stride, default=0) < 0:
+        raise Refused(f"a tensor of shape {list(size)} with strides {list(stride)} and offset {offset}; "
+                      "expected a stride per dimension and nothing negative")
     return Tensor(storage, offset, size, stride)
 
 
@@ -130,30 +135,23 @@ def read_checkpoint(path):
     return obj, storage_bytes
 
 
-def state_dict(obj, file):
+def state_dict(obj):
     """The name -> Tensor dict a checkpoint holds: the object itself, or its "state_dict" or "model" entry."""
     if isinstance(obj, dict) and obj and all(isinstance(v, Tensor) for v in obj.values()):
         return obj
     for key in ("state_dict", "model"):
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
-            return state_dict(obj[key], file)
+            return state_dict(obj[key])
     raise Refused("no state dict (a dict of names to tensors) in the checkpoint")
 
 
 def tensor_bytes(t, data):
     """t's elements in row-major order, read from its storage's bytes through its offset and strides."""
-    n = 1
-    for d in t.shape:
-        if d < 0:
-            raise Refused(f"shape {list(t.shape)}")
-        n *= d
-    if len(t.stride) != len(t.shape) or t.offset < 0:
-        raise Refused(f"shape {list(t.shape)} with strides {list(t.stride)} and offset {t.offset}")
-    size = t.storage.itemsize
+    n, size = t.numel, t.storage.itemsize
     if n == 0:
         return b""
     last = t.offset + sum((d - 1) * s for d, s in zip(t.shape, t.stride))
-    if min(t.stride, default=0) < 0 or last >= t.storage.numel:
+    if last >= t.storage.numel:
         raise Refused(f"shape {list(t.shape)} with strides {list(t.stride)} past its storage of "
                       f"{t.storage.numel} elements")
     expected, step = [], 1
@@ -179,17 +177,14 @@ def convert_file(src, dst):
     """Writes the tensors of the pickle src as safetensors dst, a tensor at a time. Returns the bytes of
     tensor data and the names."""
     obj, storage_bytes = read_checkpoint(src)
-    tensors = state_dict(obj, src)
+    tensors = state_dict(obj)
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name, t in tensors.items():
         if not isinstance(name, str):
             raise Refused(f"a tensor name {name!r} that is not a string")
-        n = 1
-        for d in t.shape:
-            n *= d
         header[name] = {"dtype": t.storage.dtype, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + n * t.storage.itemsize]}
-        offset += n * t.storage.itemsize
+                        "data_offsets": [offset, offset + t.numel * t.storage.itemsize]}
+        offset += t.numel * t.storage.itemsize
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     cache = {}  # the last storage read: a storage shared by several tensors (tied weights) is read once
