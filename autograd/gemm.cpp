@@ -441,23 +441,18 @@ void gemm_serial(int64_t rows, int64_t cols, int64_t inner, MatView<T> a, MatVie
 // Columns of C swept per slice: its rows x this many elements stay in L2 from one slice to the next.
 constexpr int64_t kWeightRowsCBytes = 256 * 1024;
 
-// A (rows x inner) -> A^T in slivers of kNR rows of A, slice after slice: slice pc at
-// dst + slivers * kNR * pc, its sliver s at + s * kc * kNR, stored k-major (kc x kNR), zero-padded.
+// Slivers [s0, s1) of A^T, A being rows x inner: each sliver kNR rows of A, slice after slice: slice pc
+// at dst + slivers * kNR * pc, its sliver s at + s * kc * kNR, stored k-major (kc x kNR), zero-padded.
+// Each slice's slivers are packed as pack_b packs a B (kc x their rows).
 template <typename T>
-void pack_a_transposed(int64_t rows, int64_t inner, MatView<T> a, T* dst) {
+void pack_a_transposed(int64_t rows, int64_t inner, MatView<T> a, T* dst, int64_t s0, int64_t s1) {
   constexpr int kNR = Tile<T>::kNR;
-  const int64_t slivers = (rows + kNR - 1) / kNR;
+  const int64_t slivers = (rows + kNR - 1) / kNR, r0 = s0 * kNR, r1 = std::min(rows, s1 * kNR);
   for (int64_t pc = 0; pc < inner; pc += kKC) {
     const int64_t kc = std::min(kKC, inner - pc);
-    for (int64_t s = 0; s < slivers; ++s) {
-      T* d = dst + slivers * kNR * pc + s * kc * kNR;
-      const int64_t nr = std::min<int64_t>(kNR, rows - s * kNR);
-      if (nr < kNR) std::fill(d, d + kc * kNR, T(0));
-      for (int64_t i = 0; i < nr; ++i) {
-        const T* src = a.data + (s * kNR + i) * a.row_stride + pc * a.col_stride;
-        for (int64_t p = 0; p < kc; ++p) d[p * kNR + i] = src[p * a.col_stride];
-      }
-    }
+    pack_b(kc, r1 - r0,
+           MatView<T>{a.data + r0 * a.row_stride + pc * a.col_stride, a.col_stride, a.row_stride},
+           dst + slivers * kNR * pc + s0 * kc * kNR);
   }
 }
 
@@ -541,8 +536,14 @@ void gemm_by_weight_rows(int64_t rows, int64_t cols, int64_t inner, MatView<T> a
                          int64_t ldc, bool accumulate, CStart<T> start, bool serial) {
   constexpr int kNR = Tile<T>::kNR;
   thread_local Buffer<T> packed_a_buffer;
-  T* packed_a = scratch(packed_a_buffer, (rows + kNR - 1) / kNR * kNR * inner);
-  pack_a_transposed(rows, inner, a, packed_a);
+  const int64_t slivers = (rows + kNR - 1) / kNR;
+  T* packed_a = scratch(packed_a_buffer, slivers * kNR * inner);
+  // Split too when C is: A's rows were written by the pool's threads, each packing the ones it wrote.
+  const auto pack = [&](int64_t s0, int64_t s1) { pack_a_transposed(rows, inner, a, packed_a, s0, s1); };
+  if (serial)
+    pack(0, slivers);
+  else
+    parallel_for(slivers, rows * inner, pack);
   split_units((cols + kMR - 1) / kMR, 2 * rows * cols * inner, serial, [&](int64_t b0, int64_t b1) {
     gemm_weight_rows(std::min(cols, b0 * kMR), std::min(cols, b1 * kMR), rows, inner, packed_a, b.data,
                      b.col_stride, c, ldc, accumulate, start);

@@ -358,7 +358,8 @@ BOOST_AUTO_TEST_CASE(a_product_of_one_row_has_the_bits_of_that_row_in_a_larger_p
 
 // A few rows times B = W^T (a Linear over one sequence) read W's rows in place and pack A^T instead
 // (gemm.cpp, gemm_by_weight_rows); every element must have the bits of the packed path, which the same
-// rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40, columns that
+// rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40, 100 and 200
+// (A^T packed over the pool, its last sliver cut, from 2^16 elements), columns that
 // are no whole number of vectors, inner dimensions of one slice and across the 512-deep slices (and one
 // below kGemmWeightRowsMinInner, the packed path on both sides), each kind of start and accumulating.
 // As for one row, the operands of one shape are made once (A, W, the residual and the bias).
@@ -390,7 +391,10 @@ void check_weight_rows(const OneRowOperands<T>& operands, int64_t cols, int64_t 
   };
   std::vector<T> many(static_cast<size_t>(big * ldc), T(0.25));
   product(big, many);
-  for (int64_t rows = 1; rows <= 40; ++rows) {
+  std::vector<int64_t> row_counts;
+  for (int64_t rows = 1; rows <= 40; ++rows) row_counts.push_back(rows);
+  row_counts.insert(row_counts.end(), {100, 200});  // A^T large enough to be packed over the pool
+  for (int64_t rows : row_counts) {
     std::vector<T> few(static_cast<size_t>(rows * ldc), T(0.25));
     product(rows, few);
     BOOST_TEST(std::memcmp(few.data(), many.data(), sizeof(T) * few.size()) == 0,
@@ -400,7 +404,7 @@ void check_weight_rows(const OneRowOperands<T>& operands, int64_t cols, int64_t 
 }
 
 BOOST_AUTO_TEST_CASE(few_rows_by_a_transposed_weight_have_the_packed_paths_bits) {
-  for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67)})
+  for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67), int64_t(211)})
     for (int64_t inner : {int64_t(7), int64_t(300), int64_t(1030)}) {
       const OneRowOperands<double> operands64 = weight_rows_operands(cols, inner);
       const OneRowOperands<float> operands32 = cast_operands<float>(operands64);
