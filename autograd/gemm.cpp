@@ -456,6 +456,12 @@ void pack_a_transposed(int64_t rows, int64_t inner, MatView<T> a, T* dst, int64_
   }
 }
 
+// Whether store_transposed_tile takes this type's whole tiles: kMR 8 (AVX-512) or 6 (AVX2), 8 elements
+// in at most one vector register (AVX-512, and float on AVX2) and rows of C in blocks of 8.
+template <typename T>
+constexpr bool kTransposedTileStore = (kMR == 8 || kMR == 6) &&
+                                      8 * static_cast<int>(sizeof(T)) <= kVectorBytes&& Tile<T>::kNR % 8 == 0;
+
 template <typename T>
 void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64_t col, bool add,
                            CStart<T> start);
@@ -492,7 +498,7 @@ void gemm_weight_rows(int64_t j0, int64_t j1, int64_t rows, int64_t inner, const
             Tile<T>::template kernel<false, 1>(kc, packed_w, kMR, bs, kNR, tile, kNR, false);
           else
             Tile<T>::template kernel<false, 2>(kc, packed_w, kMR, bs, kNR, tile, kNR, false);
-          if constexpr (kMR == 8) {
+          if constexpr (kTransposedTileStore<T>) {
             if (mr == kMR && nr == kNR) {
               store_transposed_tile(tile, c, ldc, s * kNR, jr, add, start);
               continue;
@@ -608,9 +614,27 @@ void transpose(V (&r)[L]) {
   }
 }
 
+// Lanes [kOff, kOff + kLen) of v, the sums for C's columns ci[kOff..]: stored as gemm_weight_rows' scalar
+// loop stores them (C + sum, or start + sum, the start being ri + bi, ri or bi), as one vector of kLen.
+template <int kOff, int kLen, typename T, typename V, size_t... L>
+void store_lanes(V v, T* ci, const T* ri, const T* bi, bool add, std::index_sequence<L...>) {
+  typedef T P __attribute__((vector_size(kLen * sizeof(T))));
+  P x = __builtin_shufflevector(v, v, static_cast<int>(kOff + L)...);
+  if (add) {
+    x = load<P>(ci + kOff) + x;
+  } else if (ri) {
+    P base = load<P>(ri + kOff);
+    if (bi) base = base + load<P>(bi + kOff);
+    x = base + x;
+  } else if (bi) {
+    x = load<P>(bi + kOff) + x;
+  }
+  store(ci + kOff, x);
+}
+
 // A whole kMR x kNR tile of C^T (tile[j * kNR + i]: W's row j, A's row i) added to C's rows
-// [row0, row0 + kNR) and columns [col, col + kMR), for kMR 8: each 8 x 8 block transposed in registers,
-// then stored as gemm_weight_rows' scalar loop stores it (C + sum, or start + sum), a row of 8 at a time.
+// [row0, row0 + kNR) and columns [col, col + kMR): each 8 x 8 block (its rows past kMR zero) transposed
+// in registers, then C's kMR columns of each row stored by store_lanes (8 lanes, or 4 and 2).
 template <typename T>
 void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64_t col, bool add,
                            CStart<T> start) {
@@ -618,22 +642,19 @@ void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64
   constexpr int kNR = Tile<T>::kNR;
   for (int b = 0; b < kNR; b += 8) {
     V8 r[8];
-    for (int j = 0; j < 8; ++j) r[j] = load<V8>(tile + j * kNR + b);
-    transpose<V8, 8>(r);  // r[k]: C's row row0 + b + k, its 8 columns
+    for (int j = 0; j < 8; ++j) r[j] = j < kMR ? load<V8>(tile + j * kNR + b) : V8{};
+    transpose<V8, 8>(r);  // r[k]: C's row row0 + b + k, its columns in lanes 0 .. kMR - 1
     for (int k = 0; k < 8; ++k) {
       const int64_t row = row0 + b + k;
       T* ci = c + row * ldc + col;
-      V8 v = r[k];
-      if (add) {
-        v = load<V8>(ci) + v;
-      } else if (start.residual) {
-        V8 base = load<V8>(start.residual + row * start.ld + col);
-        if (start.bias) base = base + load<V8>(start.bias + col);
-        v = base + v;
-      } else if (start.bias) {
-        v = load<V8>(start.bias + col) + v;
+      const T* ri = start.residual ? start.residual + row * start.ld + col : nullptr;
+      const T* bi = start.bias ? start.bias + col : nullptr;
+      if constexpr (kMR == 8) {
+        store_lanes<0, 8>(r[k], ci, ri, bi, add, std::make_index_sequence<8>{});
+      } else {
+        store_lanes<0, 4>(r[k], ci, ri, bi, add, std::make_index_sequence<4>{});
+        store_lanes<4, 2>(r[k], ci, ri, bi, add, std::make_index_sequence<2>{});
       }
-      store(ci, v);
     }
   }
 }
