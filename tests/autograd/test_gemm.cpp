@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -358,8 +359,8 @@ BOOST_AUTO_TEST_CASE(a_product_of_one_row_has_the_bits_of_that_row_in_a_larger_p
 
 // A few rows times B = W^T (a Linear over one sequence) read W's rows in place and pack A^T instead
 // (gemm.cpp, gemm_by_weight_rows); every element must have the bits of the packed path, which the same
-// rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40, 100 and 200
-// (A^T packed over the pool, its last sliver cut, from 2^16 elements), columns that
+// rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40 (and 100 and 200
+// by 211 columns: A^T packed over the pool from 2^16 elements, its last sliver cut), columns that
 // are no whole number of vectors, inner dimensions of one slice and across the 512-deep slices (and one
 // below kGemmWeightRowsMinInner, the packed path on both sides), each kind of start and accumulating.
 // As for one row, the operands of one shape are made once (A, W, the residual and the bias).
@@ -374,7 +375,8 @@ OneRowOperands<double> weight_rows_operands(int64_t cols, int64_t inner) {
 }
 
 template <typename T>
-void check_weight_rows(const OneRowOperands<T>& operands, int64_t cols, int64_t inner, int start_kind) {
+void check_weight_rows(const OneRowOperands<T>& operands, int64_t cols, int64_t inner, int start_kind,
+                       const std::vector<int64_t>& row_counts) {
   constexpr int64_t big = kWeightRowsBig;
   const int64_t pad = cols % 3, ldw = inner + pad, lda = inner + 1, ldc = cols + pad;
   const Operand<T>&a = operands.a, &w = operands.b, &residual = operands.residual, &bias = operands.bias;
@@ -391,9 +393,6 @@ void check_weight_rows(const OneRowOperands<T>& operands, int64_t cols, int64_t 
   };
   std::vector<T> many(static_cast<size_t>(big * ldc), T(0.25));
   product(big, many);
-  std::vector<int64_t> row_counts;
-  for (int64_t rows = 1; rows <= 40; ++rows) row_counts.push_back(rows);
-  row_counts.insert(row_counts.end(), {100, 200});  // A^T large enough to be packed over the pool
   for (int64_t rows : row_counts) {
     std::vector<T> few(static_cast<size_t>(rows * ldc), T(0.25));
     product(rows, few);
@@ -404,18 +403,22 @@ void check_weight_rows(const OneRowOperands<T>& operands, int64_t cols, int64_t 
 }
 
 BOOST_AUTO_TEST_CASE(few_rows_by_a_transposed_weight_have_the_packed_paths_bits) {
-  for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67), int64_t(211)})
-    for (int64_t inner : {int64_t(7), int64_t(300), int64_t(1030)}) {
-      const OneRowOperands<double> operands64 = weight_rows_operands(cols, inner);
-      const OneRowOperands<float> operands32 = cast_operands<float>(operands64);
-      for (int threads : {1, 2}) {
-        ag::set_num_threads(threads);
-        for (int start_kind = 0; start_kind < 5; ++start_kind) {
-          check_weight_rows(operands32, cols, inner, start_kind);
-          check_weight_rows(operands64, cols, inner, start_kind);
-        }
+  const auto check = [](int64_t cols, int64_t inner, const std::vector<int64_t>& row_counts) {
+    const OneRowOperands<double> operands64 = weight_rows_operands(cols, inner);
+    const OneRowOperands<float> operands32 = cast_operands<float>(operands64);
+    for (int threads : {1, 2}) {
+      ag::set_num_threads(threads);
+      for (int start_kind = 0; start_kind < 5; ++start_kind) {
+        check_weight_rows(operands32, cols, inner, start_kind, row_counts);
+        check_weight_rows(operands64, cols, inner, start_kind, row_counts);
       }
     }
+  };
+  std::vector<int64_t> few(40);
+  std::iota(few.begin(), few.end(), int64_t(1));
+  for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67)})
+    for (int64_t inner : {int64_t(7), int64_t(300), int64_t(1030)}) check(cols, inner, few);
+  check(211, 1030, {100, 200});  // A^T large enough to be packed over the pool, its last sliver cut
   ag::set_num_threads(1);
 }
 
