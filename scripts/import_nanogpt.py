@@ -1,31 +1,40 @@
 #!/usr/bin/env python3
-"""Writes a nanoGPT checkpoint as a Hugging Face GPT-2 folder that `attograd import` reads.
+"""Writes a nanoGPT checkpoint as a Hugging Face GPT-2 folder that `attograd import` reads. No PyTorch needed.
 
 Usage: scripts/import_nanogpt.py ckpt.pt OUT_DIR [--meta meta.pkl]
        attograd import OUT_DIR --out RUN
 
-Needs python3-torch (nanoGPT's checkpoint is a pickle: only torch reads it). ckpt.pt is what nanoGPT's
-train.py saves: {"model_args": {n_layer, n_head, n_embd, block_size, bias, vocab_size, ...}, "model": the
-state dict} (a torch.compile'd model's names carry the prefix "_orig_mod.", which is dropped). nanoGPT's
-GPT is GPT-2's layout with nn.Linear weights (out, in) where GPT-2's Conv1D stores (in, out), so the four
-2-D linear weights of each block are transposed; `bias: False` (no biases in the linears and LayerNorms)
-becomes zero biases; its MLP's nn.GELU() is the exact GELU ("activation_function": "gelu"); lm_head is
-tied to wte.
+ckpt.pt is what nanoGPT's train.py saves: {"model_args": {n_layer, n_head, n_embd, block_size, bias,
+vocab_size, ...}, "model": the state dict, and its optimizer, iter_num, best_val_loss and config} (a
+torch.compile'd model's names carry the prefix "_orig_mod.", which is dropped). It is read as
+scripts/convert_torch_bin.py reads a pickle: with a restricted unpickler that builds only dicts, lists,
+numbers, strings and tensors, never torch.load, so a checkpoint cannot run code; only the model's tensors are
+read (float32, float16 or bfloat16). Python's standard library alone. nanoGPT's GPT is GPT-2's layout with
+nn.Linear weights (out, in) where GPT-2's Conv1D stores (in, out), so the four 2-D linear weights of each
+block are transposed; `bias: False` (no biases in the linears and LayerNorms) becomes zero biases; its MLP's
+nn.GELU() is the exact GELU ("activation_function": "gelu"); lm_head is tied to wte.
 
-OUT_DIR gets config.json (model_type gpt2), model.safetensors (F32, written by hand: an 8-byte
-little-endian header length, the JSON header, the raw data) and, from a character-level meta.pkl
-({"stoi", "itos", "vocab_size"}; by default the one beside ckpt.pt), chars.txt: every character of the
-vocabulary in id order, repeated to fill a text task's windows. nanoGPT numbers its characters in sorted
-order, as attograd's char text unit does, so `attograd import` makes it the run's text task and prompts are
-text (`generate --prompt "ROMEO:"`). Errors are one line naming the file and field, exit 2.
+OUT_DIR gets config.json (model_type gpt2), model.safetensors (F32: an 8-byte little-endian header length,
+the JSON header, the raw data) and, from a character-level meta.pkl ({"stoi", "itos", "vocab_size"}; by
+default the one beside ckpt.pt), chars.txt: every character of the vocabulary in id order, repeated to
+fill a text task's windows. nanoGPT numbers its characters in sorted order, as attograd's char text unit
+does, so `attograd import` makes it the run's text task and prompts are text (`generate --prompt
+"ROMEO:"`). Everything is read and checked before anything is written, and each file is written under a
+temporary name and renamed. Errors are one line naming the file and field, exit 2.
 """
 import argparse
 import json
 import math
-import pickle
 import struct
 import sys
+import zipfile
+from array import array
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import convert_torch_bin as torch_pickle  # noqa: E402
+
+MAX_META_BYTES = 16 << 20  # a character vocabulary's meta.pkl
 
 
 def fail(message):
@@ -33,57 +42,118 @@ def fail(message):
     sys.exit(2)
 
 
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
+def write_atomically(path, chunks):
+    """The byte strings `chunks` written one after another as path, under a temporary name until complete."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class Tensor:
+    """A float32 tensor: its shape and its elements in row-major order."""
+
+    def __init__(self, shape, data):
+        self.shape, self.data = tuple(shape), data
+
+    def transposed(self):
+        rows, cols = self.shape
+        out = array("f")
+        for j in range(cols):  # row j of the transpose: column j, every cols-th element from j
+            out.extend(self.data[j::cols])
+        return Tensor((cols, rows), out)
+
+
+def zeros(n):
+    return Tensor((n,), array("f", bytes(4 * n)))
+
+
+def little_endian(a):
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
+
+
+def safetensors_chunks(tensors):
+    """A safetensors file of the float32 tensors: the header, then each tensor's bytes in turn."""
+    header, offset = {}, 0
     for name, t in tensors.items():
-        raw = t.detach().to("cpu").float().contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + 4 * len(t.data)]}
+        offset += 4 * len(t.data)
     text = json.dumps(header).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
-    tmp.replace(path)
+    yield struct.pack("<Q", len(text)) + text
+    for t in tensors.values():
+        yield little_endian(array("f", t.data)).tobytes()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("ckpt")
-    parser.add_argument("out")
-    parser.add_argument("--meta", help="nanoGPT's meta.pkl (default: meta.pkl beside ckpt, when there)")
-    args = parser.parse_args()
-    import torch
+def as_float32(t, storage_bytes):
+    """A tensor of the checkpoint as a float32 Tensor."""
+    data = torch_pickle.tensor_bytes(t, storage_bytes(t.storage))
+    if t.storage.dtype == "F32":
+        a = little_endian(array("f", data))
+    elif t.storage.dtype == "F16":
+        a = array("f", struct.unpack(f"<{len(data) // 2}e", data))
+    elif t.storage.dtype == "BF16":  # the upper half of a float32's bits
+        n = len(data) // 2
+        a = little_endian(array("f", struct.pack(f"<{n}I", *(x << 16 for x in struct.unpack(f"<{n}H", data)))))
+    else:
+        raise torch_pickle.Refused(f"dtype {t.storage.dtype}, expected float32, float16 or bfloat16")
+    return Tensor(t.shape, a)
 
+
+def read_model(path):
+    """model_args and the state dict's name -> float32 Tensor (names without "_orig_mod.")."""
+    if not path.is_file():
+        fail(f"{path}: no such file")
     try:
-        ckpt = torch.load(args.ckpt, map_location="cpu")
-    except Exception as e:  # a missing file, or not a torch pickle
-        fail(f"{args.ckpt}: cannot read: {e}".splitlines()[0])
-    if not isinstance(ckpt, dict) or "model_args" not in ckpt or "model" not in ckpt:
-        fail(f"{args.ckpt}: expected nanoGPT's checkpoint, a dict with model_args and model")
+        ckpt, storage_bytes = torch_pickle.read_checkpoint(path)
+    except torch_pickle.Refused as e:
+        fail(f"{path}: {e}")
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        fail(f"{path}: cannot read: {e}".splitlines()[0])
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model_args"), dict) or \
+            not isinstance(ckpt.get("model"), dict):
+        fail(f"{path}: expected nanoGPT's checkpoint, a dict with model_args and model")
     margs = ckpt["model_args"]
     for key in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size"):
-        if not isinstance(margs.get(key), int) or margs[key] < 1:
-            fail(f"{args.ckpt}: model_args.{key}: expected a positive integer, got {margs.get(key)!r}")
+        if not isinstance(margs.get(key), int) or isinstance(margs.get(key), bool) or margs[key] < 1:
+            fail(f"{path}: model_args.{key}: expected a positive integer, got {margs.get(key)!r}")
+    prefix, sd, cache = "_orig_mod.", {}, {}
+
+    def storage_bytes_once(storage):  # a storage shared by tensors (lm_head tied to wte) is read once
+        if storage.key not in cache:
+            cache[storage.key] = storage_bytes(storage)
+        return cache[storage.key]
+
+    for name, t in ckpt["model"].items():
+        if not isinstance(name, str) or not isinstance(t, torch_pickle.Tensor):
+            fail(f"{path}: model.{name}: expected a tensor named by a string")
+        try:
+            sd[name[len(prefix):] if name.startswith(prefix) else name] = as_float32(t, storage_bytes_once)
+        except (torch_pickle.Refused, ValueError, OSError, zipfile.BadZipFile) as e:
+            fail(f"{path}: model.{name}: {e}".splitlines()[0])
+    return margs, sd
+
+
+def gpt2_tensors(path, margs, sd):
+    """transformers' GPT-2 tensors (Conv1D weights (in, out)) from nanoGPT's state dict."""
     L, D, V, P = margs["n_layer"], margs["n_embd"], margs["vocab_size"], margs["block_size"]
     bias = bool(margs.get("bias", True))
-    prefix = "_orig_mod."
-    sd = {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in ckpt["model"].items()}
 
     def get(name, shape):
         if name not in sd:
-            fail(f"{args.ckpt}: model.{name}: missing tensor")
-        t = sd[name]
-        if list(t.shape) != list(shape):
-            fail(f"{args.ckpt}: model.{name}: shape {list(t.shape)}, but model_args imply {list(shape)}")
-        return t.float()
+            fail(f"{path}: model.{name}: missing tensor")
+        if list(sd[name].shape) != list(shape):
+            fail(f"{path}: model.{name}: shape {list(sd[name].shape)}, but model_args imply {list(shape)}")
+        return sd[name]
 
     def bias_of(name, n):
-        return get(name, [n]) if bias else torch.zeros(n)
+        return get(name, [n]) if bias else zeros(n)
 
     out = {"transformer.wte.weight": get("transformer.wte.weight", [V, D]),
            "transformer.wpe.weight": get("transformer.wpe.weight", [P, D])}
@@ -92,53 +162,78 @@ def main():
         out[h + "ln_1.weight"] = get(h + "ln_1.weight", [D])
         out[h + "ln_1.bias"] = bias_of(h + "ln_1.bias", D)
         # nn.Linear (out, in) -> Conv1D (in, out)
-        out[h + "attn.c_attn.weight"] = get(h + "attn.c_attn.weight", [3 * D, D]).t()
+        out[h + "attn.c_attn.weight"] = get(h + "attn.c_attn.weight", [3 * D, D]).transposed()
         out[h + "attn.c_attn.bias"] = bias_of(h + "attn.c_attn.bias", 3 * D)
-        out[h + "attn.c_proj.weight"] = get(h + "attn.c_proj.weight", [D, D]).t()
+        out[h + "attn.c_proj.weight"] = get(h + "attn.c_proj.weight", [D, D]).transposed()
         out[h + "attn.c_proj.bias"] = bias_of(h + "attn.c_proj.bias", D)
         out[h + "ln_2.weight"] = get(h + "ln_2.weight", [D])
         out[h + "ln_2.bias"] = bias_of(h + "ln_2.bias", D)
-        out[h + "mlp.c_fc.weight"] = get(h + "mlp.c_fc.weight", [4 * D, D]).t()
+        out[h + "mlp.c_fc.weight"] = get(h + "mlp.c_fc.weight", [4 * D, D]).transposed()
         out[h + "mlp.c_fc.bias"] = bias_of(h + "mlp.c_fc.bias", 4 * D)
-        out[h + "mlp.c_proj.weight"] = get(h + "mlp.c_proj.weight", [D, 4 * D]).t()
+        out[h + "mlp.c_proj.weight"] = get(h + "mlp.c_proj.weight", [D, 4 * D]).transposed()
         out[h + "mlp.c_proj.bias"] = bias_of(h + "mlp.c_proj.bias", D)
     out["transformer.ln_f.weight"] = get("transformer.ln_f.weight", [D])
     out["transformer.ln_f.bias"] = bias_of("transformer.ln_f.bias", D)
-    if "lm_head.weight" in sd and not torch.equal(sd["lm_head.weight"], sd["transformer.wte.weight"]):
-        fail(f"{args.ckpt}: model.lm_head.weight: differs from transformer.wte.weight (nanoGPT ties them)")
+    if "lm_head.weight" in sd and (sd["lm_head.weight"].shape, sd["lm_head.weight"].data) != (
+            sd["transformer.wte.weight"].shape, sd["transformer.wte.weight"].data):
+        fail(f"{path}: model.lm_head.weight: differs from transformer.wte.weight (nanoGPT ties them)")
     known = set(out) | {"lm_head.weight"} | {f"transformer.h.{l}.attn.bias" for l in range(L)}
     extra = sorted(set(sd) - known)
     if extra:
-        fail(f"{args.ckpt}: model.{extra[0]}: unexpected tensor")
+        fail(f"{path}: model.{extra[0]}: unexpected tensor")
+    return out
 
-    folder = Path(args.out)
-    folder.mkdir(parents=True, exist_ok=True)
-    config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": V, "n_positions": P,
-              "n_embd": D, "n_layer": L, "n_head": margs["n_head"], "n_inner": None,
-              "activation_function": "gelu", "layer_norm_epsilon": 1e-5, "scale_attn_weights": True,
-              "tie_word_embeddings": True}
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    write_safetensors(folder / "model.safetensors", out)
 
-    meta = Path(args.meta) if args.meta else Path(args.ckpt).resolve().parent / "meta.pkl"
-    if args.meta or meta.exists():
-        try:
-            with open(meta, "rb") as f:
-                m = pickle.load(f)
-        except Exception as e:
-            fail(f"{meta}: cannot read: {e}".splitlines()[0])
-        itos = m.get("itos") if isinstance(m, dict) else None
-        if not isinstance(itos, dict) or sorted(itos) != list(range(len(itos))):
-            fail(f"{meta}: itos: expected a dict of ids 0..n-1 to characters")
-        chars = [itos[i] for i in range(len(itos))]
-        if any(not isinstance(c, str) or len(c) != 1 for c in chars):
-            fail(f"{meta}: itos: expected one character per id (a character-level meta.pkl)")
-        if chars != sorted(chars) or len(set(chars)) != len(chars):
-            fail(f"{meta}: itos: the characters are not in sorted order, as attograd's char unit numbers them")
-        if len(chars) > V:
-            fail(f"{meta}: itos: {len(chars)} characters, more than model_args.vocab_size {V}")
-        repeats = math.ceil(12 * (P + 1) / len(chars)) + 1
-        (folder / "chars.txt").write_text("".join(chars) * repeats, encoding="utf-8")
+def read_chars(meta, vocab):
+    """The characters of a character-level meta.pkl, in id order (a plain pickle of strings and ints,
+    read with the same restricted unpickler)."""
+    try:
+        if meta.stat().st_size > MAX_META_BYTES:
+            fail(f"{meta}: more than {MAX_META_BYTES} bytes, expected a character vocabulary")
+        with open(meta, "rb") as f:
+            m = torch_pickle.Unpickler(f).load()
+    except torch_pickle.Refused as e:
+        fail(f"{meta}: {e}")
+    except Exception as e:  # a missing file, or a malformed pickle: any of the unpickler's own errors
+        fail(f"{meta}: cannot read: {e}".splitlines()[0])
+    itos = m.get("itos") if isinstance(m, dict) else None
+    if not isinstance(itos, dict) or any(type(k) is not int for k in itos) or set(itos) != set(range(len(itos))):
+        fail(f"{meta}: itos: expected a dict of ids 0..n-1 to characters")
+    chars = [itos[i] for i in range(len(itos))]
+    if any(not isinstance(c, str) or len(c) != 1 for c in chars):
+        fail(f"{meta}: itos: expected one character per id (a character-level meta.pkl)")
+    if chars != sorted(chars) or len(set(chars)) != len(chars):
+        fail(f"{meta}: itos: the characters are not in sorted order, as attograd's char unit numbers them")
+    if len(chars) > vocab:
+        fail(f"{meta}: itos: {len(chars)} characters, more than model_args.vocab_size {vocab}")
+    return chars
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("ckpt", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--meta", type=Path, help="nanoGPT's meta.pkl (default: meta.pkl beside ckpt, when there)")
+    args = parser.parse_args()
+
+    margs, sd = read_model(args.ckpt)
+    tensors = gpt2_tensors(args.ckpt, margs, sd)
+    meta = args.meta or args.ckpt.resolve().parent / "meta.pkl"
+    chars = read_chars(meta, margs["vocab_size"]) if args.meta or meta.exists() else None
+    config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": margs["vocab_size"],
+              "n_positions": margs["block_size"], "n_embd": margs["n_embd"], "n_layer": margs["n_layer"],
+              "n_head": margs["n_head"], "n_inner": None, "activation_function": "gelu",
+              "layer_norm_epsilon": 1e-5, "scale_attn_weights": True, "tie_word_embeddings": True}
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_atomically(args.out / "config.json", [(json.dumps(config, indent=2) + "\n").encode()])
+        write_atomically(args.out / "model.safetensors", safetensors_chunks(tensors))
+        if chars is not None:
+            repeats = math.ceil(12 * (margs["block_size"] + 1) / len(chars)) + 1
+            write_atomically(args.out / "chars.txt", [("".join(chars) * repeats).encode("utf-8")])
+    except OSError as e:
+        fail(f"{args.out}: cannot write: {e}".splitlines()[0])
+    print(f"wrote {args.out}; next: attograd import {args.out} --out RUN")
 
 
 if __name__ == "__main__":
