@@ -31,6 +31,7 @@ import zipfile
 from array import array
 from pathlib import Path
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts: nothing written but OUT_DIR
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import convert_torch_bin as torch_pickle  # noqa: E402
 
