@@ -359,8 +359,8 @@ BOOST_AUTO_TEST_CASE(a_product_of_one_row_has_the_bits_of_that_row_in_a_larger_p
 
 // A few rows times B = W^T (a Linear over one sequence) read W's rows in place and pack A^T instead
 // (gemm.cpp, gemm_by_weight_rows); every element must have the bits of the packed path, which the same
-// rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40 (and 100 and 200
-// by 211 columns: A^T packed over the pool from 2^16 elements, its last sliver cut), columns that
+// rows take inside a product of more than kGemmWeightRowsMaxRows rows: over rows 1 to 40 (and 130 and 200
+// by 211 columns over 520: A^T packed over the pool from 2^16 elements, its last sliver cut), columns that
 // are no whole number of vectors, inner dimensions of one slice and across the 512-deep slices (and one
 // below kGemmWeightRowsMinInner, the packed path on both sides), each kind of start and accumulating.
 // As for one row, the operands of one shape are made once (A, W, the residual and the bias).
@@ -418,7 +418,7 @@ BOOST_AUTO_TEST_CASE(few_rows_by_a_transposed_weight_have_the_packed_paths_bits)
   std::iota(few.begin(), few.end(), int64_t(1));
   for (int64_t cols : {int64_t(13), int64_t(41), int64_t(67)})
     for (int64_t inner : {int64_t(7), int64_t(300), int64_t(1030)}) check(cols, inner, few);
-  check(211, 1030, {100, 200});  // A^T large enough to be packed over the pool, its last sliver cut
+  check(211, 520, {130, 200});  // A^T large enough to be packed over the pool, its last sliver cut
   ag::set_num_threads(1);
 }
 
