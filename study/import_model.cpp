@@ -263,16 +263,44 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// GPT-2 (transformers' modeling_gpt2.py): tensors named "h.L..." or "transformer.h.L...".
-Plan plan_gpt2(const HfConfig& c, Source& s) {
+// The config.json fields a family gives its dimensions in (vocab_size is every family's). A d_ff_multiple
+// above 0 makes d_ff optional: that multiple of d_model when the field is absent.
+struct DimensionFields {
+  const char* d_model;
+  const char* n_heads;
+  const char* n_layers;
+  const char* d_ff;
+  int64_t d_ff_multiple;
+  const char* max_len;
+};
+constexpr DimensionFields kGpt2Dimensions{"n_embd", "n_head", "n_layer", "n_inner", 4, "n_positions"};
+constexpr DimensionFields kGptNeoDimensions{"hidden_size",       "num_heads", "num_layers",
+                                            "intermediate_size", 4,           "max_position_embeddings"};
+// GPT-NeoX/Pythia's and Llama's.
+constexpr DimensionFields kHiddenSizeDimensions{"hidden_size",
+                                                "num_attention_heads",
+                                                "num_hidden_layers",
+                                                "intermediate_size",
+                                                0,
+                                                "max_position_embeddings"};
+
+// A plan whose model has the dimensions config.json gives under the family's names.
+Plan plan_with_dimensions(const HfConfig& c, const DimensionFields& f) {
   Plan p;
   nn::ModelShape& m = p.shape;
-  m.d_model = c.integer("n_embd");
-  m.n_heads = c.integer("n_head");
-  m.n_layers = c.integer("n_layer");
-  m.d_ff = c.integer("n_inner", 4 * m.d_model);
+  m.d_model = c.integer(f.d_model);
+  m.n_heads = c.integer(f.n_heads);
+  m.n_layers = c.integer(f.n_layers);
+  m.d_ff = f.d_ff_multiple > 0 ? c.integer(f.d_ff, f.d_ff_multiple * m.d_model) : c.integer(f.d_ff);
   m.vocab = c.integer("vocab_size");
-  p.max_len = c.integer("n_positions");
+  p.max_len = c.integer(f.max_len);
+  return p;
+}
+
+// GPT-2 (transformers' modeling_gpt2.py): tensors named "h.L..." or "transformer.h.L...".
+Plan plan_gpt2(const HfConfig& c, Source& s) {
+  Plan p = plan_with_dimensions(c, kGpt2Dimensions);
+  nn::ModelShape& m = p.shape;
   m.norm = nn::NormKind::layer;
   m.norm_eps = c.number("layer_norm_epsilon", 1e-5);
   m.activation = gelu_kind(c, "activation_function", "gelu_new");
@@ -330,14 +358,8 @@ Plan plan_gpt2(const HfConfig& c, Source& s) {
 
 // GPT-NeoX and Pythia (modeling_gpt_neox.py).
 Plan plan_gpt_neox(const HfConfig& c, Source& s) {
-  Plan p;
+  Plan p = plan_with_dimensions(c, kHiddenSizeDimensions);
   nn::ModelShape& m = p.shape;
-  m.d_model = c.integer("hidden_size");
-  m.n_heads = c.integer("num_attention_heads");
-  m.n_layers = c.integer("num_hidden_layers");
-  m.d_ff = c.integer("intermediate_size");
-  m.vocab = c.integer("vocab_size");
-  p.max_len = c.integer("max_position_embeddings");
   m.norm = nn::NormKind::layer;
   m.norm_eps = c.number("layer_norm_eps", 1e-5);
   m.activation = gelu_kind(c, "hidden_act", "gelu");
@@ -399,14 +421,8 @@ Plan plan_gpt_neox(const HfConfig& c, Source& s) {
 // sqrt(dk), attention_types expanding to one "global" or "local" per layer, a local layer's query i seeing
 // keys i - window_size < j <= i; tied unembedding. Tensors named "h.L..." or "transformer.h.L...".
 Plan plan_gpt_neo(const HfConfig& c, Source& s) {
-  Plan p;
+  Plan p = plan_with_dimensions(c, kGptNeoDimensions);
   nn::ModelShape& m = p.shape;
-  m.d_model = c.integer("hidden_size");
-  m.n_heads = c.integer("num_heads");
-  m.n_layers = c.integer("num_layers");
-  m.d_ff = c.integer("intermediate_size", 4 * m.d_model);
-  m.vocab = c.integer("vocab_size");
-  p.max_len = c.integer("max_position_embeddings");
   m.norm = nn::NormKind::layer;
   m.norm_eps = c.number("layer_norm_epsilon", 1e-5);
   m.activation = gelu_kind(c, "activation_function", "gelu_new");
@@ -477,14 +493,8 @@ Plan plan_gpt_neo(const HfConfig& c, Source& s) {
 
 // Llama (modeling_llama.py) and the models that share its layout.
 Plan plan_llama(const HfConfig& c, Source& s) {
-  Plan p;
+  Plan p = plan_with_dimensions(c, kHiddenSizeDimensions);
   nn::ModelShape& m = p.shape;
-  m.d_model = c.integer("hidden_size");
-  m.n_heads = c.integer("num_attention_heads");
-  m.n_layers = c.integer("num_hidden_layers");
-  m.d_ff = c.integer("intermediate_size");
-  m.vocab = c.integer("vocab_size");
-  p.max_len = c.integer("max_position_embeddings");
   const int64_t D = m.d_model, F = m.d_ff, V = m.vocab, H = m.n_heads;
   if (D % H != 0)
     bad(c.path + ": num_attention_heads: " + std::to_string(H) + " does not divide hidden_size");
