@@ -268,6 +268,15 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
       {altered("type", "gpt2", [](nlohmann::json& c) { c["model_type"] = "t5"; }), "model_type"},
       {altered("act", "gpt_neox", [](nlohmann::json& c) { c["hidden_act"] = "relu"; }), "hidden_act"},
       {altered("width", "gpt2", [](nlohmann::json& c) { c["n_embd"] = 32; }), "wte.weight"},
+      // Each family's dimensions under its own names: a required one missing, an optional one invalid.
+      {altered("no-heads", "gpt_neo", [](nlohmann::json& c) { c.erase("num_heads"); }),
+       "num_heads: missing, expected a positive integer"},
+      {altered("no-ff", "llama", [](nlohmann::json& c) { c.erase("intermediate_size"); }),
+       "intermediate_size: missing, expected a positive integer"},
+      {altered("bad-inner", "gpt2", [](nlohmann::json& c) { c["n_inner"] = 0; }),
+       "n_inner: expected a positive integer, got 0"},
+      {altered("no-positions", "gpt_neox", [](nlohmann::json& c) { c.erase("max_position_embeddings"); }),
+       "max_position_embeddings: missing"},
       {fixture("does-not-exist"), "src"},
   };
   for (const Case& c : cases) {
