@@ -124,20 +124,18 @@ def read_model(path):
     for key in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size"):
         if not isinstance(margs.get(key), int) or isinstance(margs.get(key), bool) or margs[key] < 1:
             fail(f"{path}: model_args.{key}: expected a positive integer, got {margs.get(key)!r}")
-    prefix, sd, cache = "_orig_mod.", {}, {}
-
-    def storage_bytes_once(storage):  # a storage shared by tensors (lm_head tied to wte) is read once
-        if storage.key not in cache:
-            cache[storage.key] = storage_bytes(storage)
-        return cache[storage.key]
-
+    prefix, sd, views = "_orig_mod.", {}, {}
     for name, t in ckpt["model"].items():
         if not isinstance(name, str) or not isinstance(t, torch_pickle.Tensor):
             fail(f"{path}: model.{name}: expected a tensor named by a string")
+        # A tensor viewing exactly what an earlier one did (lm_head tied to wte) is that tensor, not read again.
+        view = (t.storage.key, t.offset, t.shape, t.stride)
         try:
-            sd[name[len(prefix):] if name.startswith(prefix) else name] = as_float32(t, storage_bytes_once)
+            if view not in views:
+                views[view] = as_float32(t, storage_bytes)
         except (torch_pickle.Refused, ValueError, OSError, zipfile.BadZipFile) as e:
             fail(f"{path}: model.{name}: {e}".splitlines()[0])
+        sd[name[len(prefix):] if name.startswith(prefix) else name] = views[view]
     return margs, sd
 
 
