@@ -459,8 +459,8 @@ void pack_a_transposed(int64_t rows, int64_t inner, MatView<T> a, T* dst, int64_
 // Whether store_transposed_tile takes this type's whole tiles: kMR 8 (AVX-512) or 6 (AVX2), 8 elements
 // in at most one vector register (AVX-512, and float on AVX2) and rows of C in blocks of 8.
 template <typename T>
-constexpr bool kTransposedTileStore = (kMR == 8 || kMR == 6) &&
-                                      8 * static_cast<int>(sizeof(T)) <= kVectorBytes&& Tile<T>::kNR % 8 == 0;
+constexpr bool kTransposedTileStore =
+    (kMR == 8 || kMR == 6) && (8 * static_cast<int>(sizeof(T)) <= kVectorBytes) && Tile<T>::kNR % 8 == 0;
 
 template <typename T>
 void store_transposed_tile(const T* tile, T* c, int64_t ldc, int64_t row0, int64_t col, bool add,
