@@ -13,7 +13,7 @@ if(ATTOGRAD_BROWSER_PYTHON)
              COMMAND ${ATTOGRAD_BROWSER_PYTHON} ${script} --attograd $<TARGET_FILE:attograd>
                      --out ${CMAKE_CURRENT_BINARY_DIR}/browser/${name}
              WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
-    # A two-core machine runs it in about 25 s; a hung browser fails it instead of using up CI time.
+    # Well above its usual run: a hung browser fails it instead of using up CI time.
     set_tests_properties(browser/${name} PROPERTIES LABELS integration TIMEOUT 180)
   endforeach()
 endif()

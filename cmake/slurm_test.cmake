@@ -5,6 +5,6 @@
 # "integration" keeps it out of the sanitizer runs (scripts/test --sanitize).
 add_test(NAME slurm/sweep_on_slurm
          COMMAND python3 ${PROJECT_SOURCE_DIR}/tests/slurm/sweep_on_slurm.py $<TARGET_FILE:attograd>)
-# About 40 s on an idle 2-core machine. The script bounds the test to 200 s (every wait has its own
-# timeout) and its clean-up to 95 s, below this one, so that it always stops its daemons.
+# The script bounds the test to 200 s (every wait has its own timeout) and its clean-up to 95 s, below
+# this one, so that it always stops its daemons.
 set_tests_properties(slurm/sweep_on_slurm PROPERTIES LABELS integration TIMEOUT 300)

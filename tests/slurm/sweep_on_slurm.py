@@ -30,11 +30,11 @@ import time
 
 ATTOGRAD = os.path.abspath(sys.argv[1]) if len(sys.argv) == 2 else None
 START = time.monotonic()
-# The test, before the clean-up (at most 95 s more, a few seconds in practice): both under ctest's TIMEOUT of 300 s
+# The test, before the clean-up (at most 95 s more): both under ctest's TIMEOUT of 300 s
 # (cmake/slurm_test.cmake), so that the daemons are always stopped here.
 DEADLINE = START + 200
 TOOLS = ["munged", "munge", "unmunge", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo", "setpriv"]
-STEPS = 1500  # about 6 s a run on an idle core; the fault comes a few hundred steps in
+STEPS = 1500  # long enough that the fault, a few hundred steps in, lands while the run trains
 LIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED", "SIGNALING"}
 
 
