@@ -20,7 +20,7 @@ std::vector<ag::Tensor<float>> mean_head_outputs(const nn::CausalLM<float>& mode
   if (chunk < 1) chunk = 1;
   ag::NoGradScope no_grad;
   const int64_t T = batch.T;
-  const size_t L = model.blocks.size();
+  const size_t L = static_cast<size_t>(model.shape.n_layers);
   nn::Hooks<float> hooks;
   for (size_t l = 0; l < L; ++l) hooks.capture(nn::hook_name(nn::Point::attn_z, l));
   // Sums in double so that the mean of thousands of sequences does not depend on their order in float.
@@ -41,10 +41,10 @@ std::vector<ag::Tensor<float>> mean_head_outputs(const nn::CausalLM<float>& mode
   }
   std::vector<ag::Tensor<float>> means;
   for (size_t l = 0; l < L; ++l) {
-    const auto& attn = model.blocks[l]->attn;
+    const int64_t H = model.shape.n_heads, dk = model.shape.d_model / H;
     std::vector<float> v(sums[l].size());
     for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(sums[l][k] / batch.B);
-    means.push_back(ag::Tensor<float>::from({T, attn.n_heads, attn.dk}, std::move(v)));
+    means.push_back(ag::Tensor<float>::from({T, H, dk}, std::move(v)));
   }
   return means;
 }
@@ -54,10 +54,10 @@ AblationReport ablate_heads(const nn::CausalLM<float>& model, const train::Batch
   nn::Hooks<float> none;  // the reference forward, as the ablated runs take
   report.baseline = train::evaluate(model, batch, chunk, &none);
   const std::vector<ag::Tensor<float>> means = mean_head_outputs(model, batch, chunk);
-  for (size_t l = 0; l < model.blocks.size(); ++l) {
+  for (size_t l = 0; l < static_cast<size_t>(model.shape.n_layers); ++l) {
     const std::string point = nn::hook_name(nn::Point::attn_z, l);
     const ag::Tensor<float> zeros = ag::Tensor<float>::zeros(means[l].shape());
-    for (int h = 0; h < static_cast<int>(model.blocks[l]->attn.n_heads); ++h) {
+    for (int h = 0; h < static_cast<int>(model.shape.n_heads); ++h) {
       HeadAblation a;
       a.layer = static_cast<int>(l);
       a.head = h;
@@ -81,11 +81,11 @@ ModeAblationReport ablate_heads_mode(const nn::CausalLM<float>& model, const tra
   ModeAblationReport report;
   nn::Hooks<float> none;
   report.baseline = train::evaluate(model, batch, chunk, &none);
-  const size_t L = model.blocks.size();
+  const size_t L = static_cast<size_t>(model.shape.n_layers);
   // Every (layer, head, position) in report order; each accumulates its runs' acc / runs and loss / runs in
   // draw order, so the sums do not depend on whether the draws are kept or streamed.
   for (size_t l = 0; l < L; ++l)
-    for (int h = 0; h < static_cast<int>(model.blocks[l]->attn.n_heads); ++h)
+    for (int h = 0; h < static_cast<int>(model.shape.n_heads); ++h)
       for (int pos = -1; pos < (per_position ? T : 0); ++pos) {
         ModeAblation a;
         a.layer = static_cast<int>(l);
@@ -111,8 +111,8 @@ ModeAblationReport ablate_heads_mode(const nn::CausalLM<float>& model, const tra
   if (mode == AblationMode::zero) {
     std::vector<ag::Tensor<float>> zeros;
     for (size_t l = 0; l < L; ++l) {
-      const auto& attn = model.blocks[l]->attn;
-      zeros.push_back(ag::Tensor<float>::zeros({T, attn.n_heads, attn.dk}));
+      const int64_t H = model.shape.n_heads, dk = model.shape.d_model / H;
+      zeros.push_back(ag::Tensor<float>::zeros({T, H, dk}));
     }
     evaluate_all(zeros);
     return report;
@@ -187,10 +187,11 @@ namespace {
 // Scores that describe this checkpoint: every head of the model, computed at its step.
 bool scores_match(const findings::HeadScoresFile& s, const StudyRun& run) {
   if (s.step != run.step) return false;
-  const size_t heads = run.model->blocks.size() * static_cast<size_t>(run.config.model.n_heads);
+  const size_t heads =
+      static_cast<size_t>(run.model->shape.n_layers) * static_cast<size_t>(run.config.model.n_heads);
   if (s.heads.size() != heads) return false;
   for (const findings::HeadScores& h : s.heads)
-    if (h.layer < 0 || h.layer >= static_cast<int>(run.model->blocks.size()) || h.head < 0 ||
+    if (h.layer < 0 || h.layer >= static_cast<int>(run.model->shape.n_layers) || h.head < 0 ||
         h.head >= run.config.model.n_heads)
       return false;
   return true;

@@ -10,7 +10,7 @@ std::vector<findings::Probe> capture_attention(const nn::CausalLM<float>& model,
                                                const train::Batch& batch, ag::Tensor<float>* logits) {
   ag::NoGradScope no_grad;
   nn::Hooks<float> hooks;
-  const size_t L = model.blocks.size();
+  const size_t L = static_cast<size_t>(model.shape.n_layers);
   for (size_t l = 0; l < L; ++l) hooks.capture(nn::hook_name(nn::Point::attn_pattern, l));
   ag::Tensor<float> out = model.forward(batch.inputs, batch.B, batch.T, {}, &hooks);
   if (logits) *logits = out;

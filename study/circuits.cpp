@@ -10,6 +10,7 @@
 #include "autograd/random.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
+#include "nn/model_view.h"
 #include "study/processing.h"
 #include "study/run_study.h"
 
@@ -19,30 +20,15 @@ namespace {
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
 
-// A 2-D float tensor (rows, cols) as a double matrix.
-MatrixXd to_matrix(const ag::Tensor<float>& t) {
-  const int64_t rows = t.size(0), cols = t.size(1);
-  MatrixXd m(rows, cols);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) m(i, j) = t.data()[i * cols + j];
-  return m;
-}
-
-VectorXd to_vector(const ag::Tensor<float>& t) {
-  VectorXd v(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i) v(i) = t.data()[i];
-  return v;
-}
-
 // A norm's weight, ones where it has none (the identity).
-VectorXd ln_weight(const nn::Norm<float>& norm, int64_t d_model) {
-  return norm.weight.defined() ? to_vector(norm.weight) : VectorXd::Ones(d_model);
+VectorXd norm_weight(const nn::NormView<float>& norm, int64_t d_model) {
+  return norm.weight.defined() ? nn::vector_of(norm.weight, d_model) : VectorXd::Ones(d_model);
 }
 
-// W_U (D x V): lm_head.weight^T with ln_f.weight folded in row-wise.
-MatrixXd unembedding(const nn::CausalLM<float>& model) {
-  return ln_weight(*model.ln_f, model.shape.d_model).asDiagonal() *
-         to_matrix(model.lm_head.weight).transpose();
+// W_U (D x V): the unembedding's weight^T with the final norm's weight folded in row-wise.
+MatrixXd unembedding(const nn::ModelView<float>& v) {
+  return norm_weight(v.final_read.norm, v.shape.d_model).asDiagonal() *
+         nn::matrix_of(v.unembed.weight).transpose();
 }
 
 MatrixXd gaussian(int64_t rows, int64_t cols, ag::Rng& rng) {
@@ -53,7 +39,7 @@ MatrixXd gaussian(int64_t rows, int64_t cols, ag::Rng& rng) {
 }
 
 void check_head(const nn::CausalLM<float>& model, int layer, int head) {
-  if (layer < 0 || layer >= static_cast<int>(model.blocks.size()) || head < 0 || head >= model.shape.n_heads)
+  if (layer < 0 || layer >= model.shape.n_layers || head < 0 || head >= model.shape.n_heads)
     throw std::invalid_argument("circuits: no layer " + std::to_string(layer) + " head " +
                                 std::to_string(head) + " in this model");
 }
@@ -62,16 +48,14 @@ void check_head(const nn::CausalLM<float>& model, int layer, int head) {
 
 HeadWeights head_weights(const nn::CausalLM<float>& model, int layer, int head) {
   check_head(model, layer, head);
-  const auto& block = *model.blocks[layer];
-  const int64_t dk = block.attn.dk;
-  const VectorXd ln1 = ln_weight(*block.ln1, model.shape.d_model);
-  // Grouped-query attention: the query head reads kv head head / (n_heads / n_kv_heads).
-  const int64_t kv = head / (block.attn.n_heads / block.attn.n_kv_heads);
+  const nn::BlockView<float> block = nn::view(model).layers[layer];
+  const VectorXd gain = norm_weight(block.attn_in.norm, model.shape.d_model);
+  const nn::HeadWeights h = block.attention.head(head);
   HeadWeights w;
-  w.WQ = ln1.asDiagonal() * to_matrix(block.attn.wq.weight).middleRows(head * dk, dk).transpose();
-  w.WK = ln1.asDiagonal() * to_matrix(block.attn.wk.weight).middleRows(kv * dk, dk).transpose();
-  w.WV = ln1.asDiagonal() * to_matrix(block.attn.wv.weight).middleRows(kv * dk, dk).transpose();
-  w.WO = to_matrix(block.attn.wo.weight).middleCols(head * dk, dk).transpose();
+  w.WQ = gain.asDiagonal() * h.W_Q;
+  w.WK = gain.asDiagonal() * h.W_K;
+  w.WV = gain.asDiagonal() * h.W_V;
+  w.WO = h.W_O;
   return w;
 }
 
@@ -119,7 +103,7 @@ double ratio(double norm2, double x, double y) {
 //   V: OV^A OV^B   = W_V^A (W_O^A W_V^B) W_O^B.
 // The same numbers as composition_score on the D x D matrices, at dk^2 D per pair instead of D^3.
 std::vector<findings::CompositionScore> composition_scores(const nn::CausalLM<float>& model) {
-  const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
+  const int L = static_cast<int>(model.shape.n_layers), H = static_cast<int>(model.shape.n_heads);
   std::vector<FactoredHead> w;
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) w.emplace_back(head_weights(model, l, h));
@@ -181,7 +165,8 @@ double copying_score_of(const nn::CausalLM<float>& model, const MatrixXd& ue, in
 }  // namespace
 
 double copying_score(const nn::CausalLM<float>& model, int layer, int head) {
-  return copying_score_of(model, unembedding(model) * to_matrix(model.tok_emb.weight), layer, head);
+  const nn::ModelView<float> v = nn::view(model);
+  return copying_score_of(model, unembedding(v) * nn::matrix_of(v.token_embedding), layer, head);
 }
 
 std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model, int head, int positions) {
@@ -189,55 +174,52 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
   if (positions < 1 || positions > model.shape.max_len)
     throw std::invalid_argument("positional_qk: " + std::to_string(positions) +
                                 " positions, the model has 1.." + std::to_string(model.shape.max_len));
-  const auto& block = *model.blocks[0];
-  const int64_t dk = block.attn.dk;
+  const nn::ModelView<float> v = nn::view(model);
+  const nn::BlockView<float>& block = v.layers[0];
+  const nn::AttentionView<float>& attn = block.attention;
+  const int64_t dk = attn.dk, D = model.shape.d_model;
   if (model.shape.positions == nn::PositionKind::none)
     throw std::invalid_argument("positional_qk: model.positions none: the model has no positions to read");
   // Learned: the positions' embeddings. Rotary: the mean token embedding at every position (the positions
   // enter below, as the rotation of q and k).
   const MatrixXd P =
-      model.pos_emb
-          ? to_matrix(model.pos_emb->weight).topRows(positions).eval()
-          : MatrixXd(MatrixXd::Ones(positions, 1) * to_matrix(model.tok_emb.weight).colwise().mean());
-  MatrixXd X = P;  // ln1(P); P itself with the identity norm
-  const nn::Norm<float>& ln1 = *block.ln1;
-  if (ln1.normalises()) {
-    const VectorXd g = ln_weight(ln1, model.shape.d_model);
-    const VectorXd beta = ln1.bias.defined() ? to_vector(ln1.bias) : VectorXd::Zero(model.shape.d_model);
+      v.position_embedding.defined()
+          ? nn::matrix_of(v.position_embedding).topRows(positions).eval()
+          : MatrixXd(MatrixXd::Ones(positions, 1) * nn::matrix_of(v.token_embedding).colwise().mean());
+  MatrixXd X = P;  // the attention's norm of P; P itself with the identity norm
+  const nn::NormView<float>& norm = block.attn_in.norm;
+  if (norm.normalises) {
+    const VectorXd g = norm_weight(norm, D);
+    const VectorXd beta = nn::vector_of(norm.bias, D);
     for (Eigen::Index i = 0; i < P.rows(); ++i) {
-      const double mean = ln1.centres() ? P.row(i).mean() : 0.0;
+      const double mean = norm.centres ? P.row(i).mean() : 0.0;
       const double var = (P.row(i).array() - mean).square().mean();
       const VectorXd centred = P.row(i).transpose().array() - mean;
-      X.row(i) = (centred.array() / std::sqrt(var + ln1.eps) * g.array() + beta.array()).matrix().transpose();
+      X.row(i) =
+          (centred.array() / std::sqrt(var + norm.eps) * g.array() + beta.array()).matrix().transpose();
     }
   }
-  const int64_t kv = head / (block.attn.n_heads / block.attn.n_kv_heads);  // the query head's kv head
-  const MatrixXd Wq = to_matrix(block.attn.wq.weight).middleRows(head * dk, dk);
-  const MatrixXd Wk = to_matrix(block.attn.wk.weight).middleRows(kv * dk, dk);
-  auto head_bias = [&](const ag::Tensor<float>& bias, int64_t h) {
-    return bias.defined() ? to_vector(bias).segment(h * dk, dk).eval() : VectorXd::Zero(dk).eval();
-  };
-  const VectorXd bq = head_bias(block.attn.wq.bias, head), bk = head_bias(block.attn.wk.bias, kv);
-  MatrixXd q = (X * Wq.transpose()).rowwise() + bq.transpose();
-  MatrixXd k = (X * Wk.transpose()).rowwise() + bk.transpose();
+  const nn::HeadWeights h = attn.head(head);
+  MatrixXd q = (X * h.W_Q).rowwise() + h.b_Q.transpose();
+  MatrixXd k = (X * h.W_K).rowwise() + h.b_K.transpose();
   // QK-norm: each row RMS-normalised with the head's q_norm (k_norm) weight, as the model does.
-  auto qk_normed = [&](MatrixXd& m, const std::unique_ptr<nn::RMSNorm<float>>& norm) {
-    if (!norm) return;
-    const VectorXd w = to_vector(norm->weight);
+  auto qk_normed = [&](MatrixXd& m, const ag::Tensor<float>& weight) {
+    if (!weight.defined()) return;
+    const VectorXd w = nn::vector_of(weight, dk);
     for (Eigen::Index i = 0; i < m.rows(); ++i)
-      m.row(i) = (m.row(i).array() / std::sqrt(m.row(i).squaredNorm() / double(dk) + double(norm->eps)) *
+      m.row(i) = (m.row(i).array() / std::sqrt(m.row(i).squaredNorm() / double(dk) + attn.norm_eps) *
                   w.transpose().array())
                      .matrix();
   };
-  qk_normed(q, block.attn.q_norm);
-  qk_normed(k, block.attn.k_norm);
-  if (block.attn.rotary_dims) {  // row i turned by position i, as the model turns them (ag::rotary)
+  qk_normed(q, attn.query_norm);
+  qk_normed(k, attn.key_norm);
+  if (attn.rotary_dims) {  // row i turned by position i, as the model turns them (ag::rotary)
     auto turn = [&](MatrixXd& m) {
       std::vector<double> rows(static_cast<size_t>(positions * dk));
       for (int i = 0; i < positions; ++i)
         for (int64_t j = 0; j < dk; ++j) rows[i * dk + j] = m(i, j);
       const std::vector<double> turned = ag::rotary(ag::Tensor<double>::from({1, positions, dk}, rows), dk,
-                                                    block.attn.rotary_dims, block.attn.rotary_base)
+                                                    attn.rotary_dims, attn.rotary_base)
                                              .to_vector();
       for (int i = 0; i < positions; ++i)
         for (int64_t j = 0; j < dk; ++j) m(i, j) = turned[i * dk + j];
@@ -245,14 +227,12 @@ std::vector<std::vector<double>> positional_qk(const nn::CausalLM<float>& model,
     turn(q);
     turn(k);
   }
-  const double scale =
-      block.attn.attn_scale == nn::AttnScale::none ? 1.0 : 1.0 / std::sqrt(static_cast<double>(dk));
+  const double scale = attn.score_scale;
   const MatrixXd scores = q * k.transpose() * scale;
   std::vector<std::vector<double>> w(positions, std::vector<double>(positions, 0.0));
   for (int i = 0; i < positions; ++i) {
     // Causal, and with a local layer 0 only the keys (i - window, i].
-    const int first =
-        block.attn.window > 0 ? std::max<int>(0, i - static_cast<int>(block.attn.window) + 1) : 0;
+    const int first = attn.window > 0 ? std::max<int>(0, i - static_cast<int>(attn.window) + 1) : 0;
     double top = scores(i, first);
     for (int j = first + 1; j <= i; ++j) top = std::max(top, scores(i, j));
     double sum = 0;
@@ -276,13 +256,14 @@ constexpr int64_t kDlaChunkBytes = int64_t(256) << 20;
 DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model, const train::Batch& batch,
                                                 int chunk) {
   ag::NoGradScope no_grad;
-  const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
+  const nn::ModelView<float> v = nn::view(model);
+  const int L = static_cast<int>(v.layers.size()), H = static_cast<int>(model.shape.n_heads);
   const int64_t D = model.shape.d_model, dk = D / H, T = batch.T;
-  const MatrixXd WU = unembedding(model);
+  const MatrixXd WU = unembedding(v);
   const VectorXd mean_u = WU.rowwise().mean();
-  std::vector<MatrixXd> WO;  // per layer: wo.weight (D x D), so head h's output is z_h . wo[:, h*dk..]^T
-  for (int l = 0; l < L; ++l) WO.push_back(to_matrix(model.blocks[l]->attn.wo.weight));
-  const bool mlp = model.blocks.front()->mlp != nullptr;
+  std::vector<MatrixXd> WO;  // per layer: the output map (D x D), so head h's output is z_h . wo[:, h*dk..]^T
+  for (int l = 0; l < L; ++l) WO.push_back(nn::matrix_of(v.layers[l].attention.output.weight));
+  const bool mlp = v.layers.front().has_mlp;
   nn::Hooks<float> hooks;
   hooks.capture(nn::hook_name(nn::Point::resid_pre, 0));
   hooks.capture(nn::hook_name(nn::Point::resid_post, L - 1));
@@ -294,7 +275,7 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
   out.heads.assign(static_cast<size_t>(L * H), 0.0);
   if (mlp) out.mlps.assign(L, 0.0);
   int64_t scored = 0;
-  const nn::Norm<float>& ln_f = *model.ln_f;
+  const nn::NormView<float>& final_norm = v.final_read.norm;
   auto row = [D](const ag::Tensor<float>& t, int64_t r) {
     return Eigen::Map<const Eigen::VectorXf>(t.data() + r * D, D).cast<double>().eval();
   };
@@ -315,12 +296,12 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
       if (target < 0) continue;
       ++scored;
       VectorXd g = WU.col(target) - mean_u;
-      if (ln_f.normalises()) {
+      if (final_norm.normalises) {
         const VectorXd x = row(final_resid, r);
-        const double mean = ln_f.centres() ? x.mean() : 0.0;
-        const double sigma = std::sqrt((x.array() - mean).square().mean() + ln_f.eps);
+        const double mean = final_norm.centres ? x.mean() : 0.0;
+        const double sigma = std::sqrt((x.array() - mean).square().mean() + final_norm.eps);
         // Centring c before the dot equals dotting c with the centred direction.
-        if (ln_f.centres()) g = (g.array() - g.mean()).matrix();
+        if (final_norm.centres) g = (g.array() - g.mean()).matrix();
         g /= sigma;
       }
       out.embed += row(embed, r).dot(g);
@@ -343,7 +324,7 @@ DirectLogitAttribution direct_logit_attribution(const nn::CausalLM<float>& model
 
 findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, const train::Batch& held_out,
                                           int positions, bool with_composition) {
-  const int L = static_cast<int>(model.blocks.size()), H = static_cast<int>(model.shape.n_heads);
+  const int L = static_cast<int>(model.shape.n_layers), H = static_cast<int>(model.shape.n_heads);
   if (with_composition && L < 2)
     throw std::invalid_argument("composition needs a model with at least 2 layers; this one has " +
                                 std::to_string(L));
@@ -353,7 +334,8 @@ findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, cons
     r.baseline = composition_baseline(model.shape.d_model, model.shape.d_model / H);
   }
   const DirectLogitAttribution dla = direct_logit_attribution(model, held_out);
-  const MatrixXd ue = unembedding(model) * to_matrix(model.tok_emb.weight);
+  const nn::ModelView<float> v = nn::view(model);
+  const MatrixXd ue = unembedding(v) * nn::matrix_of(v.token_embedding);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       findings::HeadCircuit c;
@@ -377,7 +359,7 @@ findings::CircuitsResult analyse_circuits(const nn::CausalLM<float>& model, cons
 Output<findings::CircuitsResult> circuits(StudyRun& run, const CircuitsRequest& request) {
   if (request.processed && request.save)
     throw RequestError("save: the processed weights are printed only (processed true needs save false)");
-  const int L = static_cast<int>(run.model->blocks.size());
+  const int L = static_cast<int>(run.model->shape.n_layers);
   if (request.composition && L < 2)
     throw RequestError("composition: needs a model with at least 2 layers, this one has " +
                        std::to_string(L) + " (composition false gives the per-head numbers)");

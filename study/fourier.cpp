@@ -10,6 +10,7 @@
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "nn/hook_points.h"
+#include "nn/model_view.h"
 #include "study/run_study.h"
 
 namespace study {
@@ -133,13 +134,14 @@ double gini(std::vector<double> c) {
 
 findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const ModularAddition& d,
                                          int64_t step) {
-  const nn::TransformerBlock<float>& block = *model.blocks.back();
-  if (!block.mlp) throw std::invalid_argument("fourier: the model has no MLP (model.attention_only)");
+  const nn::ModelView<float> mv = nn::view(model);
+  const nn::BlockView<float>& block = mv.layers.back();
+  if (!block.has_mlp) throw std::invalid_argument("fourier: the model has no MLP (model.attention_only)");
   if (d.T > model.shape.max_len || model.shape.vocab <= d.value_ids.back())
     throw std::invalid_argument("fourier: the model's max_len or vocab does not fit the task");
   const int p = d.p, K = (p - 1) / 2;
   const int64_t pairs = static_cast<int64_t>(p) * p, V = model.shape.vocab, n_neurons = model.shape.d_ff;
-  const std::string post = nn::hook_name(nn::Point::mlp_post, model.blocks.size() - 1);
+  const std::string post = nn::hook_name(nn::Point::mlp_post, static_cast<size_t>(model.shape.n_layers) - 1);
 
   // Every pair's MLP activations and logits at the answer position, a chunk of pairs at a time.
   // acts stays float (p^2 x d_mlp, 26 MB at p 113): it is written once per measured step, and its
@@ -183,9 +185,9 @@ findings::FourierReport fourier_analysis(const nn::CausalLM<float>& model, const
 
   // The spectra.
   const MatrixXd F = fourier_basis(p);
-  const MatrixXd WE = rows_of(model.tok_emb.weight, d.value_ids);  // (p, D)
-  const MatrixXd WU = rows_of(model.lm_head.weight, d.value_ids);  // (p, D): W_U^T on the value classes
-  const ag::Tensor<float>& fc2 = block.mlp->fc2.weight;            // (D, F_)
+  const MatrixXd WE = rows_of(mv.token_embedding, d.value_ids);  // (p, D)
+  const MatrixXd WU = rows_of(mv.unembed.weight, d.value_ids);   // (p, D): W_U^T on the value classes
+  const ag::Tensor<float>& fc2 = block.mlp_out.writer.weight;    // (D, F_)
   const MatrixXd Wout =
       Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
           fc2.data(), fc2.size(0), fc2.size(1))

@@ -16,6 +16,7 @@
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "nn/hooks.h"
+#include "nn/model_view.h"
 #include "study/run_study.h"
 #include "study/transcoder.h"
 #include "train/safetensors.h"
@@ -87,15 +88,6 @@ Mat to_mat(const ag::Tensor<float>& t, int64_t rows, int64_t cols) {
 Vec to_vec(const ag::Tensor<double>& t) {
   return Eigen::Map<const Vec>(t.data(), t.numel());
 }
-// Grouped-query attention as the plain attention it equals: Wk's or Wv's (n_kv_heads * dk, D) rows (or its
-// bias) repeated so that query head h's block of dk rows is its kv head's, h / (H / n_kv_heads).
-Mat per_query_head(const Mat& w, int H, int dk) {
-  const int group = H / static_cast<int>(w.rows() / dk);
-  if (group == 1) return w;
-  Mat out(static_cast<Eigen::Index>(H) * dk, w.cols());
-  for (int h = 0; h < H; ++h) out.middleRows(h * dk, dk) = w.middleRows(h / group * dk, dk);
-  return out;
-}
 Vec to_vec(const ag::Tensor<float>& t) {
   return Eigen::Map<const Eigen::VectorXf>(t.data(), t.numel()).cast<double>();
 }
@@ -130,12 +122,12 @@ struct FrozenNorm {
   }
 };
 
-FrozenNorm freeze(const nn::Norm<double>& n, const nn::Hooks<double>& hooks, const std::string& scale_point) {
+FrozenNorm freeze(const nn::NormView<double>& n, const nn::Hooks<double>& hooks, size_t layer) {
   FrozenNorm f;
-  f.normalises = n.normalises();
+  f.normalises = n.normalises;
   if (!f.normalises) return f;
-  f.centres = n.centres();
-  f.s = to_vec(hooks.captured(scale_point));
+  f.centres = n.centres;
+  f.s = to_vec(hooks.captured(nn::hook_name(n.scale_point, layer)));
   if (n.weight.defined()) f.w = to_vec(n.weight);
   if (n.bias.defined()) f.b = to_vec(n.bias);
   return f;
@@ -147,12 +139,12 @@ using graph_parts::FrozenNorm;
 
 struct LocalReplacement::Impl {
   int L = 0, T = 0, D = 0, H = 0, dk = 0;
-  bool mlp = false;
+  bool has_mlp = false;
   std::vector<GraphNode> nodes;
   int64_t n_features = 0, n_errors = 0, n_logits = 0;
   // Per layer: the frozen norms, the patterns (H of (T, T)), Wv, bv, Wo, bo.
-  std::vector<FrozenNorm> ln1, ln2;
-  FrozenNorm ln_f;
+  std::vector<FrozenNorm> attn_norm, mlp_norm;
+  FrozenNorm final_norm;
   std::vector<std::vector<Mat>> pattern;
   std::vector<Mat> Wq, Wk, Wv, Wo;
   std::vector<Vec> bq, bk, bv, bo;
@@ -207,12 +199,12 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
                                    const std::vector<double>& target_weights)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.L = static_cast<int>(model.blocks.size());
+  m.L = static_cast<int>(model.shape.n_layers);
   m.T = static_cast<int>(ids.size());
   m.D = static_cast<int>(model.shape.d_model);
   m.H = static_cast<int>(model.shape.n_heads);
   m.dk = m.D / m.H;
-  m.mlp = !model.shape.attention_only;
+  m.has_mlp = !model.shape.attention_only;
   const int L = m.L, T = m.T, D = m.D;
   // The model in float64: its weights converted, run by its own reference forward with hooks.
   ag::Rng rng(1);
@@ -231,7 +223,7 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
     hooks.capture(b + ".attn.pattern");
     hooks.capture(b + ".attn.scores");
     if (norms) hooks.capture(b + ".ln1.scale");
-    if (m.mlp) {
+    if (m.has_mlp) {
       if (norms) hooks.capture(b + ".ln2.scale");
       hooks.capture(transcoder_in_point(model, l));
       hooks.capture(b + ".mlp.out");
@@ -243,45 +235,44 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
     ag::NoGradScope no_grad;
     logits = dm.forward(ids, 1, T, {}, &hooks);
   }
+  const nn::ModelView<double> mv = nn::view(dm);
   for (int l = 0; l < L; ++l) {
     const std::string b = "blocks." + std::to_string(l);
-    const nn::TransformerBlock<double>& block = *dm.blocks[l];
-    m.ln1.push_back(graph_parts::freeze(*block.ln1, hooks, b + ".ln1.scale"));
+    const nn::BlockView<double>& block = mv.layers[l];
+    const nn::AttentionView<double>& attn = block.attention;
+    m.attn_norm.push_back(graph_parts::freeze(block.attn_in.norm, hooks, l));
     const ag::Tensor<double>& p = hooks.captured(b + ".attn.pattern");  // (1, H, T, T)
     m.pattern.emplace_back();
     for (int h = 0; h < m.H; ++h)
       m.pattern.back().push_back(Eigen::Map<const Mat>(p.data() + static_cast<int64_t>(h) * T * T, T, T));
-    m.Wq.push_back(to_mat(block.attn.wq.weight, D, D));
-    const int kv_rows = static_cast<int>(block.attn.n_kv_heads * block.attn.dk);
-    m.Wk.push_back(per_query_head(to_mat(block.attn.wk.weight, kv_rows, D), m.H, m.dk));
-    m.bq.push_back(block.attn.wq.bias.defined() ? to_vec(block.attn.wq.bias) : Vec());
-    m.bk.push_back(block.attn.wk.bias.defined() ? Vec(per_query_head(to_vec(block.attn.wk.bias), m.H, m.dk))
-                                                : Vec());
+    m.Wq.push_back(to_mat(attn.query.weight, D, D));
+    m.Wk.push_back(attn.per_query_head(attn.key));
+    m.bq.push_back(attn.query.has_bias() ? to_vec(attn.query.bias) : Vec());
+    m.bk.push_back(attn.per_query_head_bias(attn.key));
     m.scores.push_back(Eigen::Map<const Mat>(hooks.captured(b + ".attn.scores").data(), m.H * T, T));
-    m.Wv.push_back(per_query_head(to_mat(block.attn.wv.weight, kv_rows, D), m.H, m.dk));
-    m.Wo.push_back(to_mat(block.attn.wo.weight, D, D));
-    m.bv.push_back(block.attn.wv.bias.defined() ? Vec(per_query_head(to_vec(block.attn.wv.bias), m.H, m.dk))
-                                                : Vec());
-    m.bo.push_back(block.attn.wo.bias.defined() ? to_vec(block.attn.wo.bias) : Vec());
-    if (m.mlp) m.ln2.push_back(graph_parts::freeze(*block.ln2, hooks, b + ".ln2.scale"));
+    m.Wv.push_back(attn.per_query_head(attn.value));
+    m.Wo.push_back(to_mat(attn.output.weight, D, D));
+    m.bv.push_back(attn.per_query_head_bias(attn.value));
+    m.bo.push_back(attn.output.has_bias() ? to_vec(attn.output.bias) : Vec());
+    if (m.has_mlp) m.mlp_norm.push_back(graph_parts::freeze(block.mlp_in.norm, hooks, l));
   }
-  m.ln_f = graph_parts::freeze(*dm.ln_f, hooks, "ln_f.scale");
+  m.final_norm = graph_parts::freeze(mv.final_read.norm, hooks, 0);
   for (int t = 0; t < T; ++t) {
     if (ids[t] < 0 || ids[t] >= model.shape.vocab)
       throw std::invalid_argument("graph: token id out of range");
   }
   m.tok = Mat(T, D);
   m.pos = Mat::Zero(T, D);  // rotary or no positions: none in the stream (the patterns are frozen)
-  const Mat E = to_mat(dm.tok_emb.weight, model.shape.vocab, D);
+  const Mat E = to_mat(mv.token_embedding, model.shape.vocab, D);
   for (int t = 0; t < T; ++t) m.tok.row(t) = E.row(ids[t]);
-  if (dm.pos_emb) {
-    const Mat P = to_mat(dm.pos_emb->weight, model.shape.max_len, D);
+  if (mv.position_embedding.defined()) {
+    const Mat P = to_mat(mv.position_embedding, model.shape.max_len, D);
     for (int t = 0; t < T; ++t) m.pos.row(t) = P.row(t);
   }
 
   // Features: every active one of each MLP layer's transcoder, by (layer, position, feature).
   std::vector<Mat> pre(L);
-  if (m.mlp) {
+  if (m.has_mlp) {
     m.W_enc.resize(L);
     m.W_dec.resize(L);
     m.W_skip.resize(L);
@@ -354,7 +345,7 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
     }
   }
   m.n_features = static_cast<int64_t>(m.nodes.size());
-  if (m.mlp)
+  if (m.has_mlp)
     for (int l = 0; l < L; ++l)
       for (int t = 0; t < T; ++t) {
         GraphNode n;
@@ -375,9 +366,9 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
       m.nodes.push_back(n);
     }
   const int64_t V = model.shape.vocab;
-  const Mat W_U = to_mat(dm.lm_head.weight, V, D);
+  const Mat W_U = to_mat(mv.unembed.weight, V, D);
   const Vec mean_row = W_U.colwise().mean().transpose();
-  const Vec b_U = dm.lm_head.bias.defined() ? to_vec(dm.lm_head.bias) : Vec::Zero(V);
+  const Vec b_U = mv.unembed.has_bias() ? to_vec(mv.unembed.bias) : Vec::Zero(V);
   m.n_logits = static_cast<int64_t>(targets.size());
   m.vocab_unembed = W_U.rowwise() - mean_row.transpose();
   m.unembed = Mat(m.n_logits, D);
@@ -484,9 +475,9 @@ Eigen::VectorXd LocalReplacement::run(const Eigen::VectorXd& multiplier, bool bi
       *resid = h;
       return out;
     }
-    h += m.attention(l, m.ln1[l].forward(h, biases), biases);
-    if (!m.mlp) continue;
-    const Mat x2 = m.ln2[l].forward(h, biases);
+    h += m.attention(l, m.attn_norm[l].forward(h, biases), biases);
+    if (!m.has_mlp) continue;
+    const Mat x2 = m.mlp_norm[l].forward(h, biases);
     for (int64_t i = 0; i < m.n_features; ++i) {
       const GraphNode& n = m.nodes[i];
       if (n.layer != l) continue;
@@ -498,7 +489,7 @@ Eigen::VectorXd LocalReplacement::run(const Eigen::VectorXd& multiplier, bool bi
     write(mlp_out, l + 1);
     h += mlp_out;
   }
-  const Mat xf = m.ln_f.forward(h, biases);
+  const Mat xf = m.final_norm.forward(h, biases);
   for (int64_t k = 0; k < m.n_logits; ++k)
     out[N - m.n_logits + k] = xf.row(m.T - 1).dot(m.unembed.row(k)) + (biases ? m.unembed_bias[k] : 0.0);
   return out;
@@ -515,10 +506,10 @@ Eigen::MatrixXd LocalReplacement::feature_logit_effects() const {
       rows.row(i) += m.W_dec[n.layer].row(n.index).segment(w * m.D, m.D);
   }
   // The frozen final norm at the last position, without its bias: centre, scale, weight.
-  if (m.ln_f.normalises) {
-    if (m.ln_f.centres) rows.colwise() -= rows.rowwise().mean();
-    rows *= m.ln_f.s[m.T - 1];
-    if (m.ln_f.w.size()) rows = rows * m.ln_f.w.asDiagonal();
+  if (m.final_norm.normalises) {
+    if (m.final_norm.centres) rows.colwise() -= rows.rowwise().mean();
+    rows *= m.final_norm.s[m.T - 1];
+    if (m.final_norm.w.size()) rows = rows * m.final_norm.w.asDiagonal();
   }
   return rows * m.vocab_unembed.transpose();
 }
@@ -542,8 +533,8 @@ Eigen::MatrixXd LocalReplacement::adjacency() const {
       }
       if (level == 0) return;
       const int l = level - 1;
-      if (m.mlp && m.W_skip[l].size()) G += m.ln2[l].adjoint(G * m.W_skip[l].transpose());
-      G += m.ln1[l].adjoint(m.attention_adjoint(l, G));
+      if (m.has_mlp && m.W_skip[l].size()) G += m.mlp_norm[l].adjoint(G * m.W_skip[l].transpose());
+      G += m.attn_norm[l].adjoint(m.attention_adjoint(l, G));
       level = l;
     }
   };
@@ -551,14 +542,14 @@ Eigen::MatrixXd LocalReplacement::adjacency() const {
     const GraphNode& n = m.nodes[i];
     Mat gy = Mat::Zero(m.T, m.D);
     gy.row(n.position) = m.W_enc[n.layer].col(n.index).transpose();
-    Mat G = m.ln2[n.layer].adjoint(gy);  // at resid_mid of the feature's layer
-    G += m.ln1[n.layer].adjoint(m.attention_adjoint(n.layer, G));
+    Mat G = m.mlp_norm[n.layer].adjoint(gy);  // at resid_mid of the feature's layer
+    G += m.attn_norm[n.layer].adjoint(m.attention_adjoint(n.layer, G));
     sweep(i, G, n.layer);
   }
   for (int64_t k = 0; k < m.n_logits; ++k) {
     Mat gy = Mat::Zero(m.T, m.D);
     gy.row(m.T - 1) = m.unembed.row(k);
-    sweep(N - m.n_logits + k, m.ln_f.adjoint(gy), m.L);
+    sweep(N - m.n_logits + k, m.final_norm.adjoint(gy), m.L);
   }
   return A;
 }
@@ -575,15 +566,15 @@ std::vector<PathTerm> LocalReplacement::edge_paths(int64_t target, int64_t sourc
   if (t.kind == GraphNodeKind::feature) {
     Mat gy = Mat::Zero(m.T, m.D);
     gy.row(t.position) = m.W_enc[t.layer].col(t.index).transpose();
-    const Mat G = m.ln2[t.layer].adjoint(gy);
+    const Mat G = m.mlp_norm[t.layer].adjoint(gy);
     paths[{}] = G;
     for (int h = 0; h < m.H; ++h)
-      paths[{{t.layer, h}}] = m.ln1[t.layer].adjoint(m.head_adjoint(t.layer, h, G));
+      paths[{{t.layer, h}}] = m.attn_norm[t.layer].adjoint(m.head_adjoint(t.layer, h, G));
     level = t.layer;
   } else if (t.kind == GraphNodeKind::logit && target >= N - m.n_logits) {
     Mat gy = Mat::Zero(m.T, m.D);
     gy.row(m.T - 1) = m.unembed.row(target - (N - m.n_logits));
-    paths[{}] = m.ln_f.adjoint(gy);
+    paths[{}] = m.final_norm.adjoint(gy);
     level = m.L;
   } else {
     throw std::invalid_argument("edge_paths: node " + std::to_string(target) + " is not a target");
@@ -610,9 +601,9 @@ std::vector<PathTerm> LocalReplacement::edge_paths(int64_t target, int64_t sourc
     for (const auto& [path, G] : paths) {
       Path through_mlp = path;
       next[path] = G;
-      if (m.mlp && m.W_skip[l].size()) {
+      if (m.has_mlp && m.W_skip[l].size()) {
         through_mlp.push_back({l, -1});
-        const Mat Gs = m.ln2[l].adjoint(G * m.W_skip[l].transpose());
+        const Mat Gs = m.mlp_norm[l].adjoint(G * m.W_skip[l].transpose());
         next[through_mlp] = Gs;
       }
     }
@@ -622,7 +613,7 @@ std::vector<PathTerm> LocalReplacement::edge_paths(int64_t target, int64_t sourc
       for (int h = 0; h < m.H; ++h) {
         Path p = path;
         p.push_back({l, h});
-        paths[p] = m.ln1[l].adjoint(m.head_adjoint(l, h, G));
+        paths[p] = m.attn_norm[l].adjoint(m.head_adjoint(l, h, G));
       }
     }
     level = l;
@@ -646,20 +637,20 @@ QkAttribution LocalReplacement::qk_attribution(int layer, int head, int query, i
   const int64_t S = static_cast<int64_t>(a.sources.size());
   const double inv = 1 / std::sqrt(static_cast<double>(m.dk));
   const auto Wq = m.Wq[layer].middleRows(head * m.dk, m.dk), Wk = m.Wk[layer].middleRows(head * m.dk, m.dk);
-  // Each source's query and key vectors through the frozen ln1 (no bias), and the constant part's.
+  // Each source's query and key vectors through the frozen attention norm (no bias), and the constant part's.
   Mat q(S, m.dk), k(S, m.dk);
   for (int64_t i = 0; i < S; ++i) {
     Vec e = Vec::Zero(N);
     e[a.sources[i]] = 1;
     Eigen::MatrixXd r;
     run(e, false, layer, &r);
-    const Mat x = m.ln1[layer].forward(r, false);
+    const Mat x = m.attn_norm[layer].forward(r, false);
     q.row(i) = x.row(query) * Wq.transpose();
     k.row(i) = x.row(key) * Wk.transpose();
   }
   Eigen::MatrixXd r0;
   run(Vec::Zero(N), true, layer, &r0);
-  const Mat x0 = m.ln1[layer].forward(r0, true);
+  const Mat x0 = m.attn_norm[layer].forward(r0, true);
   Vec q0 = (x0.row(query) * Wq.transpose()).transpose(), k0 = (x0.row(key) * Wk.transpose()).transpose();
   if (m.bq[layer].size()) q0 += m.bq[layer].segment(head * m.dk, m.dk);
   if (m.bk[layer].size()) k0 += m.bk[layer].segment(head * m.dk, m.dk);
@@ -808,10 +799,10 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
     int n = 0;
     if (std::sscanf(request.qk.c_str(), "%d.%d.%d%n", &qk_layer, &qk_head, &qk_key, &n) != 3 ||
         n != static_cast<int>(request.qk.size()) || qk_layer < 0 ||
-        qk_layer >= static_cast<int>(run.model->blocks.size()) || qk_head < 0 ||
+        qk_layer >= static_cast<int>(run.model->shape.n_layers) || qk_head < 0 ||
         qk_head >= run.model->shape.n_heads || qk_key < 0 || qk_key >= static_cast<int>(ids.size()))
       throw RequestError("qk: expected LAYER.HEAD.KEY of this model and input (layers 0.." +
-                         std::to_string(run.model->blocks.size() - 1) + ", heads 0.." +
+                         std::to_string(run.model->shape.n_layers - 1) + ", heads 0.." +
                          std::to_string(run.model->shape.n_heads - 1) + ", key positions 0.." +
                          std::to_string(ids.size() - 1) + "), got '" + request.qk + "'");
   }
@@ -827,7 +818,7 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
                        " (the split is of q k^T / sqrt(dk) through Wq and Wk)");
   const nn::CausalLM<float>& model = *run.model;
   findings::AttributionGraph& g = out.result;
-  std::vector<LayerTranscoder> transcoders(model.blocks.size());
+  std::vector<LayerTranscoder> transcoders(static_cast<size_t>(model.shape.n_layers));
   std::string transcoder_folder;
   if (model.shape.attention_only) {
     if (!request.transcoders.empty())
@@ -886,7 +877,7 @@ Output<findings::AttributionGraph> graph(StudyRun& run, const GraphRequest& requ
   g.run = run.config.name;
   g.slug = run.config.name;
   g.prompt_tokens = token_labels(run, ids);
-  g.n_layers = static_cast<int>(model.blocks.size());
+  g.n_layers = static_cast<int>(model.shape.n_layers);
   g.nodes = rm.nodes();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     findings::GraphNode& n = g.nodes[i];

@@ -88,7 +88,7 @@ findings::PatchingResult activation_patching(const nn::CausalLM<float>& model,
   check_inputs(model, clean, corrupt, answer, wrong);
   ag::NoGradScope no_grad;
   const int64_t T = static_cast<int64_t>(clean.size());
-  const int L = static_cast<int>(model.blocks.size());
+  const int L = static_cast<int>(model.shape.n_layers);
   const int H = static_cast<int>(model.shape.n_heads);
   const int64_t D = model.shape.d_model, dk = D / H;
 
@@ -231,7 +231,7 @@ findings::PatchEffects attribution_patching(const nn::CausalLM<float>& model,
                                             double* clean_diff, double* corrupt_diff) {
   check_inputs(model, clean, corrupt, answer, wrong);
   const int64_t T = static_cast<int64_t>(clean.size());
-  const int L = static_cast<int>(model.blocks.size());
+  const int L = static_cast<int>(model.shape.n_layers);
   const int64_t H = model.shape.n_heads, D = model.shape.d_model, dk = D / H;
   std::vector<std::string> resid_points;
   for (int l = 0; l < L; ++l) resid_points.push_back(nn::hook_name(nn::Point::resid_pre, l));

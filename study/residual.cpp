@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "nn/model_view.h"
+
 namespace study {
 namespace {
 
@@ -37,7 +39,8 @@ template <typename T>
 findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<int32_t>& ids, int answer,
                                 int wrong) {
   const int64_t V = model.shape.vocab, D = model.shape.d_model, H = model.shape.n_heads, dk = D / H;
-  const int L = static_cast<int>(model.blocks.size());
+  const nn::ModelView<T> mv = nn::view(model);
+  const int L = static_cast<int>(mv.layers.size());
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n < 1 || n > model.shape.max_len)
     throw std::invalid_argument("lens: " + std::to_string(n) + " tokens; the model takes 1.." +
@@ -61,9 +64,9 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
   for (int l = 0; l < L; ++l) points.push_back(nn::hook_name(nn::Point::resid_pre, l));
   points.push_back(nn::hook_name(nn::Point::resid_post, L - 1));
   for (const std::string& p : points) hooks.capture(p);
-  const nn::Norm<T>& ln_f = *model.ln_f;
-  const std::string ln_f_scale = nn::hook_name(nn::Point::ln_f_scale);
-  if (ln_f.normalises()) hooks.capture(ln_f_scale);
+  const nn::NormView<T>& final_norm = mv.final_read.norm;
+  const std::string final_scale = nn::hook_name(final_norm.scale_point);
+  if (final_norm.normalises) hooks.capture(final_scale);
   for (int l = 0; l < L; ++l) {
     hooks.capture(nn::hook_name(nn::Point::attn_z, l));
     if (!model.shape.attention_only) hooks.capture(nn::hook_name(nn::Point::mlp_out, l));
@@ -74,16 +77,16 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
   std::vector<double> u(static_cast<size_t>(V), wrong < 0 ? -1.0 / double(V) : 0.0);
   u[answer] += 1.0;
   if (wrong >= 0) u[wrong] -= 1.0;
-  const T* Wu = model.lm_head.weight.data();  // (V, D)
+  const T* Wu = mv.unembed.weight.data();  // (V, D)
   std::vector<double> dir(static_cast<size_t>(D), 0.0);
-  for (int64_t v = 0; v < V; ++v)
-    if (u[v] != 0.0)
-      for (int64_t d = 0; d < D; ++d) dir[d] += u[v] * double(Wu[v * D + d]);
+  for (int64_t w = 0; w < V; ++w)
+    if (u[w] != 0.0)
+      for (int64_t d = 0; d < D; ++d) dir[d] += u[w] * double(Wu[w * D + d]);
   double bias_ln = 0, bias_lm = 0;
-  if (ln_f.bias.defined())
-    for (int64_t d = 0; d < D; ++d) bias_ln += double(ln_f.bias.data()[d]) * dir[d];
-  if (model.lm_head.bias.defined())
-    for (int64_t v = 0; v < V; ++v) bias_lm += double(model.lm_head.bias.data()[v]) * u[v];
+  if (final_norm.bias.defined())
+    for (int64_t d = 0; d < D; ++d) bias_ln += double(final_norm.bias.data()[d]) * dir[d];
+  if (mv.unembed.has_bias())
+    for (int64_t w = 0; w < V; ++w) bias_lm += double(mv.unembed.bias.data()[w]) * u[w];
 
   findings::LensResult r;
   r.answer = answer;
@@ -97,11 +100,11 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
     for (int64_t d = 0; d < D; ++d) s += double(x[d]) * g[d];
     return s;
   };
-  const T* scale = ln_f.normalises() ? hooks.captured(ln_f_scale).data() : nullptr;
-  const T* weight = ln_f.weight.defined() ? ln_f.weight.data() : nullptr;
+  const T* scale = final_norm.normalises ? hooks.captured(final_scale).data() : nullptr;
+  const T* weight = final_norm.weight.defined() ? final_norm.weight.data() : nullptr;
   for (int64_t t = 0; t < n; ++t) {
-    // g_c(t): ln_f's scale and weight times the direction, centred when ln_f centres (the direction itself
-    // with the identity norm).
+    // g_c(t): the final norm's scale and weight times the direction, centred when it centres (the direction
+    // itself with the identity norm).
     std::vector<double> g(dir);
     if (scale) {
       double mean = 0;
@@ -109,17 +112,17 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
         g[d] = double(scale[t]) * (weight ? double(weight[d]) : 1.0) * dir[d];
         mean += g[d] / double(D);
       }
-      if (ln_f.centres())
+      if (final_norm.centres)
         for (double& x : g) x -= mean;
     }
     for (size_t p = 0; p < points.size(); ++p)
       acc[p][t] = dot(hooks.captured(points[p]).data() + t * D, g) + bias_ln + bias_lm;
     size_t c = 0;
-    comp[c++][t] = dot(model.tok_emb.weight.data() + int64_t(ids[t]) * D, g);
-    if (model.pos_emb) comp[c++][t] = dot(model.pos_emb->weight.data() + t * D, g);
+    comp[c++][t] = dot(mv.token_embedding.data() + int64_t(ids[t]) * D, g);
+    if (mv.position_embedding.defined()) comp[c++][t] = dot(mv.position_embedding.data() + t * D, g);
     for (int l = 0; l < L; ++l) {
-      const nn::MultiHeadAttention<T>& attn = model.blocks[l]->attn;
-      const T* Wo = attn.wo.weight.data();  // (D out, D in); head h reads input columns [h*dk, (h+1)*dk)
+      const nn::LinearView<T>& wo = mv.layers[l].attn_out.writer;
+      const T* Wo = wo.weight.data();  // (D out, D in); head h reads input columns [h*dk, (h+1)*dk)
       // Wo^T g_c: what each input column of Wo (each head's z element) contributes per unit.
       std::vector<double> back(static_cast<size_t>(D), 0.0);
       for (int64_t o = 0; o < D; ++o)
@@ -130,12 +133,12 @@ findings::LensResult logit_lens(const nn::CausalLM<T>& model, const std::vector<
         for (int64_t j = 0; j < dk; ++j) s += double(z[h * dk + j]) * back[h * dk + j];
         comp[c++][t] = s;
       }
-      if (attn.wo.bias.defined()) comp[c++][t] = dot(attn.wo.bias.data(), g);
-      if (!model.shape.attention_only)
+      if (wo.has_bias()) comp[c++][t] = dot(wo.bias.data(), g);
+      if (mv.layers[l].has_mlp)
         comp[c++][t] = dot(hooks.captured(nn::hook_name(nn::Point::mlp_out, l)).data() + t * D, g);
     }
-    if (ln_f.bias.defined()) comp[c++][t] = bias_ln;
-    if (model.lm_head.bias.defined()) comp[c++][t] = bias_lm;
+    if (final_norm.bias.defined()) comp[c++][t] = bias_ln;
+    if (mv.unembed.has_bias()) comp[c++][t] = bias_lm;
     const T* row = logits.data() + t * V;
     double m = 0;
     for (int64_t v = 0; v < V; ++v) m += u[v] * double(row[v]);
@@ -267,7 +270,8 @@ ResidualStack stack_head_results(const nn::CausalLM<T>& model, const CacheLookup
       throw std::invalid_argument(name + ": expected shape (B, T, " + std::to_string(H) + ", " +
                                   std::to_string(dk) + "), got " + ag::shape_str(z.shape()));
     const int64_t B = z.size(0), n = z.size(1);
-    const T* Wo = model.blocks[l]->attn.wo.weight.data();  // (D out, D in); head h reads columns h*dk..
+    const T* Wo =
+        nn::view(model).layers[l].attn_out.writer.weight.data();  // (D out, D in); head h: columns h*dk..
     for (int64_t h = 0; h < H; ++h) {
       double* out = b.add_row("L" + std::to_string(l) + "H" + std::to_string(h), B, n);
       for (int64_t r = 0; r < B * n; ++r) {
@@ -293,18 +297,17 @@ ag::Tensor<double> apply_ln_to_stack(const nn::CausalLM<T>& model, const CacheLo
   if (mlp_input && (layer == L || model.shape.attention_only))
     throw std::invalid_argument("mlp_input: " + std::string(layer == L ? "ln_f" : "an attention-only block") +
                                 " has no MLP input norm");
-  const nn::Norm<T>& norm = layer == L  ? *model.ln_f
-                            : mlp_input ? *model.blocks[layer]->ln2
-                                        : *model.blocks[layer]->ln1;
-  const nn::Point scale_point = layer == L  ? nn::Point::ln_f_scale
-                                : mlp_input ? nn::Point::ln2_scale
-                                            : nn::Point::ln1_scale;
+  const nn::ModelView<T> mv = nn::view(model);
+  const nn::NormView<T> norm = layer == L  ? mv.final_read.norm
+                               : mlp_input ? mv.layers[layer].mlp_in.norm
+                                           : mv.layers[layer].attn_in.norm;
+  const nn::Point scale_point = norm.scale_point;
   if (stack.dim() < 3 || stack.size(-1) != D)
     throw std::invalid_argument("residual_stack: expected shape (..., B, T, " + std::to_string(D) +
                                 "), got " + ag::shape_str(stack.shape()));
   ag::Tensor<double> out = ag::Tensor<double>::empty(stack.shape());
   std::copy(stack.data(), stack.data() + stack.numel(), out.data());
-  if (!norm.normalises()) return out;
+  if (!norm.normalises) return out;
   const std::string name = point(scale_point, layer);
   const ag::Tensor<T> scale = cache(name);  // (B, T, 1)
   const int64_t B = stack.size(-3), n = stack.size(-2);
@@ -316,7 +319,7 @@ ag::Tensor<double> apply_ln_to_stack(const nn::CausalLM<T>& model, const CacheLo
   double* x = out.data();
   for (int64_t r = 0; r < stack.numel() / D; ++r, x += D) {
     double mean = 0;
-    if (norm.centres()) {
+    if (norm.centres) {
       for (int64_t d = 0; d < D; ++d) mean += x[d];
       mean /= double(D);
     }
@@ -339,7 +342,8 @@ ag::Tensor<double> logit_attrs(const nn::CausalLM<T>& model, const ag::Tensor<do
   if (stack.dim() < 1 || stack.size(-1) != D)
     throw std::invalid_argument("residual_stack: expected shape (..., " + std::to_string(D) + "), got " +
                                 ag::shape_str(stack.shape()));
-  const T* Wu = model.lm_head.weight.data();  // (V, D)
+  const nn::ModelView<T> mv = nn::view(model);
+  const T* Wu = mv.unembed.weight.data();  // (V, D)
   std::vector<double> dir(static_cast<size_t>(D));
   for (int64_t d = 0; d < D; ++d)
     dir[d] = double(Wu[token * D + d]) - (incorrect >= 0 ? double(Wu[incorrect * D + d]) : 0.0);

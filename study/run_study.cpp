@@ -112,8 +112,8 @@ void RunStudy::on_model(const nn::CausalLM<float>& model, int64_t step, bool fin
     score_table_ += "\nFourier analysis at step " + std::to_string(step) + " (" +
                     io::layout::fourier_json("RUN") + "):\n" + findings::fourier_summary(fourier);
   }
-  const findings::CircuitsResult circuits =
-      write_circuits_files(model, *task_, config_, run_dir_, step, model.blocks.size() >= 2);
+  const findings::CircuitsResult circuits = write_circuits_files(
+      model, *task_, config_, run_dir_, step, static_cast<size_t>(model.shape.n_layers) >= 2);
   score_table_ += "\ncircuits at step " + std::to_string(step) + " (" + io::layout::circuits_json("RUN") +
                   "):\n" + findings::circuits_table(circuits);
 }

@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "nn/hooks.h"
+#include "nn/model_view.h"
 #include "study/sae_source.h"
 
 namespace study {
@@ -245,25 +246,27 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
 std::vector<float> decoder_logit_effects(const nn::CausalLM<float>& model, const SaeParams<float>& sae,
                                          const std::string& point) {
   const int64_t M = sae.d_sae(), Din = sae.d_in();
-  const int64_t Dm = model.lm_head.weight.size(1), V = model.lm_head.weight.size(0);
+  const nn::ModelView<float> mv = nn::view(model);
+  const int64_t Dm = mv.unembed.weight.size(1), V = mv.unembed.weight.size(0);
   ag::MatMap<float> W_dec(const_cast<float*>(sae.W_dec.data()), M, Din);
   Eigen::MatrixXf dirs;  // (M, Dm): the directions written into the residual stream
   const std::string suffix = ".mlp.post";
   if (point.size() > suffix.size() &&
       point.compare(point.size() - suffix.size(), suffix.size(), suffix) == 0) {
     const int layer = std::stoi(point.substr(7));
-    const auto& fc2 = model.blocks.at(static_cast<size_t>(layer))->mlp->fc2.weight;  // (Dm, F)
+    const ag::Tensor<float>& fc2 = mv.layers.at(static_cast<size_t>(layer)).mlp_out.writer.weight;  // (Dm, F)
     dirs = W_dec * ag::ConstMatMap<float>(fc2.data(), Dm, Din).transpose();
   } else if (Din == Dm) {
     dirs = W_dec;
   } else {
     return std::vector<float>(static_cast<size_t>(M * V), 0.f);
   }
-  if (model.ln_f->weight.defined()) {  // ln_f's weight folded in (the identity norm has none)
-    const Eigen::VectorXf g = ag::ConstVecMap<float>(model.ln_f->weight.data(), Dm);
+  const ag::Tensor<float>& final_weight = mv.final_read.norm.weight;
+  if (final_weight.defined()) {  // the final norm's weight folded in (the identity norm has none)
+    const Eigen::VectorXf g = ag::ConstVecMap<float>(final_weight.data(), Dm);
     dirs = dirs * g.asDiagonal();
   }
-  const Eigen::MatrixXf eff = dirs * ag::ConstMatMap<float>(model.lm_head.weight.data(), V, Dm).transpose();
+  const Eigen::MatrixXf eff = dirs * ag::ConstMatMap<float>(mv.unembed.weight.data(), V, Dm).transpose();
   std::vector<float> out(static_cast<size_t>(M * V));
   ag::MatMap<float>(out.data(), M, V) = eff;
   return out;

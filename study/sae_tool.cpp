@@ -12,6 +12,7 @@
 #include "io/json_error.h"
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
+#include "nn/model_view.h"
 #include "study/run_study.h"
 #include "study/sae_eval.h"
 #include "study/sae_source.h"
@@ -142,7 +143,7 @@ Output<SaeOutcome> sae(StudyRun& run, const SaeRequest& request) {
   if (std::find(points.begin(), points.end(), request.point) == points.end())
     throw RequestError(
         "point " + request.point + ": not a hook point of this model (e.g. blocks.0.resid_post" +
-        (run.model->blocks[0]->mlp ? std::string(", blocks.0.mlp.post") : std::string()) + ")");
+        (nn::view(*run.model).layers[0].has_mlp ? std::string(", blocks.0.mlp.post") : std::string()) + ")");
   SaeConfig config = read_config(request.config);
   const bool in_run = request.out.empty();
   const std::string out = in_run ? io::layout::sae_dir(run.dir, request.point) : request.out;

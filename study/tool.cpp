@@ -131,7 +131,7 @@ std::vector<std::string> token_labels(const StudyRun& run, const std::vector<int
 }
 
 void check_layer_head(const StudyRun& run, std::optional<int> layer, std::optional<int> head) {
-  const int L = static_cast<int>(run.model->blocks.size());
+  const int L = static_cast<int>(run.model->shape.n_layers);
   const int H = static_cast<int>(run.config.model.n_heads);
   if (layer && (*layer < 0 || *layer >= L))
     throw RequestError("layer " + std::to_string(*layer) + ": the model has " + std::to_string(L) +

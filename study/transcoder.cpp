@@ -11,6 +11,7 @@
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "nn/hooks.h"
+#include "nn/model_view.h"
 #include "study/clt.h"
 #include "study/run_study.h"
 #include "study/sae_eval.h"
@@ -31,11 +32,12 @@ std::string out_point(int layer) {
 
 // The layers of "0,1" (each once, in the order given), checked against the model: every one has an MLP.
 std::vector<int> parse_layers(const nn::CausalLM<float>& model, const std::string& text) {
-  const int n = static_cast<int>(model.blocks.size());
+  const int n = static_cast<int>(model.shape.n_layers);
   std::vector<int> layers;
   if (text.empty()) {
+    const nn::ModelView<float> mv = nn::view(model);
     for (int l = 0; l < n; ++l)
-      if (model.blocks[l]->mlp) layers.push_back(l);
+      if (mv.layers[l].has_mlp) layers.push_back(l);
     if (layers.empty()) throw RequestError("layers: the model is attention-only: no MLP to replace");
     return layers;
   }
@@ -52,7 +54,7 @@ std::vector<int> parse_layers(const nn::CausalLM<float>& model, const std::strin
     if (used == 0 || used != word.size() || l < 0 || l >= n)
       throw RequestError("layers: '" + word + "' is not a layer of this model (0.." + std::to_string(n - 1) +
                          ")");
-    if (!model.blocks[l]->mlp) throw RequestError("layers: layer " + word + " has no MLP");
+    if (!nn::view(model).layers[l].has_mlp) throw RequestError("layers: layer " + word + " has no MLP");
     if (std::find(layers.begin(), layers.end(), l) != layers.end())
       throw RequestError("layers: layer " + word + " is given twice");
     layers.push_back(l);
@@ -93,10 +95,11 @@ std::string transcoder_in_point(const nn::CausalLM<float>& model, int layer) {
 }
 
 std::vector<SaeParams<float>> load_transcoders(const nn::CausalLM<float>& model, const std::string& folder) {
-  std::vector<SaeParams<float>> out(model.blocks.size());
+  std::vector<SaeParams<float>> out(static_cast<size_t>(model.shape.n_layers));
   const int64_t D = model.shape.d_model;
-  for (size_t l = 0; l < model.blocks.size(); ++l) {
-    if (!model.blocks[l]->mlp) continue;
+  const nn::ModelView<float> mv = nn::view(model);
+  for (size_t l = 0; l < mv.layers.size(); ++l) {
+    if (!mv.layers[l].has_mlp) continue;
     const std::string path =
         io::layout::transcoder_model(io::layout::transcoder_dir(folder, static_cast<int>(l)));
     if (!std::filesystem::exists(path))
@@ -124,7 +127,7 @@ findings::TranscoderEval evaluate_transcoders(const nn::CausalLM<float>& model,
                                               const std::vector<SaeParams<float>>& transcoders,
                                               const SaeConfig& config, const train::Batch& held_out) {
   findings::TranscoderEval e;
-  const int L = static_cast<int>(model.blocks.size());
+  const int L = static_cast<int>(model.shape.n_layers);
   struct Stats {
     std::vector<double> sum_y;
     double sq_y = 0, sq_err = 0, l0 = 0;
@@ -440,9 +443,10 @@ SaeConfig checkpoint_config(const std::string& path) {
 Output<TranscoderOutcome> cross_layer_transcoder(StudyRun& run, const TranscoderRequest& request,
                                                  const SaeConfig& asked, const std::string& out) {
   const nn::CausalLM<float>& model = *run.model;
-  const int L = static_cast<int>(model.blocks.size());
+  const int L = static_cast<int>(model.shape.n_layers);
+  const nn::ModelView<float> mv = nn::view(model);
   for (int l = 0; l < L; ++l)
-    if (!model.blocks[l]->mlp)
+    if (!mv.layers[l].has_mlp)
       throw RequestError("cross_layer: layer " + std::to_string(l) +
                          " has no MLP (a cross-layer transcoder "
                          "replaces every layer's)");
@@ -551,7 +555,7 @@ Output<TranscoderOutcome> transcoder(StudyRun& run, const TranscoderRequest& req
         found + " (config)");
   }
   Output<TranscoderOutcome> result;
-  std::vector<SaeParams<float>> trained(model.blocks.size());
+  std::vector<SaeParams<float>> trained(static_cast<size_t>(model.shape.n_layers));
   for (int l : layers) {
     const std::string in = transcoder_in_point(model, l), dir = io::layout::transcoder_dir(out, l);
     const std::string checkpoint = io::layout::transcoder_checkpoint(dir);
