@@ -119,14 +119,14 @@ int64_t checked_head_dim(int64_t d_model, int64_t n_heads, int64_t n_kv_heads) {
 
 template <typename T>
 MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag::Rng& rng, bool bias,
-                                          int64_t n_kv_heads_)
+                                          int64_t n_kv_heads_, bool qkv_bias)
     : n_heads(n_heads_),
       d_model(d_model_),
       dk(checked_head_dim(d_model_, n_heads_, n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_)),
       n_kv_heads(n_kv_heads_ > 0 ? n_kv_heads_ : n_heads_),
-      wq(d_model_, d_model_, rng, bias),
-      wk(d_model_, n_kv_heads * dk, rng, bias),
-      wv(d_model_, n_kv_heads * dk, rng, bias),
+      wq(d_model_, d_model_, rng, bias || qkv_bias),
+      wk(d_model_, n_kv_heads * dk, rng, bias || qkv_bias),
+      wv(d_model_, n_kv_heads * dk, rng, bias || qkv_bias),
       wo(d_model_, d_model_, rng, bias) {
   this->register_module("wq", &wq);
   this->register_module("wk", &wk);
@@ -136,7 +136,7 @@ MultiHeadAttention<T>::MultiHeadAttention(int64_t d_model_, int64_t n_heads_, ag
 
 template <typename T>
 MultiHeadAttention<T>::MultiHeadAttention(const ModelShape& s, ag::Rng& rng, size_t layer)
-    : MultiHeadAttention(s.d_model, s.n_heads, rng, s.bias, kv_heads(s)) {
+    : MultiHeadAttention(s.d_model, s.n_heads, rng, s.bias, kv_heads(s), s.qkv_bias) {
   window = attn_window(s, layer);
   rotary_dims = nn::rotary_dims(s);
   rotary_base = s.rotary_base;

@@ -59,12 +59,14 @@ class SelfAttention : public Module<T> {
 template <typename T>
 class MultiHeadAttention : public Module<T> {
  public:
-  // bias false: Wq, Wk, Wv and Wo without biases. n_kv_heads: the key and value heads (0: n_heads), a
-  // divisor of n_heads; Wk and Wv are (n_kv_heads * dk, d_model).
-  MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng, bool bias = true,
-                     int64_t n_kv_heads = 0);
+  // bias false: Wq, Wk, Wv and Wo without biases; qkv_bias true: Wq, Wk and Wv with biases whatever bias
+  // says. n_kv_heads: the key and value heads (0: n_heads), a divisor of n_heads; Wk and Wv are
+  // (n_kv_heads * dk, d_model).
+  MultiHeadAttention(int64_t d_model, int64_t n_heads, ag::Rng& rng, bool bias = true, int64_t n_kv_heads = 0,
+                     bool qkv_bias = false);
   // The attention of block `layer` of a model of this shape: its d_model, n_heads, n_kv_heads, bias,
-  // positions (rotary: q and k turned by their position, rotary_dims(shape) of each head) and window.
+  // qkv_bias, positions (rotary: q and k turned by their position, rotary_dims(shape) of each head) and
+  // window.
   MultiHeadAttention(const ModelShape& shape, ag::Rng& rng, size_t layer = 0);
   // x (B, T, D) -> (B, T, D), as its math reads, with hooks at attn.q, .k, .v, .scores, .pattern, .z and
   // .out (nn/hook_points.h); Hkv = n_kv_heads, G = H / Hkv query heads per kv head:

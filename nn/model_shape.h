@@ -115,6 +115,7 @@ struct ModelShape {
   double norm_eps = 1e-5;                    // the eps of every norm (layer or rms) under its square root
   Activation activation = Activation::gelu;  // the MLP's
   bool bias = true;                          // false: no biases in the attention, MLP and unembedding linears
+  bool qkv_bias = false;                     // Wq, Wk and Wv have biases even when bias is false (Qwen2's)
   PositionKind positions = PositionKind::learned;  // how attention knows positions
   double rotary_fraction = 1.0;                    // rotary: the fraction of each head's dims rotated
   double rotary_base = 10000;                 // rotary: pair i turns by base^(-2i / rotary_dims) a position

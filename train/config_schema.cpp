@@ -136,6 +136,8 @@ const Table<ModelConfig>& model_fields() {
        "gated MLPs, fc2(act(gate(x)) * fc1(x)) with act silu (Llama's SwiGLU) or GELU, a third Linear "
        "`gate`"},
       {"bias", &ModelConfig::bias, "biases in the attention (Wq, Wk, Wv, Wo), MLP and unembedding linears"},
+      {"qkv_bias", &ModelConfig::qkv_bias,
+       "biases on Wq, Wk and Wv even when `bias` is false (Qwen2's: no other linear has one)"},
       {"max_len", &ModelConfig::max_len,
        "the longest sequence the model reads (rows of the position embedding with learned positions)",
        rule("0, or >= the task's T"), kFixed, "the task's T"},

@@ -107,7 +107,8 @@ double parameter_count(const ModelConfig& m) {
   const double dk = m.n_heads > 0 ? D / m.n_heads : 0;
   const double qk_norm = m.qk_norm ? 2 * dk : 0;                // q_norm and k_norm weights
   const double kv = static_cast<double>(nn::kv_heads(m)) * dk;  // wk's and wv's outputs
-  const double attention = ln + 2 * (D * D + b * D) + 2 * (D * kv + b * kv) + qk_norm;  // ln1, wq wo, wk wv
+  const double qkv_b = m.bias || m.qkv_bias ? 1 : 0;            // wq's, wk's and wv's biases
+  const double attention = ln + 2 * D * D + qkv_b * D + b * D + 2 * (D * kv + qkv_b * kv) + qk_norm;
   const double gates = nn::mlp_gated(m.activation) ? 2 : 1;  // fc1, and the gate of a gated MLP
   const double mlp =
       m.attention_only ? 0 : ln + gates * (D * F + b * F) + F * D + b * D;  // ln2, fc1, gate, fc2

@@ -214,7 +214,10 @@ BOOST_AUTO_TEST_CASE(gradcheck_whole_causal_lm_loss_with_causal_and_padding_mask
   softcap.logit_softcap = 1.5;  // the perturbed logits reach past it: tanh is far from linear there
   nn::ModelShape all = swiglu;  // every option of this part of issue 41 together
   all.parallel = true, all.tie_embeddings = true, all.logit_softcap = 1.5;
-  for (const nn::ModelShape& shape : {s, bare, rms, relu2, swiglu, geglu, parallel, tied, softcap, all}) {
+  nn::ModelShape qwen = swiglu;  // Qwen2's: q/k/v biases only, one kv head shared by both query heads
+  qwen.qkv_bias = true, qwen.n_kv_heads = 1;
+  for (const nn::ModelShape& shape :
+       {s, bare, rms, relu2, swiglu, geglu, parallel, tied, softcap, all, qwen}) {
     ag::Rng rng(6);
     nn::CausalLM<double> model(shape, rng);
     std::vector<D> params = parameters_of(model);

@@ -191,6 +191,26 @@ BOOST_AUTO_TEST_CASE(induction_small_graph_is_exact) {
   check_exact(rm, 2, 2, true);
 }
 
+// Qwen2's attention (q/k/v biases without an output bias, grouped-query heads) on RMSNorm and a gated MLP,
+// random weights: the graph reads the model through its view and stays exact. Learned positions: the QK
+// attribution the check includes is refused on rotary ones.
+BOOST_AUTO_TEST_CASE(qkv_bias_graph_is_exact) {
+  nn::ModelShape s;
+  s.vocab = 17, s.max_len = 12, s.d_model = 16, s.n_heads = 4, s.n_layers = 2, s.d_ff = 24;
+  s.norm = nn::NormKind::rms, s.activation = nn::Activation::swiglu, s.bias = false, s.qkv_bias = true;
+  s.n_kv_heads = 2;
+  ag::Rng rng(3);
+  nn::CausalLM<float> model(s, rng);
+  for (const auto& p : model.named_parameters())
+    for (int64_t i = 0; i < p.tensor->numel(); ++i)
+      p.tensor->data()[i] += static_cast<float>(0.2 * rng.normal());
+  const std::vector<int32_t> ids = {1, 5, 9, 2, 5, 9, 3, 7};
+  const study::LocalReplacement rm(model, ids, random_transcoders(model, 24), top_tokens(model, ids, 3),
+                                   {0.5, 0.3, 0.2});
+  BOOST_TEST(rm.n_features() > 10);
+  check_exact(rm, 2, 4, true);
+}
+
 BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
   // configs/induction.json's model (attention-only: no transcoder, no error node), trained briefly.
   testing::TempDir tmp;

@@ -252,3 +252,24 @@ BOOST_AUTO_TEST_CASE(value_biases_fold_into_the_output_bias_on_grouped_query_hea
   (void)study::processed_weights(plain, study::all_processing(), &none);
   BOOST_TEST(none[3].second == "skipped: the model has no biases");
 }
+
+// Qwen2's attention (model.qkv_bias: q/k/v biases, no output bias) on RMSNorm, a gated MLP and grouped-query
+// heads: the processed model gives the same log-probabilities, and the value biases stay where they are, as
+// the log says (the output map has no bias to take them).
+BOOST_AUTO_TEST_CASE(same_log_probs_with_qkv_biases_only) {
+  nn::ModelShape s = shape(false);
+  s.norm = nn::NormKind::rms, s.activation = nn::Activation::swiglu, s.bias = false, s.qkv_bias = true;
+  s.n_kv_heads = 2;
+  ag::Rng rng(4);
+  nn::CausalLM<double> model(s, rng);
+  perturb(model);
+  BOOST_TEST_REQUIRE(model.blocks[0]->attn.wv.bias.defined());
+  BOOST_TEST_REQUIRE(!model.blocks[0]->attn.wo.bias.defined());
+  study::ProcessingLog log;
+  const auto processed = study::processed_weights(model, study::all_processing(), &log);
+  BOOST_TEST(worst_difference(model, *processed, kIds, 2) <= 1e-10);
+  BOOST_TEST((processed->blocks[1]->attn.wv.bias.to_vector() == model.blocks[1]->attn.wv.bias.to_vector()));
+  BOOST_TEST((processed->blocks[1]->attn.wq.bias.to_vector() == model.blocks[1]->attn.wq.bias.to_vector()));
+  BOOST_TEST_REQUIRE(log.size() == 4u);
+  BOOST_TEST(log[3].second.rfind("skipped: wo has no bias", 0) == 0);
+}
