@@ -53,7 +53,7 @@ def notebook(venv, source):
 def git_state(source):
     """`git status --porcelain --ignored` of the checkout, or None when it is not a git checkout."""
     try:
-        p = subprocess.run(["git", "-C", source, "status", "--porcelain", "--ignored"],
+        p = subprocess.run(["git", "--no-optional-locks", "-C", source, "status", "--porcelain", "--ignored"],
                            capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -70,11 +70,12 @@ def run(args, env, cwd):
 
 def main():
     source, build = (os.path.abspath(a) for a in sys.argv[1:3])
-    # Built folders inside the checkout (build/, as scripts/test makes) are ctest's own; other entries of
-    # git status must not change.
+    # Built folders inside the checkout (build/, as scripts/test makes) are ctest's own, and __pycache__
+    # folders those of any Python that ran meanwhile; other entries of git status must not change.
     def outside_build(state):
         rel = os.path.relpath(build, source)
-        return None if state is None else {s for s in state if not s[3:].startswith(rel + "/")}
+        return None if state is None else {s for s in state
+                                           if not s[3:].startswith(rel + "/") and "__pycache__" not in s}
 
     before = outside_build(git_state(source))
     tmp = tempfile.mkdtemp(prefix="attograd-pip-")
