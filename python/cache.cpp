@@ -1,8 +1,7 @@
-// The library calls behind attograd.ActivationCache (python/attograd/_cache.py), what Run.run_with_cache
-// returns, a dict {hook point: array} with TransformerLens's helpers (accumulated_resid, decompose_resid,
-// stack_head_results, apply_ln_to_stack, logit_attrs). Each helper is one call of study/residual.h's library
-// function of the same name, the code the logit lens is checked against; Python only picks positions
-// (pos_slice) and labels.
+// attograd.ActivationCache: what Run.run_with_cache returns, a dict {hook point: array} with
+// TransformerLens's helpers (accumulated_resid, decompose_resid, stack_head_results, apply_ln_to_stack,
+// logit_attrs). Each helper is one call of study/residual.h's library function of the same name, the code
+// the logit lens is checked against; Python only picks positions (pos_slice) and labels.
 #include "python/bindings.h"
 #include "python/convert.h"
 #include "python/run.h"
