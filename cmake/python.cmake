@@ -1,6 +1,8 @@
-# The Python module `attograd` (python/, docs/python.md): a pybind11 extension over the project's libraries,
-# its pytest suite and the example notebook as ctest tests, and its install rule (the interpreter's module
-# folder under the install prefix, so the .deb puts it in /usr/lib/python3/dist-packages).
+# The Python package `attograd` (python/, docs/python.md): a pybind11 extension over the project's
+# libraries, attograd._core, in the package folder python/attograd/ with the package's Python files; its
+# pytest suite, the example notebooks and a pip install into a fresh venv as ctest tests; and its install
+# rule (the interpreter's module folder under the install prefix, so the .deb puts it in
+# /usr/lib/python3/dist-packages/attograd/).
 # ATTOGRAD_PYTHON is on by default when a Python 3 interpreter with numpy and Debian's pybind11 are found.
 # A shell may put another interpreter first on PATH (pyenv): -DPython3_EXECUTABLE=/usr/bin/python3 picks one.
 # A cross build (cmake/aarch64-toolchain.cmake) has none: the host's interpreter could not load the module.
@@ -45,9 +47,28 @@ file(GLOB PYTHON_SOURCES CONFIGURE_DEPENDS python/*.cpp)
 add_library(attograd_python MODULE ${PYTHON_SOURCES})
 target_link_libraries(attograd_python PRIVATE attograd_study pybind11::module)
 attograd_fast_build(attograd_python UNITY 4 <Eigen/Core> <nlohmann/json.hpp> <pybind11/pybind11.h>)
-pybind11_extension(attograd_python)  # the interpreter's suffix: attograd.cpython-311-x86_64-linux-gnu.so
-set_target_properties(attograd_python PROPERTIES OUTPUT_NAME attograd CXX_VISIBILITY_PRESET hidden
-                                                 LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/python)
+pybind11_extension(attograd_python)  # the interpreter's suffix: _core.cpython-311-x86_64-linux-gnu.so
+# The build folder's python/ holds the package as it is installed: python/attograd/ with _core next to a
+# copy of each .py file, copied again when one changes (PYTHONPATH=build/python, as the tests run it).
+set_target_properties(attograd_python PROPERTIES OUTPUT_NAME _core CXX_VISIBILITY_PRESET hidden
+                                                 LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/python/attograd)
+file(GLOB attograd_python_files CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/python/attograd/*.py)
+set(attograd_python_copies "")
+foreach(file ${attograd_python_files})
+  get_filename_component(name ${file} NAME)
+  add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/python/attograd/${name}
+                     COMMAND ${CMAKE_COMMAND} -E copy_if_different ${file} ${PROJECT_BINARY_DIR}/python/attograd/${name}
+                     DEPENDS ${file} COMMENT "Copying python/attograd/${name}")
+  list(APPEND attograd_python_copies ${PROJECT_BINARY_DIR}/python/attograd/${name})
+endforeach()
+add_custom_target(attograd_python_package DEPENDS ${attograd_python_copies})
+add_dependencies(attograd_python attograd_python_package)
+# A build folder from before the package held the module as python/attograd.*.so: a package folder of the
+# same name comes first on import, but the stale file would mislead.
+file(GLOB attograd_stale_module ${PROJECT_BINARY_DIR}/python/attograd.*.so)
+if(attograd_stale_module)
+  file(REMOVE ${attograd_stale_module})
+endif()
 # `--target attograd` (scripts/run, the .deb's build) builds the module too; not in sanitizer builds, where
 # scripts/test builds the module only for the Python tests it runs.
 if(NOT sanitize_flags)
@@ -63,7 +84,8 @@ execute_process(
   OUTPUT_VARIABLE attograd_python_dir OUTPUT_STRIP_TRAILING_WHITESPACE)
 set(ATTOGRAD_PYTHON_INSTALL_DIR ${attograd_python_dir}
     CACHE STRING "Where cmake --install puts the Python module, relative to the install prefix")
-install(TARGETS attograd_python LIBRARY DESTINATION ${ATTOGRAD_PYTHON_INSTALL_DIR})
+install(TARGETS attograd_python LIBRARY DESTINATION ${ATTOGRAD_PYTHON_INSTALL_DIR}/attograd)
+install(FILES ${attograd_python_files} DESTINATION ${ATTOGRAD_PYTHON_INSTALL_DIR}/attograd)
 set(ATTOGRAD_PYTHON_DEB_DEPENDS ", python3, python3-numpy")
 
 # The tests: pytest over tests/python/ and the example notebook run top to bottom (a cell error fails it),
@@ -113,4 +135,12 @@ if(NOT sanitize_flags)
              WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
     set_tests_properties(${test_name} PROPERTIES ENVIRONMENT "${attograd_python_env}" TIMEOUT 600)
   endforeach()
+  # `pip install .` into a fresh venv (tests/python/pip_install.py), taking this build's _core
+  # (ATTOGRAD_BUILD_DIR) instead of compiling it again; then the first cells of a notebook there, without
+  # PYTHONPATH.
+  add_test(NAME python/pip_install
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/pip_install.py
+                   ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}
+           WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  set_tests_properties(python/pip_install PROPERTIES ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1" TIMEOUT 600)
 endif()

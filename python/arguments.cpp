@@ -5,8 +5,6 @@
 // was given; a call that matches pays nothing for it. Constructors, whose overloads pybind11 builds apart,
 // are wrapped by a Python function that turns the multi-line text into the same line. Operators are left
 // alone (they return NotImplemented, and Python names the operand types), so are properties.
-#include <pybind11/eval.h>
-
 #include <string>
 #include <vector>
 
@@ -34,49 +32,10 @@ std::string given_types(const py::args& args, const py::kwargs& kwargs, bool met
 }  // namespace
 
 void one_line_argument_errors(py::module_& m) {
-  py::dict scope;
-  scope["__builtins__"] = py::module_::import("builtins");
-  py::exec(R"py(
-import functools
-import re
-
-
-def signatures(f, method):
-    """The signatures in a pybind11 function's docstring, as '(a: T) or (b: U)', without self and results."""
-    name = f.__name__
-    lines = (f.__doc__ or "").split("\n")
-    found = [l for l in lines if re.match(r"^\d+\. " + re.escape(name) + r"\(", l)]
-    if not found:
-        found = lines[:1]
-    sigs = []
-    for line in found:
-        sig = re.sub(r"^(\d+\. )?" + re.escape(name), "", line)
-        sig = re.sub(r" -> .*$", "", sig)
-        if method:
-            sig = re.sub(r"^\(self: [^,)]*(, )?", "(", sig)
-        sigs.append(sig)
-    return " or ".join(sigs)
-
-
-def wrap_constructor(cls):
-    init = cls.__init__
-
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        try:
-            init(self, *args, **kwargs)
-        except TypeError as e:
-            if "incompatible constructor arguments" not in str(e):
-                raise
-            sigs = [re.sub(r"^[\w.]+\(", "(", s) for s in re.findall(r"^\s+\d+\. (.*)$", str(e), re.M)]
-            given = [type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kwargs.items()]
-            raise TypeError(f"{cls.__name__}(): expected arguments {' or '.join(sigs)}, "
-                            f"got ({', '.join(given)})") from None
-
-    cls.__init__ = __init__
-)py",
-           scope);
-  const py::object signatures = scope["signatures"];
+  // The Python half (python/attograd/_arguments.py): the signatures a message names, the constructors'
+  // wrapper.
+  const py::module_ helpers = py::module_::import("attograd._arguments");
+  const py::object signatures = helpers.attr("signatures");
   const py::handle builtin =
       py::module_::import("builtins").attr("type")(py::module_::import("builtins").attr("len"));
   auto fallback = [&](py::handle owner, const std::string& name, py::object f, bool method) {
@@ -110,7 +69,7 @@ def wrap_constructor(cls):
           const std::string a = py::str(attr);
           if (a == "__init__" && py::hasattr(member, "__func__") &&
               py::isinstance(member.attr("__func__"), builtin))
-            scope["wrap_constructor"](value);
+            helpers.attr("wrap_constructor")(value);
           if (a.rfind("__", 0) == 0 && a != "__getitem__" && a != "__call__" && a != "__enter__" &&
               a != "__exit__")
             continue;

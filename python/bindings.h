@@ -27,9 +27,11 @@ class FileNotFound : public std::runtime_error {
 void bind_errors(py::module_& m);
 // attograd.load_run and the Run it returns.
 void bind_run(py::module_& m);
-// attograd.ActivationCache, what Run.run_with_cache returns (python/cache.cpp).
+// The library calls of attograd.ActivationCache, what Run.run_with_cache returns (python/cache.cpp; the
+// class is python/attograd/_cache.py).
 void bind_cache(py::module_& m);
-// The Run's weights in TransformerLens's names, load_state_dict and save (python/weights.cpp).
+// The library calls of the Run's weights in TransformerLens's names, load_state_dict and save
+// (python/weights.cpp; the properties are python/attograd/_weights.py).
 void bind_weights(py::module_& m);
 // A config given as a dict (errors name `config`) or a path (FileNotFound when missing), with --set
 // overrides, validated and resolved as `attograd train` reads it (python/train.cpp).

@@ -1,8 +1,13 @@
-// The Python module attograd: a thin layer over the C++ libraries (docs/python.md). Runs (load, forward,
-// hooks, cache, patch, circuits, scores, ablate), training, and the engine's Tensor for small experiments.
+// The Python module attograd's compiled part, attograd._core: a thin layer over the C++ libraries
+// (docs/python.md). Runs (load, forward, hooks, cache, patch, circuits, scores, ablate), training, and the
+// engine's Tensor for small experiments. The package python/attograd/ re-exports it and adds its Python.
 #include "python/bindings.h"
 
-PYBIND11_MODULE(attograd, m) {
+PYBIND11_MODULE(_core, m) {
+  // Bound under the package's name, as when the extension was attograd itself: classes, submodules and the
+  // signatures in docstrings and errors read attograd.Run, attograd.nn.Linear, where the package has them.
+  const pybind11::object core_name = m.attr("__name__");
+  m.attr("__name__") = "attograd";
   m.doc() =
       "attograd: train, capture, patch and read small transformers on the attograd engine; tensors and "
       "activations as numpy arrays (docs/python.md)";
@@ -16,4 +21,5 @@ PYBIND11_MODULE(attograd, m) {
   pyag::bind_train(m);
   pyag::bind_nn(m);
   pyag::one_line_argument_errors(m);
+  m.attr("__name__") = core_name;
 }
