@@ -1,6 +1,8 @@
 """The Run's weights in TransformerLens's names and shapes (W_E, W_pos, W_Q, ..., W_U, b_U, QK, OV) as
-properties with validating setters, load_state_dict and save, which attach() gives attograd.Run. The
-layout (PyTorch's (out, in) weights split into heads) is arranged here; every write goes through
+properties with validating setters, load_state_dict and save, which attach() gives attograd.Run. Which
+parameter each weight is, and which kv head each query head reads, come from the model's view
+(_weights_impl.view, nn/model_view.h); the layout (PyTorch's (out, in) weights split into heads) is
+arranged here; every write goes through
 attograd._weights_impl.set_parameter (python/weights.cpp), which checks the name, shape and values as the
 checkpoint loader does, and save through train::save_model_run."""
 import numpy as _np
@@ -10,10 +12,17 @@ from . import _core
 _impl = _core._weights_impl
 
 
+def _view(run):
+    """The model's view: parameter names by role ({"layers": [{"query": {"weight", "bias"}, ...}], ...}),
+    kv_head per query head, n_heads, n_kv_heads, d_head."""
+    return _impl.view(run)
+
+
 def _shape(run):
     """(n_layers, n_heads, d_model, d_head) of the run's model."""
     m = run.config["model"]
-    return m["n_layers"], m["n_heads"], m["d_model"], m["d_model"] // m["n_heads"]
+    v = _view(run)
+    return m["n_layers"], v["n_heads"], m["d_model"], v["d_head"]
 
 
 def _checked(value, name, shape):
@@ -26,52 +35,62 @@ def _checked(value, name, shape):
     return a.astype(_np.float32)
 
 
-def _whole(wanted, transpose=False, tied=None):
-    """A parameter held as one array in every model: (get, set) in TransformerLens's layout. tied: the
-    parameter it is when the model has no `wanted` of its own (model.tie_embeddings: W_U is W_E^T)."""
+def _whole(role, transpose=False):
+    """A parameter held as one array in every model, by its role in the view (e.g. ("unembed", "weight")):
+    (get, set) in TransformerLens's layout. A tied unembedding is the token embedding's weight."""
     def which(self):
-        p = self.parameters()
-        return tied if wanted not in p and tied in p else wanted
+        v = _view(self)
+        for key in role:
+            v = v.get(key) if v is not None else None
+        return v
 
     def get(self):
-        p, param = self.parameters(), which(self)
-        if param not in p:
-            raise AttributeError(param + ": not in this model")
-        return (p[param].T if transpose else p[param]).copy()
+        param = which(self)
+        if param is None:
+            raise AttributeError("/".join(role) + ": not in this model")
+        p = self.parameters()[param]
+        return (p.T if transpose else p).copy()
 
     def set(self, value, name=None):
         param = which(self)
-        if param not in self.parameters():
-            raise ValueError(f"{name}: this model has no {param}")
+        if param is None:
+            raise ValueError(f"{name}: this model has no {'/'.join(role)}")
         shape = self.parameters()[param].shape
         a = _checked(value, name, shape[::-1] if transpose else shape)
         _impl.set_parameter(self, param, a.T if transpose else a, name)
     return get, set
 
 
-def _per_layer(fmt, to_tl, from_tl, shape_of):
-    """A parameter of every block, stacked over layers: to_tl(w, run) turns one block's PyTorch array into
-    TransformerLens's, from_tl back."""
+def _per_layer(role, part, to_tl, from_tl, shape_of):
+    """A projection of every block by its role in the view ("query", "up", ...) and part ("weight" or
+    "bias"), stacked over layers: to_tl(w, run) turns one block's PyTorch array into TransformerLens's,
+    from_tl back."""
+    label = ("mlp." if role in ("up", "gate", "down") else "attn.") + role + "." + part
+
+    def names(self):
+        out = [layer.get(role, {}).get(part) for layer in _view(self)["layers"]]
+        return out if all(n is not None for n in out) else None
+
     def get(self):
-        L = _shape(self)[0]
+        params = names(self)
+        if params is None:
+            raise AttributeError(f"{label}: not in this model")
         p = self.parameters()
-        if fmt.format(0) not in p:
-            raise AttributeError(fmt.format(0) + ": not in this model")
-        return _np.stack([to_tl(p[fmt.format(l)], self) for l in range(L)])
+        return _np.stack([to_tl(p[n], self) for n in params])
 
     def set(self, value, name=None):
-        if fmt.format(0) not in self.parameters():
-            raise ValueError(f"{name}: this model has no {fmt.format(0)}")
+        params = names(self)
+        if params is None:
+            raise ValueError(f"{name}: this model has no {label}")
         a = _checked(value, name, shape_of(self))
-        for l in range(_shape(self)[0]):
-            _impl.set_parameter(self, fmt.format(l), from_tl(a[l], self), name)
+        for layer, param in enumerate(params):
+            _impl.set_parameter(self, param, from_tl(a[layer], self), name)
     return get, set
 
 
 def _kv_heads(run):
-    """model.n_kv_heads: the key and value heads (grouped-query attention; 0 = n_heads)."""
-    m = run.config["model"]
-    return m.get("n_kv_heads") or m["n_heads"]
+    """The key and value heads per layer (grouped-query attention)."""
+    return _view(run)["n_kv_heads"]
 
 
 def _heads_in(w, run):
@@ -105,36 +124,34 @@ def _bias_heads(b, run):
 
 
 _props = {
-    "W_E": _whole("tok_emb.weight"),
-    "W_pos": _whole("pos_emb.weight"),
-    "W_U": _whole("lm_head.weight", transpose=True, tied="tok_emb.weight"),
-    "b_U": _whole("lm_head.bias"),
+    "W_E": _whole(("token_embedding",)),
+    "W_pos": _whole(("position_embedding",)),
+    "W_U": _whole(("unembed", "weight"), transpose=True),
+    "b_U": _whole(("unembed", "bias")),
 }
-for _x in "QKV":
+for _x, _role in (("Q", "query"), ("K", "key"), ("V", "value")):
     # W_K, W_V, b_K and b_V have the kv heads (TransformerLens's _W_K of a grouped-query model).
     _heads = (lambda r: _shape(r)[1]) if _x == "Q" else _kv_heads
-    _props["W_" + _x] = _per_layer("blocks.{}.attn.w" + _x.lower() + ".weight", _heads_in, _heads_in_back,
+    _props["W_" + _x] = _per_layer(_role, "weight", _heads_in, _heads_in_back,
                                    lambda r, n=_heads: (_shape(r)[0], n(r), _shape(r)[2], _shape(r)[3]))
-    _props["b_" + _x] = _per_layer("blocks.{}.attn.w" + _x.lower() + ".bias", _bias_heads,
-                                   lambda a, r: a.reshape(-1),
+    _props["b_" + _x] = _per_layer(_role, "bias", _bias_heads, lambda a, r: a.reshape(-1),
                                    lambda r, n=_heads: (_shape(r)[0], n(r), _shape(r)[3]))
-_props["W_O"] = _per_layer("blocks.{}.attn.wo.weight", _heads_out, _heads_out_back,
+_props["W_O"] = _per_layer("output", "weight", _heads_out, _heads_out_back,
                            lambda r: (_shape(r)[0], _shape(r)[1], _shape(r)[3], _shape(r)[2]))
-_props["b_O"] = _per_layer("blocks.{}.attn.wo.bias", lambda b, r: b, lambda a, r: a,
+_props["b_O"] = _per_layer("output", "bias", lambda b, r: b, lambda a, r: a,
                            lambda r: (_shape(r)[0], _shape(r)[2]))
-_props["W_in"] = _per_layer("blocks.{}.mlp.fc1.weight", lambda w, r: w.T, lambda a, r: _np.ascontiguousarray(a.T),
+_props["W_in"] = _per_layer("up", "weight", lambda w, r: w.T, lambda a, r: _np.ascontiguousarray(a.T),
                             lambda r: (_shape(r)[0], _shape(r)[2], r.config["model"]["d_ff"]))
-_props["b_in"] = _per_layer("blocks.{}.mlp.fc1.bias", lambda b, r: b, lambda a, r: a,
+_props["b_in"] = _per_layer("up", "bias", lambda b, r: b, lambda a, r: a,
                             lambda r: (_shape(r)[0], r.config["model"]["d_ff"]))
 # A gated MLP's gate (model.activation swiglu or geglu), TransformerLens's W_gate; b_gate its bias.
-_props["W_gate"] = _per_layer("blocks.{}.mlp.gate.weight", lambda w, r: w.T,
-                              lambda a, r: _np.ascontiguousarray(a.T),
+_props["W_gate"] = _per_layer("gate", "weight", lambda w, r: w.T, lambda a, r: _np.ascontiguousarray(a.T),
                               lambda r: (_shape(r)[0], _shape(r)[2], r.config["model"]["d_ff"]))
-_props["b_gate"] = _per_layer("blocks.{}.mlp.gate.bias", lambda b, r: b, lambda a, r: a,
+_props["b_gate"] = _per_layer("gate", "bias", lambda b, r: b, lambda a, r: a,
                               lambda r: (_shape(r)[0], r.config["model"]["d_ff"]))
-_props["W_out"] = _per_layer("blocks.{}.mlp.fc2.weight", lambda w, r: w.T, lambda a, r: _np.ascontiguousarray(a.T),
+_props["W_out"] = _per_layer("down", "weight", lambda w, r: w.T, lambda a, r: _np.ascontiguousarray(a.T),
                              lambda r: (_shape(r)[0], r.config["model"]["d_ff"], _shape(r)[2]))
-_props["b_out"] = _per_layer("blocks.{}.mlp.fc2.bias", lambda b, r: b, lambda a, r: a,
+_props["b_out"] = _per_layer("down", "bias", lambda b, r: b, lambda a, r: a,
                              lambda r: (_shape(r)[0], _shape(r)[2]))
 
 _SHAPES = {
@@ -157,8 +174,8 @@ def _property(name, get, set):
 
 
 def _per_query_head(a, run):
-    """(n_layers, n_kv_heads, ...) -> (n_layers, n_heads, ...): each query head's kv head."""
-    return _np.repeat(a, _shape(run)[1] // _kv_heads(run), axis=1)
+    """(n_layers, n_kv_heads, ...) -> (n_layers, n_heads, ...): each query head's kv head (the view's)."""
+    return a[:, _view(run)["kv_head"]]
 
 
 def load_state_dict(self, state_dict, strict=True):

@@ -31,7 +31,7 @@ def test_weights_are_what_the_forward_uses(run):
                                    cache[f"blocks.{l}.attn.out"][0], rtol=0, atol=1e-5)
         np.testing.assert_allclose(run.QK[l], run.W_Q[l] @ np.swapaxes(run.W_K[l], 1, 2), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(cache["ln_f.out"][0] @ run.W_U + run.b_U, logits[0], rtol=0, atol=1e-5)
-    with pytest.raises(AttributeError, match="fc1.weight: not in this model"):
+    with pytest.raises(AttributeError, match="mlp.up.weight: not in this model"):
         run.W_in  # attention-only
 
 
@@ -59,7 +59,7 @@ def test_weight_errors_are_one_line(run):
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="^W_U: expected finite values"):
         run.W_U = bad
-    with pytest.raises(ValueError, match="^W_in: this model has no blocks.0.mlp.fc1.weight$"):
+    with pytest.raises(ValueError, match="^W_in: this model has no mlp.up.weight$"):
         run.W_in = np.zeros((2, 32, 128))
     with pytest.raises(ValueError, match=r"^state_dict: no parameter blocks.0.attn.W_Q in this model"):
         run.load_state_dict({"blocks.0.attn.W_Q": np.zeros((32, 32))})
@@ -134,3 +134,24 @@ def test_grouped_query_weights_have_the_kv_heads(tmp_path):
     run.W_K = run.W_K  # the setter takes the kv heads' shape
     with pytest.raises(ValueError, match=r"W_K: expected shape \(2, 2, 32, 8\)"):
         run.W_K = np.zeros((L, H, D, dk))
+
+
+def test_qkv_bias_weights_read_the_view(tmp_path):
+    # model.qkv_bias without model.bias (Qwen2's attention): b_Q, b_K and b_V exist and give attn.q, .k and
+    # .v; b_O does not, and saying so is one line. The weights come from the model's view, not its names.
+    from conftest import INDUCTION_SETS, config_path
+    out = str(tmp_path / "qkv")
+    sets = [s for s in INDUCTION_SETS if not s.startswith("train.steps")]
+    attograd.train(config_path("induction.json"), out=out,
+                   set=sets + ["train.steps=20", "model.bias=false", "model.qkv_bias=true", "model.n_kv_heads=2"])
+    run = attograd.load_run(out)
+    assert "blocks.0.attn.wq.bias" in run.parameters() and "blocks.0.attn.wo.bias" not in run.parameters()
+    _, cache = run.run_with_cache(run.to_tokens(INPUT), names=lambda n: True)
+    for l in range(2):
+        x = cache[f"blocks.{l}.ln1.out"][0]
+        for name, W, b in (("q", run.W_Q, run.b_Q), ("k", run.W_K, run.b_K), ("v", run.W_V, run.b_V)):
+            assert np.abs(b[l]).max() > 0  # trained: the biases moved from their zero init
+            want = np.einsum("td,hde->the", x, W[l]) + b[l]
+            np.testing.assert_allclose(want, cache[f"blocks.{l}.attn.{name}"][0], rtol=0, atol=1e-5)
+    with pytest.raises(AttributeError, match="attn.output.bias: not in this model"):
+        run.b_O
