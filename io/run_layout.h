@@ -248,7 +248,7 @@ inline std::string relative_to_run(const std::string& run, const std::string& pa
   return path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : path;
 }
 
-// RUN/imported.json: written by `attograd import` (study/import_model.h) in a run it made from another
+// RUN/imported.json: written by `attograd import` (imports/import_model.h) in a run it made from another
 // program's model: the family, the source folder and files, their dtypes and the tokenizer files copied.
 inline std::string imported_json(const std::string& run) {
   return run + "/imported.json";
