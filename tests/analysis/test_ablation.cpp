@@ -167,7 +167,7 @@ BOOST_AUTO_TEST_CASE(single_modes_agree_with_ablate_heads_and_resample_as_define
   const train::Batch same = batch_of({kSeq, kSeq, kSeq});
   const analysis::ModeAblationReport own =
       analysis::ablate_heads_mode(model, same, analysis::AblationMode::resample, false, 3);
-  for (const study::ModeAblation& h : own.heads)
+  for (const analysis::ModeAblation& h : own.heads)
     BOOST_TEST(h.loss == own.baseline.loss, boost::test_tools::tolerance(1e-6));
   // Among different sequences it does, and the same seed draws the same permutations.
   const analysis::ModeAblationReport r1 =
@@ -197,7 +197,7 @@ BOOST_AUTO_TEST_CASE(single_modes_agree_with_ablate_heads_and_resample_as_define
 
 // Resample ablation as it was before draws were streamed: every draw made and kept first, then each
 // (layer, head, position) evaluated over the kept draws in order.
-std::vector<study::ModeAblation> resample_keeping_draws(const nn::CausalLM<float>& model,
+std::vector<analysis::ModeAblation> resample_keeping_draws(const nn::CausalLM<float>& model,
                                                         const train::Batch& batch, bool per_position, int k,
                                                         uint64_t seed) {
   const int B = batch.B, T = batch.T;
@@ -226,11 +226,11 @@ std::vector<study::ModeAblation> resample_keeping_draws(const nn::CausalLM<float
       draws[l].push_back(ag::Tensor<float>::from(z.shape(), std::move(v)));
     }
   }
-  std::vector<study::ModeAblation> heads;
+  std::vector<analysis::ModeAblation> heads;
   for (size_t l = 0; l < L; ++l)
     for (int h = 0; h < static_cast<int>(model.blocks[l]->attn.n_heads); ++h)
       for (int pos = -1; pos < (per_position ? T : 0); ++pos) {
-        study::ModeAblation a;
+        analysis::ModeAblation a;
         a.layer = static_cast<int>(l);
         a.head = h;
         a.position = pos;
@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(resample_streams_its_draws_with_the_same_bits_as_keeping_th
     for (const int k : {1, 3, 7}) {
       const analysis::ModeAblationReport r =
           analysis::ablate_heads_mode(model, batch, analysis::AblationMode::resample, per_position, k, 21);
-      const std::vector<study::ModeAblation> want = resample_keeping_draws(model, batch, per_position, k, 21);
+      const std::vector<analysis::ModeAblation> want = resample_keeping_draws(model, batch, per_position, k, 21);
       BOOST_TEST_REQUIRE(r.heads.size() == want.size());
       for (size_t i = 0; i < want.size(); ++i) {
         BOOST_TEST(r.heads[i].position == want[i].position);
