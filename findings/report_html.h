@@ -28,7 +28,7 @@
 
 namespace findings {
 
-// The numbers of one metrics.jsonl record the page draws (the study layer fills them from the log).
+// The numbers of one metrics.jsonl record the page draws (analysis/run_study.cpp fills them from the log).
 struct ReportMetrics {
   int64_t step = 0;
   double loss = 0, tokens_per_s = 0;
