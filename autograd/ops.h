@@ -202,7 +202,7 @@ template <typename T>
 Tensor<T> embedding(const Tensor<T>& weight, const std::vector<int32_t>& ids, const Shape& ids_shape);
 
 // ---- Sparse products (ops_sparse.cpp): behind a ReLU or TopK most entries are 0, and these ops cost what
-// ---- the nonzero ones cost (a sparse autoencoder trains through them, study/sae.h) ----
+// ---- the nonzero ones cost (a sparse autoencoder trains through them, dictionary/sae.h) ----
 // relu of each row's k largest entries of pre (N, M), the rest 0 (ties: the lower index is kept): the TopK
 // activation as one op; its gradient flows to the kept positive entries only.
 template <typename T>

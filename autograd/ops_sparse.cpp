@@ -1,5 +1,5 @@
 // Sparse ops: products whose operands are mostly zero behind a ReLU or TopK, computed over the nonzero
-// entries only (sparse autoencoders train through them, study/sae.h). Forward and backward side by side.
+// entries only (sparse autoencoders train through them, dictionary/sae.h). Forward and backward side by side.
 #include <algorithm>
 #include <limits>
 #include <memory>

@@ -1,5 +1,5 @@
 // How long `attograd graph` takes to build one attribution graph, timed in one process (the run and its
-// transcoders loaded once): study::graph without saving (the local replacement model, the adjacency
+// transcoders loaded once): attribution::graph without saving (the local replacement model, the adjacency
 // matrix, pruning and scores, the kept links' head loadings), `rounds` times; prints the median and the
 // fastest. The budget is 1 s on 2 cores for configs/induction.json's model (docs/graphs.md).
 //   build/graph_speed RUN_DIR "TOKENS" [rounds]
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "study/graph.h"
+#include "attribution/graph.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -17,15 +17,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    study::StudyRun run = study::open_run(argv[1]);
-    study::GraphRequest request;
+    analysis::StudyRun run = analysis::open_run(argv[1]);
+    attribution::GraphRequest request;
     request.input.tokens = argv[2];
     const int rounds = argc > 3 ? std::stoi(argv[3]) : 11;
     std::vector<double> seconds;
     size_t nodes = 0, links = 0;
     for (int i = 0; i < rounds; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      const auto out = study::graph(run, request);
+      const auto out = attribution::graph(run, request);
       seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       nodes = out.result.nodes.size();
       links = out.result.links.size();

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "study/patching.h"
+#include "analysis/patching.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
 
@@ -22,15 +22,16 @@ int main(int argc, char** argv) {
     const std::vector<int32_t> clean = train::parse_token_names(*run.task, argv[2], "CLEAN");
     const std::vector<int32_t> corrupt = train::parse_token_names(*run.task, argv[3], "CORRUPT");
     const int rounds = argc > 4 ? std::stoi(argv[4]) : 21;
-    const auto [answer, wrong] = study::default_answer_wrong(*run.model, clean, corrupt);
+    const auto [answer, wrong] = analysis::default_answer_wrong(*run.model, clean, corrupt);
     using clock = std::chrono::steady_clock;
     std::vector<double> attribution, activation;
     for (int i = 0; i < rounds; ++i) {
       auto t0 = clock::now();
-      const findings::PatchEffects e = study::attribution_patching(*run.model, clean, corrupt, answer, wrong);
+      const findings::PatchEffects e =
+          analysis::attribution_patching(*run.model, clean, corrupt, answer, wrong);
       auto t1 = clock::now();
       const findings::PatchingResult r =
-          study::activation_patching(*run.model, clean, corrupt, answer, wrong);
+          analysis::activation_patching(*run.model, clean, corrupt, answer, wrong);
       auto t2 = clock::now();
       attribution.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       activation.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());

@@ -1,6 +1,6 @@
 // attograd's side of the SAE training-step benchmark (bench/sae_bench.py is PyTorch's): times
-// study::SaeTrainer::step (TopK k 32: forward, loss, backward, AdamW, decoder renormalisation, fire counts)
-// on a fixed set of activations, and prints one JSON line. With --write-x FILE it first writes those
+// dictionary::SaeTrainer::step (TopK k 32: forward, loss, backward, AdamW, decoder renormalisation, fire
+// counts) on a fixed set of activations, and prints one JSON line. With --write-x FILE it first writes those
 // activations (synthetic sparse features, seeded) as a safetensors tensor "x" so the PyTorch side trains
 // on the same numbers.
 //   bench/sae_step [--d-in 256] [--d-sae 2048] [--batch 1024] [--steps 30] [--warmup 5] [--threads 2]
@@ -12,8 +12,8 @@
 
 #include "autograd/threads.h"
 #include "autograd/timing.h"
-#include "study/sae.h"
-#include "study/sae_source.h"
+#include "dictionary/sae.h"
+#include "dictionary/sae_source.h"
 #include "train/safetensors.h"
 
 int main(int argc, char** argv) {
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   }
   ag::set_num_threads(threads);
   // Activations: 4 * d_in sparse features in d_in dims, 8 batches cycled.
-  const study::SyntheticFeatures source(4 * d_in, d_in, 0.01, 7);
+  const dictionary::SyntheticFeatures source(4 * d_in, d_in, 0.01, 7);
   std::vector<ag::Tensor<float>> xs;
   for (int b = 0; b < 8; ++b) xs.push_back(source.batch(b, batch));
   if (!write_x.empty()) {
@@ -52,15 +52,15 @@ int main(int argc, char** argv) {
     for (const auto& x : xs) all.insert(all.end(), x.data(), x.data() + x.numel());
     train::write_safetensors(write_x, {{"x", {8 * batch, d_in}, all}}, {});
   }
-  study::SaeConfig c;
+  dictionary::SaeConfig c;
   c.d_sae = d_sae;
   c.batch_size = static_cast<int>(batch);
   c.steps = warmup + steps;
   c.resample_every = 0;
   c.warmup = 0;
-  c.activation = study::SaeActivation::topk;  // L0 = k from the first step, as after training
+  c.activation = dictionary::SaeActivation::topk;  // L0 = k from the first step, as after training
   c.k = 32;
-  study::SaeTrainer trainer(c, d_in, {});
+  dictionary::SaeTrainer trainer(c, d_in, {});
   std::vector<double> seconds;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     const auto t0 = ag::TimingClock::now();

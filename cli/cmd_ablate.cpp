@@ -1,14 +1,14 @@
-// attograd ablate RUN_DIR [--n N]: parses the flags and calls study::ablate_scores (zero and mean ablation
+// attograd ablate RUN_DIR [--n N]: parses the flags and calls analysis::ablate_scores (zero and mean ablation
 // of every head into RUN/scores.json) or, with --mode zero|mean|resample [--k K] [--seed S]
-// [--per-position] [--json], study::ablate (that mode alone, printed only), and prints the table or JSON.
+// [--per-position] [--json], analysis::ablate (that mode alone, printed only), and prints the table or JSON.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "analysis/ablation.h"
 #include "cli/commands.h"
 #include "cli/print.h"
 #include "io/run_layout.h"
-#include "study/ablation.h"
 
 namespace cli {
 
@@ -17,7 +17,7 @@ Command add_ablate(CLI::App& app) {
     std::string run;
     bool mode_given = false, json = false;
     std::vector<std::string> tokens;
-    study::AblateRequest request;
+    analysis::AblateRequest request;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -50,10 +50,10 @@ Command add_ablate(CLI::App& app) {
   return [a] {
     if (!a->mode_given && (a->request.per_position || a->json || !a->tokens.empty()))
       throw UsageError("--per-position, --tokens and --json go with --mode");
-    for (const std::string& t : a->tokens) a->request.ids.push_back(study::Sequence{{}, t, {}});
-    study::StudyRun run = study::open_run(a->run);
+    for (const std::string& t : a->tokens) a->request.ids.push_back(analysis::Sequence{{}, t, {}});
+    analysis::StudyRun run = analysis::open_run(a->run);
     if (a->mode_given) {
-      const auto out = study::ablate(run, a->request);
+      const auto out = analysis::ablate(run, a->request);
       const findings::ModeAblationResult& r = out.result;
       return print_output(
           a->json, out, findings::mode_ablation_to_json(r),
@@ -62,8 +62,8 @@ Command add_ablate(CLI::App& app) {
               (r.mode == "resample" ? ", mean of " + std::to_string(r.k) + " resamples" : "") + "\n",
           findings::mode_ablation_table(r));
     }
-    const auto out = study::ablate_scores(run, a->request.n);
-    const study::AblationScores& r = out.result;
+    const auto out = analysis::ablate_scores(run, a->request.n);
+    const analysis::AblationScores& r = out.result;
     char baseline[160];
     std::snprintf(baseline, sizeof baseline, "\nbaseline (nothing ablated): exact match %.4f, loss %.4f\n",
                   r.baseline_acc, r.baseline_loss);

@@ -1,10 +1,11 @@
 // attograd attend RUN_DIR (--tokens "3 1 4" | --ids "0 5 3 6") [--layer L] [--head H] [--svg FILE] [--json]:
-// parses the flags into a study::AttendRequest, calls study::attend (where each head looks on one input)
-// and prints its ASCII heatmaps or JSON: every head compactly by default; --layer and/or --head pick heads,
-// each drawn full size with its weight table. --svg writes the shown heads as a self-contained picture.
+// parses the flags into a analysis::AttendRequest, calls analysis::attend (where each head looks on one
+// input) and prints its ASCII heatmaps or JSON: every head compactly by default; --layer and/or --head pick
+// heads, each drawn full size with its weight table. --svg writes the shown heads as a self-contained
+// picture.
+#include "analysis/attention.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/attention.h"
 
 namespace cli {
 
@@ -13,7 +14,7 @@ Command add_attend(CLI::App& app) {
     std::string run;
     InputOptions input;
     LayerHeadOptions pick;
-    study::AttendRequest request;
+    analysis::AttendRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -32,11 +33,11 @@ Command add_attend(CLI::App& app) {
   sub->add_flag("--json", a->json, "print one JSON object (ids, tokens, attention of the shown heads)");
   return [a] {
     if (!a->input.given()) throw UsageError("attend: give --prompt, --tokens or --ids");
-    study::StudyRun run = study::open_run(a->run);
+    analysis::StudyRun run = analysis::open_run(a->run);
     a->request.input = a->input.sequence("attend", run);
     a->request.layer = a->pick.layer();
     a->request.head = a->pick.head();
-    const auto out = study::attend(run, a->request);
+    const auto out = analysis::attend(run, a->request);
     const findings::Probe& p = out.result.probe;
     return print_output(a->json, out, findings::attend_to_json(out.result),
                         run_title(run) + ", " + run.config.task.kind + " task, " +

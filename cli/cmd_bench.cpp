@@ -1,18 +1,18 @@
 // attograd bench CONFIG [--forward] [--steps N] [--threads N] [--warmup N] [--peak-gflops X]
-//                       [--set key=value]...: parses the flags into a study::BenchRequest, calls
-// study::bench and prints its one JSON line; progress on stderr when it is a terminal.
+//                       [--set key=value]...: parses the flags into a runner::BenchRequest, calls
+// runner::bench and prints its one JSON line; progress on stderr when it is a terminal.
 #include <unistd.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/bench.h"
+#include "runner/bench.h"
 
 namespace cli {
 
 Command add_bench(CLI::App& app) {
-  auto a = std::make_shared<study::BenchRequest>();
+  auto a = std::make_shared<runner::BenchRequest>();
   CLI::App* sub = app.add_subcommand("bench", "time training steps (or forward passes); print one JSON line");
   sub->add_option("CONFIG", a->config, "config JSON (bench/configs/*.json)")->required();
   add_number(sub, "--steps", a->steps, "timed steps (default 20)", io::at_least(1));
@@ -28,7 +28,7 @@ Command add_bench(CLI::App& app) {
   return [a] {
     // Progress for a person at a terminal, on stderr (stdout carries only the JSON line).
     const bool tty = isatty(fileno(stderr)) != 0;
-    study::BenchProgress progress;
+    runner::BenchProgress progress;
     if (tty)
       progress = [](int step, int steps, bool warmup, double seconds) {
         if (step == 0)
@@ -37,7 +37,7 @@ Command add_bench(CLI::App& app) {
           std::fprintf(stderr, "\r\033[Kbench: step %d/%d%s, %.1f ms", step, steps,
                        warmup ? " (warm-up)" : "", seconds * 1e3);
       };
-    const auto out = study::bench(*a, progress);
+    const auto out = runner::bench(*a, progress);
     if (tty) std::fprintf(stderr, "\r\033[K");
     std::printf("%s\n", findings::bench_to_json(out.result).dump().c_str());
     return 0;

@@ -1,9 +1,9 @@
 // attograd circuits RUN_DIR [--json] [--no-composition] [--processed]: parses the flags into a
-// study::CircuitsRequest (saving RUN/circuits.json, RUN/circuits/*.svg and report.html unless --processed),
-// calls study::circuits and prints its tables or JSON.
+// analysis::CircuitsRequest (saving RUN/circuits.json, RUN/circuits/*.svg and report.html unless
+// --processed), calls analysis::circuits and prints its tables or JSON.
+#include "analysis/circuits.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/circuits.h"
 
 namespace cli {
 
@@ -11,7 +11,7 @@ Command add_circuits(CLI::App& app) {
   struct Args {
     std::string run;
     bool json = false, no_composition = false;
-    study::CircuitsRequest request;
+    analysis::CircuitsRequest request;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -29,8 +29,8 @@ Command add_circuits(CLI::App& app) {
   return [a] {
     a->request.composition = !a->no_composition;
     a->request.save = !a->request.processed;
-    study::StudyRun run = study::open_run(a->run);
-    const auto out = study::circuits(run, a->request);
+    analysis::StudyRun run = analysis::open_run(a->run);
+    const auto out = analysis::circuits(run, a->request);
     return print_output(a->json, out, findings::circuits_to_json(out.result, false),
                         run_title(run) + ": circuits from the " +
                             (a->request.processed ? "processed (LayerNorms folded, centred) " : "") +

@@ -1,10 +1,10 @@
 // attograd compare RUN_DIR --a "..." --b "..." [--layer L] [--head H] [--svg FILE] [--json]: parses the
-// flags into a study::CompareRequest, calls study::compare (two inputs of the same length through one
+// flags into a analysis::CompareRequest, calls analysis::compare (two inputs of the same length through one
 // model) and prints, per head, A's map, B's map and their signed difference A - B side by side, then each
 // head's total variation between the two maps, most changed first (or the JSON).
+#include "analysis/attention.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/attention.h"
 
 namespace cli {
 
@@ -12,7 +12,7 @@ Command add_compare(CLI::App& app) {
   struct Args {
     std::string run;
     LayerHeadOptions pick;
-    study::CompareRequest request;
+    analysis::CompareRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -32,10 +32,10 @@ Command add_compare(CLI::App& app) {
   sub->add_flag("--json", a->json,
                 "print one JSON object (a, b: ids, tokens, attention; heads: total variation)");
   return [a] {
-    study::StudyRun run = study::open_run(a->run);
+    analysis::StudyRun run = analysis::open_run(a->run);
     a->request.layer = a->pick.layer();
     a->request.head = a->pick.head();
-    const auto out = study::compare(run, a->request);
+    const auto out = analysis::compare(run, a->request);
     const findings::CompareResult& r = out.result;
     return print_output(a->json, out, findings::compare_to_json(r),
                         run_title(run) + ", " + run.config.task.kind + " task, " +

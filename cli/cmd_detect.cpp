@@ -1,17 +1,17 @@
 // attograd detect RUN_DIR --pattern previous|duplicate|induction|first|FILE.json [--mode mul|abs]
-// [--tokens "..." | --n N] [--json]: parses the flags into a study::DetectRequest, calls study::detect
+// [--tokens "..." | --n N] [--json]: parses the flags into a analysis::DetectRequest, calls analysis::detect
 // (every head scored against a detection pattern, as TransformerLens's detect_head does) and prints the
 // heads by score or the JSON.
+#include "analysis/detect.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/detect.h"
 
 namespace cli {
 
 Command add_detect(CLI::App& app) {
   struct Args {
     std::string run;
-    study::DetectRequest request;
+    analysis::DetectRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -39,8 +39,8 @@ Command add_detect(CLI::App& app) {
   sub->add_flag("--json", a->json,
                 "print one JSON object: pattern, mode, sequences, heads [{layer, head, score}]");
   return [a] {
-    study::StudyRun run = study::open_run(a->run);
-    const auto out = study::detect(run, a->request);
+    analysis::StudyRun run = analysis::open_run(a->run);
+    const auto out = analysis::detect(run, a->request);
     const findings::DetectResult& r = out.result;
     return print_output(a->json, out, findings::detect_to_json(r),
                         run_title(run) + ": heads against the " + r.pattern + " pattern (" + r.mode +

@@ -1,15 +1,15 @@
 // attograd eval RUN_DIR [--split heldout|train] [--n N] [--json]: parses the flags into a
-// study::EvalRequest, calls study::evaluate and prints its line or JSON.
+// analysis::EvalRequest, calls analysis::evaluate and prints its line or JSON.
+#include "analysis/evaluation.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/evaluation.h"
 
 namespace cli {
 
 Command add_eval(CLI::App& app) {
   struct Args {
     std::string run;
-    study::EvalRequest request;
+    analysis::EvalRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -23,8 +23,8 @@ Command add_eval(CLI::App& app) {
          "heldout, or train: a finite dataset's training sequences (what the model may have memorised)")
       ->check(CLI::IsMember({"heldout", "train"}));
   return [a] {
-    study::StudyRun run = study::open_run(a->run);
-    const auto out = study::evaluate(run, a->request);
+    analysis::StudyRun run = analysis::open_run(a->run);
+    const auto out = analysis::evaluate(run, a->request);
     return print_output(a->json, out, findings::eval_to_json(out.result),
                         run.dir + " at step " + std::to_string(run.step) + ": ",
                         findings::eval_line(out.result) + "\n");

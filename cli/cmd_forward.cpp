@@ -1,9 +1,9 @@
 // attograd forward RUN_DIR (--tokens "BOS 3 1 4" | --ids "0 5 3 6") [--json]: parses the flags into a
-// study::ForwardRequest, calls study::forward (logits, the predicted next token at every position, every
-// head's attention weights) and prints its table or JSON.
+// analysis::ForwardRequest, calls analysis::forward (logits, the predicted next token at every position,
+// every head's attention weights) and prints its table or JSON.
+#include "analysis/attention.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/attention.h"
 
 namespace cli {
 
@@ -11,7 +11,7 @@ Command add_forward(CLI::App& app) {
   struct Args {
     std::string run;
     InputOptions input;
-    study::ForwardRequest request;
+    analysis::ForwardRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -23,9 +23,9 @@ Command add_forward(CLI::App& app) {
   sub->add_flag("--json", a->json, "print one JSON object (ids, tokens, logits, predictions, attention)");
   return [a] {
     if (!a->input.given()) throw UsageError("forward: give --prompt, --tokens or --ids");
-    study::StudyRun run = study::open_run(a->run);
+    analysis::StudyRun run = analysis::open_run(a->run);
     a->request.input = a->input.sequence("forward", run);
-    const auto out = study::forward(run, a->request);
+    const auto out = analysis::forward(run, a->request);
     return print_output(a->json, out, findings::forward_to_json(out.result),
                         run_title(run) + ", " + std::to_string(out.result.predicted.size()) + " tokens\n",
                         findings::forward_table(out.result));

@@ -1,8 +1,8 @@
-// attograd fourier RUN_DIR [--json]: calls study::fourier on the run (saving RUN/fourier/ and rebuilding
+// attograd fourier RUN_DIR [--json]: calls analysis::fourier on the run (saving RUN/fourier/ and rebuilding
 // report.html) and prints its summary or JSON.
+#include "analysis/fourier.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/fourier.h"
 
 namespace cli {
 
@@ -24,10 +24,10 @@ Command add_fourier(CLI::App& app) {
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   sub->add_flag("--json", a->json, "print one JSON object instead of the summary");
   return [a] {
-    study::FourierRequest request;
+    analysis::FourierRequest request;
     request.save = true;
-    study::StudyRun run = study::open_run(a->run);
-    const auto out = study::fourier(run, request);
+    analysis::StudyRun run = analysis::open_run(a->run);
+    const auto out = analysis::fourier(run, request);
     return print_output(
         a->json, out, findings::fourier_to_json(out.result),
         run_title(run) + ": Fourier analysis over all " + std::to_string(out.result.p) + "^2 pairs\n",

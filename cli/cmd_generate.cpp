@@ -1,9 +1,10 @@
 // attograd generate RUN_DIR (--prompt TEXT | --tokens T1 T2 ...) [--max-new N] [--temperature X]
-// [--top-k K] [--seed S] [--json]: parses the flags into a study::GenerateRequest, calls study::generate
-// (a prompt continued a token at a time through the model's key/value cache) and prints the text or JSON.
+// [--top-k K] [--seed S] [--json]: parses the flags into a analysis::GenerateRequest, calls
+// analysis::generate (a prompt continued a token at a time through the model's key/value cache) and prints
+// the text or JSON.
+#include "analysis/generate.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/generate.h"
 
 namespace cli {
 
@@ -11,7 +12,7 @@ Command add_generate(CLI::App& app) {
   struct Args {
     std::string run, prompt;
     std::vector<std::string> tokens;
-    study::GenerateRequest request;
+    analysis::GenerateRequest request;
     bool json = false;
     CLI::Option *prompt_opt = nullptr, *tokens_opt = nullptr;
   };
@@ -27,7 +28,7 @@ Command add_generate(CLI::App& app) {
   add_number(
       sub, "--max-new", a->request.max_new,
       "generate N tokens (at most 100000), the context sliding past max_len (default: stop at max_len)",
-      io::at_least(0).up_to(study::kMaxNewTokens));
+      io::at_least(0).up_to(analysis::kMaxNewTokens));
   add_number(sub, "--temperature", a->request.temperature,
              "0: greedy (argmax); otherwise sample softmax(logits / X)", io::at_least(0))
       ->capture_default_str();
@@ -43,8 +44,8 @@ Command add_generate(CLI::App& app) {
       throw UsageError("generate: give --prompt or --tokens");
     if (a->prompt_opt->count()) a->request.prompt = a->prompt;
     a->request.tokens.tokens = join_tokens(a->tokens);
-    study::StudyRun run = study::open_run(a->run);
-    const auto out = study::generate(run, a->request);
+    analysis::StudyRun run = analysis::open_run(a->run);
+    const auto out = analysis::generate(run, a->request);
     return print_output(a->json, out, findings::generate_to_json(out.result), "",
                         findings::generate_table(out.result));
   };

@@ -1,18 +1,18 @@
 // attograd gradcheck CONFIG [--set ...] [--tolerance X] [--json]: parses the flags into a
-// study::GradcheckRequest, calls study::gradcheck and prints its table or JSON; exit 1 when it fails.
+// analysis::GradcheckRequest, calls analysis::gradcheck and prints its table or JSON; exit 1 when it fails.
 #include <cmath>
 #include <exception>
 #include <string>
 
+#include "analysis/gradcheck.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/gradcheck.h"
 
 namespace cli {
 
 Command add_gradcheck(CLI::App& app) {
   struct Args {
-    study::GradcheckRequest request;
+    analysis::GradcheckRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -25,7 +25,7 @@ Command add_gradcheck(CLI::App& app) {
   sub->add_flag("--json", a->json,
                 "print one JSON object {config, note, T, parameters, tensors, worst, tolerance, pass}");
   return [a] {
-    const auto out = study::gradcheck(a->request);
+    const auto out = analysis::gradcheck(a->request);
     print_output(a->json, out, findings::gradcheck_to_json(out.result),
                  findings::gradcheck_header(out.result), findings::gradcheck_table(out.result));
     return out.result.pass ? 0 : 1;

@@ -1,10 +1,11 @@
 // attograd graph RUN_DIR (--tokens "..." | --ids "...") [--target TOK] [--transcoders DIR]
 // [--node-threshold X] [--edge-threshold X] [--qk L.H.K] [--save NAME] [--json]: parses the flags into a
-// study::GraphRequest, calls study::graph (study/graph.h) and prints its summary or graph.json's object.
+// attribution::GraphRequest, calls attribution::graph (attribution/graph.h) and prints its summary or
+// graph.json's object.
+#include "attribution/graph.h"
 #include "cli/commands.h"
 #include "cli/print.h"
 #include "io/run_layout.h"
-#include "study/graph.h"
 
 namespace cli {
 
@@ -12,7 +13,7 @@ Command add_graph(CLI::App& app) {
   struct Args {
     std::string run;
     InputOptions input;
-    study::GraphRequest request;
+    attribution::GraphRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -44,9 +45,9 @@ Command add_graph(CLI::App& app) {
                   io::layout::graph_json(io::layout::graph_dir("RUN", "NAME")) +
                       ", adjacency.npy and graph.html (default NAME: graph)");
   return [a] {
-    study::StudyRun run = study::open_run(a->run);
+    analysis::StudyRun run = analysis::open_run(a->run);
     a->request.input = a->input.sequence("graph", run);
-    const auto out = study::graph(run, a->request);
+    const auto out = attribution::graph(run, a->request);
     return print_output(
         a->json, out, findings::graph_to_json(out.result),
         run_title(run) + ": attribution graph\ninput: " + join_tokens(out.result.prompt_tokens) + "\n",

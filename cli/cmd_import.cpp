@@ -1,14 +1,14 @@
 // attograd import SRC --out RUN [--family F] [--process] [--text FILE] [--json]: parses the arguments into a
-// study::ImportRequest, calls study::import_model and prints what it wrote (docs/import.md).
+// imports::ImportRequest, calls imports::import_model and prints what it wrote (docs/import.md).
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/import_model.h"
+#include "imports/import_model.h"
 
 namespace cli {
 
 Command add_import(CLI::App& app) {
   struct Args {
-    study::ImportRequest request;
+    imports::ImportRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -20,7 +20,7 @@ Command add_import(CLI::App& app) {
       "RUN/config.json, RUN/checkpoint/model.safetensors, the tokenizer files and RUN/imported.json\n"
       "(docs/import.md).\n"
       "Example: attograd import ~/models/gpt2 --out runs/gpt2 [--process]");
-  study::ImportRequest& r = a->request;
+  imports::ImportRequest& r = a->request;
   sub->add_option("SRC", r.src, "the Hugging Face model folder")->required();
   sub->add_option("--out", r.out, "the run folder to write (new or empty)")->required();
   sub->add_option("--family", r.family, "auto (config.json's model_type), gpt2, gpt_neo, gpt_neox or llama")
@@ -34,7 +34,7 @@ Command add_import(CLI::App& app) {
       "by SRC/tokenizer.json (docs/import.md)");
   sub->add_flag("--json", a->json, "print the import's summary as one JSON line");
   return [a] {
-    const auto out = study::import_model(a->request);
+    const auto out = imports::import_model(a->request);
     return print_output(a->json, out, findings::import_to_json(out.result), "",
                         findings::import_table(out.result));
   };

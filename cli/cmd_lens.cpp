@@ -1,9 +1,9 @@
 // attograd lens RUN_DIR (--tokens "..." | --ids "...") [--answer TOK [--wrong TOK]] [--json] [--save NAME]:
-// parses the flags into a study::LensRequest, calls study::lens and prints its table or JSON.
+// parses the flags into a analysis::LensRequest, calls analysis::lens and prints its table or JSON.
+#include "analysis/lens.h"
 #include "cli/commands.h"
 #include "cli/print.h"
 #include "io/run_layout.h"
-#include "study/lens.h"
 
 namespace cli {
 
@@ -11,7 +11,7 @@ Command add_lens(CLI::App& app) {
   struct Args {
     std::string run;
     InputOptions input;
-    study::LensRequest request;
+    analysis::LensRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -34,9 +34,9 @@ Command add_lens(CLI::App& app) {
   add_save_option(sub, a->request.save,
                   io::layout::lens_stem("RUN", "NAME") + ".json and .svg (and rebuild report.html)");
   return [a] {
-    study::StudyRun run = study::open_run(a->run);
+    analysis::StudyRun run = analysis::open_run(a->run);
     a->request.input = a->input.sequence("lens", run);
-    const auto out = study::lens(run, a->request);
+    const auto out = analysis::lens(run, a->request);
     return print_output(a->json, out, findings::lens_to_json(out.result, false),
                         run_title(run) + ": logit lens and residual decomposition\ninput: " +
                             join_tokens(out.result.positions) + "\n",

@@ -1,18 +1,18 @@
 // attograd patch RUN --clean TOKENS|--clean-prompt TEXT --corrupt TOKENS|--corrupt-prompt TEXT [--answer TOK
 // --wrong TOK] [--attribution] [--json]
-// [--save NAME]: parses the flags into a study::PatchRequest, calls study::patch (denoising activation
-// patching, study/patching.h) and prints its tables or JSON.
+// [--save NAME]: parses the flags into a analysis::PatchRequest, calls analysis::patch (denoising activation
+// patching, analysis/patching.h) and prints its tables or JSON.
+#include "analysis/patching.h"
 #include "cli/commands.h"
 #include "cli/print.h"
 #include "io/run_layout.h"
-#include "study/patching.h"
 
 namespace cli {
 
 Command add_patch(CLI::App& app) {
   struct Args {
     std::string run;
-    study::PatchRequest request;
+    analysis::PatchRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -50,8 +50,8 @@ Command add_patch(CLI::App& app) {
   return [a] {
     if (a->request.clean.empty() || a->request.corrupt.empty())
       throw UsageError("patch: give --clean or --clean-prompt, and --corrupt or --corrupt-prompt");
-    study::StudyRun run = study::open_run(a->run);
-    const auto out = study::patch(run, a->request);
+    analysis::StudyRun run = analysis::open_run(a->run);
+    const auto out = analysis::patch(run, a->request);
     const findings::PatchingResult& r = out.result;
     return print_output(a->json, out, findings::patching_to_json(r, false),
                         run_title(run) + ": patching clean activations into the corrupt run\nclean:   " +

@@ -1,6 +1,7 @@
 // attograd sae RUN_DIR --at POINT [--config SAE.json] [--out DIR] [--resume] [--json] and attograd sae
-// synthetic [...]: parse the flags into a study::SaeRequest or SaeSyntheticRequest, call study::sae or
-// study::sae_synthetic (study/sae_tool.h) with the progress line and Ctrl-C's stop, and print the result.
+// synthetic [...]: parse the flags into a dictionary::SaeRequest or SaeSyntheticRequest, call dictionary::sae
+// or dictionary::sae_synthetic (dictionary/sae_tool.h) with the progress line and Ctrl-C's stop, and print
+// the result.
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,18 +11,18 @@
 #include "cli/print.h"
 #include "cli/progress.h"
 #include "cli/stop_signal.h"
-#include "study/sae_tool.h"
+#include "dictionary/sae_tool.h"
 
 namespace cli {
 
 Command add_sae(CLI::App& app) {
   struct Args {
     std::string run;
-    study::SaeRequest request;
+    dictionary::SaeRequest request;
     bool json = false, progress = false;
   };
   struct SyntheticArgs {
-    study::SaeSyntheticRequest request;
+    dictionary::SaeSyntheticRequest request;
     bool json = false, progress = false;
   };
   auto a = std::make_shared<Args>();
@@ -65,20 +66,20 @@ Command add_sae(CLI::App& app) {
     Progress progress(stderr);
     const bool tty = isatty(fileno(stderr)) != 0;
     if (syn->parsed()) {
-      study::SaeSyntheticRequest request = s->request;
+      dictionary::SaeSyntheticRequest request = s->request;
       if (!s->json && (tty || s->progress)) request.progress = &progress;
-      const auto out = study::sae_synthetic(request);
+      const auto out = dictionary::sae_synthetic(request);
       progress.finish_line();
       return print_output(s->json, out, findings::sae_synthetic_to_json(out.result), "",
                           findings::sae_synthetic_table(out.result));
     }
     if (a->run.empty()) throw UsageError("sae: give RUN_DIR (or: sae synthetic)");
-    study::StudyRun run = study::open_run(a->run);
-    study::SaeRequest request = a->request;
+    analysis::StudyRun run = analysis::open_run(a->run);
+    dictionary::SaeRequest request = a->request;
     if (!a->json && (tty || a->progress)) request.progress = &progress;
     std::optional<StopOnSignal> stop(std::in_place);
     request.stop = stop->stop();
-    const auto out = study::sae(run, request);
+    const auto out = dictionary::sae(run, request);
     stop.reset();
     progress.finish_line();
     if (out.result.stopped) {

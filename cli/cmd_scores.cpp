@@ -1,11 +1,11 @@
-// attograd scores RUN_DIR [--json]: calls study::scores (every head's scores at the run's checkpoint) and
+// attograd scores RUN_DIR [--json]: calls analysis::scores (every head's scores at the run's checkpoint) and
 // prints the score table or JSON. Writes nothing.
 #include <string>
 #include <vector>
 
+#include "analysis/scores.h"
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/scores.h"
 
 namespace cli {
 
@@ -27,10 +27,10 @@ Command add_scores(CLI::App& app) {
                   "the task (T + 1 tokens); repeat for more; default: the held-out set");
   sub->add_flag("--json", a->json, "print one JSON object {step, heads: [...]} instead of the table");
   return [a] {
-    study::StudyRun run = study::open_run(a->run);
-    study::ScoresRequest request;
-    for (const std::string& t : a->tokens) request.ids.push_back(study::Sequence{{}, t, {}});
-    const auto out = study::scores(run, request);
+    analysis::StudyRun run = analysis::open_run(a->run);
+    analysis::ScoresRequest request;
+    for (const std::string& t : a->tokens) request.ids.push_back(analysis::Sequence{{}, t, {}});
+    const auto out = analysis::scores(run, request);
     return print_output(a->json, out, findings::head_scores_to_json(out.result),
                         run_title(run) + ": head scores on " +
                             (request.ids.empty() ? std::to_string(run.config.train.eval_size) + " held-out"

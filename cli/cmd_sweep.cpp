@@ -1,6 +1,6 @@
 // attograd sweep SWEEP.json [-j N] [--print-commands] [--slurm FILE [--cpus-per-task N]] [--json]
 // attograd sweep collect DIR [--json]
-// The sweep's logic is study/sweep.h's (which runs to start or resume, the child processes, the Slurm
+// The sweep's logic is runner/sweep.h's (which runs to start or resume, the child processes, the Slurm
 // script, the summary); this command parses the flags, turns Ctrl-C into stop requests, and prints the
 // progress line and the outcome.
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include "cli/print.h"
 #include "io/printable.h"
 #include "io/run_layout.h"
-#include "study/sweep.h"
+#include "runner/sweep.h"
 
 namespace cli {
 
@@ -53,7 +53,7 @@ class CountStops {
 };
 
 struct SweepArgs {
-  study::SweepRequest request;
+  runner::SweepRequest request;
   std::string collect_dir;
   bool json = false, collect_json = false;
 };
@@ -71,7 +71,7 @@ std::string duration(double seconds) {
 // The sweep's lines: the header, a progress line (redrawn at most once a second on a terminal, else one
 // line per change of the counts), failures and stop requests. With --json only the runs left to Slurm
 // and the failures are told, on stderr.
-class SweepPrinter : public study::SweepObserver {
+class SweepPrinter : public runner::SweepObserver {
  public:
   explicit SweepPrinter(bool json) : json_(json), tty_(!json && isatty(STDOUT_FILENO)) {}
 
@@ -88,7 +88,7 @@ class SweepPrinter : public study::SweepObserver {
     std::fflush(stdout);
   }
 
-  void on_progress(const study::SweepProgress& p, bool changed) override {
+  void on_progress(const runner::SweepProgress& p, bool changed) override {
     if (json_) return;
     const std::string eta = p.eta_seconds ? "ETA " + duration(*p.eta_seconds) : "ETA -";
     const std::string counts = "sweep: " + std::to_string(p.done) + "/" + std::to_string(p.total) +
@@ -135,7 +135,7 @@ class SweepPrinter : public study::SweepObserver {
 };
 
 int collect(const std::string& dir, bool json) {
-  const study::Output<findings::SweepSummary> out = study::sweep_collect(dir);
+  const analysis::Output<findings::SweepSummary> out = runner::sweep_collect(dir);
   size_t finished = 0;
   for (const auto& r : out.result.runs) {
     finished += r.status == "finished";
@@ -153,9 +153,9 @@ int run_sweep(const SweepArgs& a) {
   if (a.request.file.empty()) throw UsageError("sweep: SWEEP.json is required (or: sweep collect DIR)");
   SweepPrinter printer(a.json);
 
-  const study::Output<findings::SweepResult> out = [&] {
+  const analysis::Output<findings::SweepResult> out = [&] {
     const CountStops counting;
-    return study::sweep(a.request, &printer, &g_stop);
+    return runner::sweep(a.request, &printer, &g_stop);
   }();
   const findings::SweepResult& r = out.result;
 

@@ -1,15 +1,15 @@
 // attograd tms [--n N] [--m M] [--sparsity S] [--importance R] [--seed S] [--json] [--out FILE]: parses the
-// flags into a study::TmsRequest (a sweep with its figure unless --json), calls study::tms and prints the
-// table or one model's JSON.
+// flags into a dictionary::TmsRequest (a sweep with its figure unless --json), calls dictionary::tms and
+// prints the table or one model's JSON.
 #include "cli/commands.h"
 #include "cli/print.h"
-#include "study/tms.h"
+#include "dictionary/tms.h"
 
 namespace cli {
 
 Command add_tms(CLI::App& app) {
   struct Args {
-    study::TmsRequest request;
+    dictionary::TmsRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -21,7 +21,7 @@ Command add_tms(CLI::App& app) {
       "feature's\n"
       "norm and superposition, and writes the figure (docs/sae.md).\n"
       "Examples: attograd tms --n 5 --m 2;  attograd tms --n 20 --m 5 --importance 0.7");
-  study::TmsRequest& r = a->request;
+  dictionary::TmsRequest& r = a->request;
   add_number(sub, "--n", r.n, "features (default 5)", io::at_least(2).up_to(1000));
   add_number(sub, "--m", r.m, "hidden dimensions (default 2)", io::at_least(1).up_to(1000));
   add_number(sub, "--sparsity", r.sparsity, "probability that a feature is 0, with --json (default 0)",
@@ -34,9 +34,9 @@ Command add_tms(CLI::App& app) {
   sub->add_flag("--json", a->json,
                 "train at --sparsity and print {\"W\" (m x n), \"b\", \"loss\"} on one line");
   return [a] {
-    study::TmsRequest request = a->request;
+    dictionary::TmsRequest request = a->request;
     request.sweep = !a->json;
-    const auto out = study::tms(request);
+    const auto out = dictionary::tms(request);
     return print_output(a->json, out,
                         a->json ? findings::tms_panel_to_json(out.result.panels.front()) : nlohmann::json(),
                         "", findings::tms_table(out.result));

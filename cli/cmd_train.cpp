@@ -7,7 +7,7 @@
 #include "cli/progress.h"
 #include "cli/stop_signal.h"
 #include "io/run_layout.h"
-#include "study/train_run.h"
+#include "runner/train_run.h"
 
 namespace cli {
 
@@ -25,23 +25,23 @@ int run(const TrainArgs& a) {
   std::string run_dir;
   std::unique_ptr<io::RunLock> lock;  // held until the process ends: one writer per run folder
   if (!a.resume.empty()) {
-    study::ResumedRun resumed = study::prepare_resume({a.resume, a.config, a.sets});
+    runner::ResumedRun resumed = runner::prepare_resume({a.resume, a.config, a.sets});
     config = std::move(resumed.config);
     lock = std::move(resumed.lock);
     run_dir = a.resume;
   } else {
     if (a.config.empty()) throw UsageError("train: CONFIG is required (or --resume RUN_DIR)");
-    if (!a.out.empty()) study::check_folder_argument("--out", a.out);
+    if (!a.out.empty()) runner::check_folder_argument("--out", a.out);
     config = train::load_config(a.config, a.sets);
     if (!a.out.empty()) config.output.dir = a.out;
     run_dir = config.output.dir;
-    lock = study::prepare_new_run_folder(run_dir, a.overwrite,
-                                         {"--resume " + run_dir, "--out DIR", "--overwrite"});
+    lock = runner::prepare_new_run_folder(run_dir, a.overwrite,
+                                          {"--resume " + run_dir, "--out DIR", "--overwrite"});
   }
   Progress progress(stdout);
   std::optional<StopOnSignal> stop(std::in_place);
-  const study::TrainedRun trained =
-      study::train_with_study(config, run_dir, !a.resume.empty(), stop->stop(), {&progress});
+  const runner::TrainedRun trained =
+      runner::train_with_study(config, run_dir, !a.resume.empty(), stop->stop(), {&progress});
   const train::TrainResult& r = trained.result;
   stop.reset();
   progress.finish_line();

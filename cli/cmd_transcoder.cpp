@@ -1,6 +1,6 @@
 // attograd transcoder RUN_DIR [--layers L,... | --cross-layer] [--config SAE.json] [--out DIR] [--resume]
-// [--json]: parses the flags into a study::TranscoderRequest, calls study::transcoder (study/transcoder.h)
-// with the progress line and Ctrl-C's stop, and prints the evaluation.
+// [--json]: parses the flags into a dictionary::TranscoderRequest, calls dictionary::transcoder
+// (dictionary/transcoder.h) with the progress line and Ctrl-C's stop, and prints the evaluation.
 #include <cstdio>
 #include <optional>
 
@@ -8,14 +8,14 @@
 #include "cli/print.h"
 #include "cli/progress.h"
 #include "cli/stop_signal.h"
-#include "study/transcoder.h"
+#include "dictionary/transcoder.h"
 
 namespace cli {
 
 Command add_transcoder(CLI::App& app) {
   struct Args {
     std::string run;
-    study::TranscoderRequest request;
+    dictionary::TranscoderRequest request;
     bool json = false;
   };
   auto a = std::make_shared<Args>();
@@ -40,12 +40,12 @@ Command add_transcoder(CLI::App& app) {
   sub->add_flag("--json", a->json, "print eval.json's object on one line instead of the table");
   return [a] {
     Progress progress(stderr);
-    study::StudyRun run = study::open_run(a->run);
-    study::TranscoderRequest request = a->request;
+    analysis::StudyRun run = analysis::open_run(a->run);
+    dictionary::TranscoderRequest request = a->request;
     if (!a->json) request.progress = &progress;
     std::optional<StopOnSignal> stop(std::in_place);
     request.stop = stop->stop();
-    const auto out = study::transcoder(run, request);
+    const auto out = dictionary::transcoder(run, request);
     stop.reset();
     progress.finish_line();
     if (out.result.stopped_layer >= 0) {

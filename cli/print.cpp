@@ -36,9 +36,9 @@ void InputOptions::add_to(CLI::App* sub, const std::string& tokens_help, const s
   prompt->excludes(tokens)->excludes(ids);
 }
 
-study::Sequence InputOptions::sequence(const std::string& tool, const study::StudyRun& run) const {
+analysis::Sequence InputOptions::sequence(const std::string& tool, const analysis::StudyRun& run) const {
   if (!given()) throw UsageError(tool + ": give --prompt, --tokens or --ids");
-  study::Sequence s;
+  analysis::Sequence s;
   s.text = prompt_;
   s.tokens = tokens_;
   if (prompt_.empty() && tokens_.empty())
@@ -62,12 +62,12 @@ std::optional<int> LayerHeadOptions::head() const {
 
 CLI::Option* add_save_option(CLI::App* sub, std::string& name, const std::string& what) {
   return sub->add_option("--save", name, "also write " + what)->check([](const std::string& n) {
-    const std::string problem = study::save_name_problem(n);
+    const std::string problem = analysis::save_name_problem(n);
     return problem.empty() ? problem : "NAME: " + problem;
   });
 }
 
-std::string run_title(const study::StudyRun& run) {
+std::string run_title(const analysis::StudyRun& run) {
   return run.dir + " (step " + std::to_string(run.step) + ")";
 }
 

@@ -1,6 +1,6 @@
 // What every command shares after its call: printing a tool's result (one JSON line with --json, else the
 // text and the files it wrote), and the flags several tools take the same way (an input as --tokens or
-// --ids, --save NAME). Nothing here computes: the tools are in study/.
+// --ids, --save NAME). Nothing here computes: the tools are in the study's rooms (study/tools.h lists them).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,8 +10,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "analysis/tool.h"
 #include "io/number_text.h"
-#include "study/tool.h"
 
 namespace cli {
 
@@ -21,7 +21,7 @@ int print_output(bool json, const nlohmann::json& result, const std::string& hea
                  const std::vector<std::string>& notes, const std::string& table,
                  const std::vector<std::string>& wrote);
 template <typename Result>
-int print_output(bool json, const study::Output<Result>& out, const nlohmann::json& result,
+int print_output(bool json, const analysis::Output<Result>& out, const nlohmann::json& result,
                  const std::string& header, const std::string& table) {
   return print_output(json, result, header, out.notes, table, out.wrote);
 }
@@ -53,7 +53,7 @@ CLI::Option* add_number(CLI::App* sub, const std::string& name, T& value, const 
   return sub->add_option(name, value, help)->transform(checked);
 }
 
-// --tokens "BOS 3 1 4" and --ids "0 5 3 6" (exclusive) into a study::Sequence. `tokens_help` says what
+// --tokens "BOS 3 1 4" and --ids "0 5 3 6" (exclusive) into a analysis::Sequence. `tokens_help` says what
 // the tool does with names (BOS added or not).
 class InputOptions {
  public:
@@ -61,7 +61,7 @@ class InputOptions {
   void add_to(CLI::App* sub, const std::string& tokens_help, const std::string& ids_help = kIdsHelp);
   // The input given; UsageError when no flag was given. --ids words are plain decimal ids of the run's
   // task ("--ids: '+3' is not a token id in 0..11" otherwise); --prompt is text for the run's tokenizer.
-  study::Sequence sequence(const std::string& tool, const study::StudyRun& run) const;
+  analysis::Sequence sequence(const std::string& tool, const analysis::StudyRun& run) const;
   // Whether any flag was given (to say so before opening the run).
   bool given() const { return !prompt_.empty() || !tokens_.empty() || !ids_.empty(); }
 
@@ -82,11 +82,11 @@ class LayerHeadOptions {
   CLI::Option *layer_opt_ = nullptr, *head_opt_ = nullptr;
 };
 
-// --save NAME, checked as the tools check it (study::save_name_problem).
+// --save NAME, checked as the tools check it (analysis::save_name_problem).
 CLI::Option* add_save_option(CLI::App* sub, std::string& name, const std::string& what);
 
 // "RUN (step N)": how every command names the run it read.
-std::string run_title(const study::StudyRun& run);
+std::string run_title(const analysis::StudyRun& run);
 
 // Token names separated by single spaces.
 std::string join_tokens(const std::vector<std::string>& tokens);

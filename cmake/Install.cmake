@@ -19,7 +19,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(ATTOGRAD_LAYERS io autograd nn train findings study)
+set(ATTOGRAD_LAYERS io autograd nn train findings analysis dictionary attribution imports runner study)
 set(ATTOGRAD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/attograd)
 
 foreach(layer ${ATTOGRAD_LAYERS})
@@ -32,7 +32,8 @@ foreach(layer ${ATTOGRAD_LAYERS})
   add_library(attograd::${layer} ALIAS attograd_${layer})
 endforeach()
 
-install(DIRECTORY io autograd nn train findings study DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd
+install(DIRECTORY io autograd nn train findings analysis dictionary attribution imports runner study
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attograd
         FILES_MATCHING PATTERN "*.h")
 list(TRANSFORM ATTOGRAD_LAYERS PREPEND attograd_ OUTPUT_VARIABLE ATTOGRAD_LIBRARY_TARGETS)
 install(TARGETS ${ATTOGRAD_LIBRARY_TARGETS} EXPORT attogradTargets

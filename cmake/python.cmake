@@ -36,7 +36,7 @@ endif()
 
 # A shared module links the static layer libraries, so their code must be position independent; without
 # semantic interposition GCC still inlines and calls a library's own functions directly, as without -fPIC.
-foreach(layer io autograd nn train findings study)
+foreach(layer io autograd nn train findings analysis dictionary attribution imports runner study)
   set_target_properties(attograd_${layer} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     target_compile_options(attograd_${layer} PRIVATE -fno-semantic-interposition)
@@ -45,7 +45,8 @@ endforeach()
 
 file(GLOB PYTHON_SOURCES CONFIGURE_DEPENDS python/*.cpp)
 add_library(attograd_python MODULE ${PYTHON_SOURCES})
-target_link_libraries(attograd_python PRIVATE attograd_study pybind11::module)
+target_link_libraries(attograd_python PRIVATE attograd_study attograd_attribution attograd_dictionary attograd_imports
+                                              attograd_runner attograd_analysis pybind11::module)
 attograd_fast_build(attograd_python UNITY 4 <Eigen/Core> <nlohmann/json.hpp> <pybind11/pybind11.h>)
 pybind11_extension(attograd_python)  # the interpreter's suffix: _core.cpython-311-x86_64-linux-gnu.so
 # The build folder's python/ holds the package as it is installed: python/attograd/ with _core next to a

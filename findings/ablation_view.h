@@ -1,6 +1,6 @@
 // What `attograd ablate --mode M` finds, as plain data: the baseline and each head's (or each head and
-// position's) held-out accuracy and loss with that head ablated one way, its JSON and its table. study/
-// ablation.h computes it.
+// position's) held-out accuracy and loss with that head ablated one way, its JSON and its table.
+// analysis/ablation.h computes it.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -2,7 +2,7 @@
 // (docs/architecture.md "The run folder"):
 //   {"step": N, "probes": [{"ids": [...], "tokens": [...],
 //                           "maps": [{"layer": l, "head": h, "weights": [[...] x T]}]}]}
-// This file knows nothing of the model or the trainer: study/capture.h fills these structs through the
+// This file knows nothing of the model or the trainer: analysis/capture.h fills these structs through the
 // model's hooks, and the renderers (ascii_heatmap, svg_heatmap, report_html) and head_scores read them.
 // Not for drawing or scoring: those live in their own files.
 #pragma once

@@ -5,7 +5,8 @@
 //   attend:  {"ids", "tokens", "attention"} as forward's, with only the chosen heads
 //   compare: {"a": attend's object for A, "b": for B, "heads": [{"layer", "head", "total_variation"}]}
 // Total variation of two maps: the mean over query rows of 0.5 * sum_j |A[i][j] - B[i][j]| (0: the head
-// looks the same way on both inputs, 1: at disjoint keys). Not for computing maps (study/attention.h does).
+// looks the same way on both inputs, 1: at disjoint keys). Not for computing maps (analysis/attention.h
+// does).
 #pragma once
 
 #include <nlohmann/json.hpp>

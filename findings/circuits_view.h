@@ -1,4 +1,4 @@
-// Weight-based circuit analysis as plain data (study/circuits.h computes it), its JSON (RUN/circuits.json,
+// Weight-based circuit analysis as plain data (analysis/circuits.h computes it), its JSON (RUN/circuits.json,
 // `attograd circuits --json`), terminal tables and SVGs:
 //   {"composition": [{"from": [layer, head], "to": [layer, head], "q", "k", "v"}],
 //    "baseline": {"q", "k", "v"},   (null when composition was skipped: a one-layer model)

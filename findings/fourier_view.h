@@ -1,4 +1,4 @@
-// A modular-addition model read in the Fourier basis of Z_p, as plain data (study/fourier.h computes it),
+// A modular-addition model read in the Fourier basis of Z_p, as plain data (analysis/fourier.h computes it),
 // its JSON (`attograd fourier --json`, RUN/fourier.json), its progress-measure lines (RUN/measures.jsonl),
 // the terminal summary and the SVGs. docs/grokking.md defines every number.
 //   {"p", "key_frequencies": [k...], "embed_norms": [k = 1..(p-1)/2], "unembed_norms",

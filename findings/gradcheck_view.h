@@ -1,6 +1,6 @@
 // What `attograd gradcheck` finds, as plain data: each parameter tensor's worst relative error between the
 // analytic gradient and float64 central differences, the worst of all against the tolerance, and the
-// (shrunk) architecture it was checked on. study/gradcheck.h computes it.
+// (shrunk) architecture it was checked on. analysis/gradcheck.h computes it.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// An attribution graph as plain data (study/graph.h computes it): its nodes in circuit-tracer's order
+// An attribution graph as plain data (attribution/graph.h computes it): its nodes in circuit-tracer's order
 // (active transcoder features, one error node per MLP layer and position, the token embeddings, the
 // positional embeddings, the target logits), the links that survive pruning, the pruning thresholds and
 // the replacement and completeness scores; its JSON in Neuronpedia's graph schema (graph.json: metadata,
@@ -36,7 +36,7 @@ struct GraphNode {
   // straight through the frozen final norm and the unembedding (largest first, then most negative first).
   std::vector<std::pair<std::string, double>> top_logits, bottom_logits;
   // Features: whether the layer's feature page (DIR/L/features.json) was read, and the feature's strongest
-  // examples on it (at most study/graph.cpp's kGraphExamples, strongest first).
+  // examples on it (at most attribution/graph.cpp's kGraphExamples, strongest first).
   bool has_page = false;
   std::vector<GraphExample> examples;
 };
@@ -55,8 +55,9 @@ struct GraphLink {
   std::vector<std::pair<std::string, double>> paths;
 };
 
-// A head's QK attribution (study/graph.h's qk_attribution): its score from `query` to `key`, the largest
-// source-pair terms (query-side node, key-side node, value) and the rest; every term sums to the score.
+// A head's QK attribution (attribution/graph.h's qk_attribution): its score from `query` to `key`, the
+// largest source-pair terms (query-side node, key-side node, value) and the rest; every term sums to the
+// score.
 struct GraphQk {
   int layer = 0, head = 0, query = 0, key = 0;
   double score = 0, rest = 0, terms_total = 0;  // terms_total: the sum of every pair's term

@@ -1,5 +1,5 @@
 // The attribution graph viewer (graph.html; findings/graph_html.h writes the page and its data). Re-prunes
-// the full graph in the page with circuit-tracer's rule, as study/graph.cpp's score_graph does, draws the
+// the full graph in the page with circuit-tracer's rule, as attribution/graph.cpp's score_graph does, draws the
 // kept nodes by layer (rows) and position (columns) and the kept edges by sign and weight, and wires the
 // hover read-out, pinning and the two threshold sliders.
 (function () {

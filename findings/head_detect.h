@@ -12,7 +12,7 @@
 //   offset k   D[i][i-k] = 1 where i-k >= 0 (k = 1 is previous)
 // A rule file (`attograd detect --pattern FILE.json`) holds {"pattern": [[...] x T]} (a T x T matrix),
 // {"offset": k}, or {"rule": "previous" | "duplicate" | "induction" | "first"}.
-// Not for computing attention (study/capture.h does): plain data in, numbers out.
+// Not for computing attention (analysis/capture.h does): plain data in, numbers out.
 #pragma once
 
 #include <nlohmann/json.hpp>

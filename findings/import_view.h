@@ -18,7 +18,7 @@ struct ImportReport {
   std::vector<std::string> dtypes;           // the dtypes found in them ("F32", "BF16", ...)
   std::vector<std::string> tokenizer_files;  // copied into the run folder
   int64_t params = 0;
-  // `--process`: each TransformerLens step asked for and what it did to this model (study/processing.h);
+  // `--process`: each TransformerLens step asked for and what it did to this model (analysis/processing.h);
   // empty: the weights are the source's.
   std::vector<std::pair<std::string, std::string>> processing;
 };

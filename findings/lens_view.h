@@ -1,4 +1,4 @@
-// The logit lens and the residual decomposition as plain data (study/residual.h computes them), their JSON
+// The logit lens and the residual decomposition as plain data (analysis/residual.h computes them), their JSON
 // (`attograd lens --json` and RUN/lens/NAME.json), the terminal table and the SVG.
 //   {"answer": ID, "wrong": ID or null (null: the metric is the answer's logit minus the mean logit),
 //    "positions": [token names],

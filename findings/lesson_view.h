@@ -1,4 +1,4 @@
-// The seed lesson's walkthrough (study/lesson.h) as plain data: which section (0 = all) and its text;
+// The seed lesson's walkthrough (analysis/lesson.h) as plain data: which section (0 = all) and its text;
 // JSON {"section": N, "text": "..."} (`attograd demo --json`, attograd.demo()).
 #pragma once
 

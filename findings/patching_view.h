@@ -1,4 +1,4 @@
-// Activation patching results as plain data (study/patching.h computes them), their JSON
+// Activation patching results as plain data (analysis/patching.h computes them), their JSON
 // (`attograd patch --json` and RUN/patching/NAME.json), the terminal heatmap and the SVG.
 //   {"answer": ID, "wrong": ID, "clean": float, "corrupt": float,
 //    "resid_pre": [{"layer", "position", "recovered"}],
@@ -51,7 +51,7 @@ std::vector<double> patch_values(const PatchEffects& e, const std::string& kind)
 struct PatchingResult : PatchEffects {
   int answer = 0, wrong = 0;      // token ids of the metric logit[answer] - logit[wrong] at the last position
   double clean = 0, corrupt = 0;  // the unpatched runs' logit differences
-  // Attribution patching's estimates (study/patching.h), when computed.
+  // Attribution patching's estimates (analysis/patching.h), when computed.
   std::optional<PatchEffects> attribution;
   // Labels (not in --json): the inputs' and the metric's token names.
   std::vector<std::string> clean_tokens, corrupt_tokens;

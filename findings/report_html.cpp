@@ -211,18 +211,14 @@ std::string scores_table(const std::vector<HeadScores>& heads) {
 // What every section reads: the inputs and what is derived from them once.
 struct ReportContext {
   const ReportInputs& in;
-  std::vector<HeadScoresFile> history;  // scores at each dump: given, or computed from the dumps
-  bool computed_history = false;
+  const std::vector<HeadScoresFile>& history;  // scores at each dump
+  bool computed_history = false;               // computed from the dumps (score_history_from_dumps)
   double x_max = 0;             // the last step of anything charted: every chart's x-axis is [0, x_max]
   std::vector<StepMark> marks;  // the phase-change steps, marked on every training chart
 };
 
 ReportContext make_context(const ReportInputs& in) {
-  ReportContext c{in, in.score_history, in.score_history.empty(), 0, {}};
-  // Without a given history: computed from the dumps alone (no task score without ideal keys).
-  if (c.computed_history)
-    for (const AttentionDump& d : in.dumps)
-      c.history.push_back({d.step, compute_head_scores(d.probes, {}, d.probes)});
+  ReportContext c{in, in.score_history, in.score_history_from_dumps, 0, {}};
   for (const ReportMetrics& r : in.metrics) c.x_max = std::max(c.x_max, double(r.step));
   for (const AttentionDump& d : in.dumps) c.x_max = std::max(c.x_max, double(d.step));
   for (const HeadScoresFile& f : c.history) c.x_max = std::max(c.x_max, double(f.step));

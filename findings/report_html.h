@@ -28,7 +28,7 @@
 
 namespace findings {
 
-// The numbers of one metrics.jsonl record the page draws (the study layer fills them from the log).
+// The numbers of one metrics.jsonl record the page draws (analysis/run_study.cpp fills them from the log).
 struct ReportMetrics {
   int64_t step = 0;
   double loss = 0, tokens_per_s = 0;
@@ -40,10 +40,12 @@ struct ReportInputs {
   std::vector<ReportMetrics> metrics;  // in step order
   HeadScoresFile scores;               // the final head scores (and ablation, when measured)
   std::vector<AttentionDump> dumps;    // one per dumped step, in step order
-  // Scores at each dumped step, for the "scores over training" charts. When empty, the report computes
-  // them from the dumps alone: previous-token, first-token, and induction over each probe's own repeated
-  // tokens (no task score, since the ideal keys belong to the task); the page says which it shows.
+  // Scores at each dumped step, for the "scores over training" charts. score_history_from_dumps: they were
+  // computed from the dumps alone (analysis::compute_head_scores, when the run recorded none):
+  // previous-token, first-token, and induction over each probe's own repeated tokens (no task score, since
+  // the ideal keys belong to the task); the page says which it shows.
   std::vector<HeadScoresFile> score_history;
+  bool score_history_from_dumps = false;
   std::optional<CircuitsResult> circuits;   // RUN/circuits.json, when written
   std::vector<PatchingResult> patchings;    // RUN/patching/*.json, by name
   std::vector<std::string> patching_names;  // the files' stems, one per patching

@@ -1,4 +1,4 @@
-// What a run folder holds now (study/run_state.h decides it): new, partial, finished, owned by a Slurm job
+// What a run folder holds now (runner/run_state.h decides it): new, partial, finished, owned by a Slurm job
 // or being written by another process, with the facts it was decided from. Plain data and its JSON.
 #pragma once
 

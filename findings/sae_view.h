@@ -1,8 +1,8 @@
 // A sparse autoencoder's findings as plain data, their JSON (features.json, and eval.json read back) and
 // the self-contained page that lists them (features.html): each feature's density, top-activating held-out
 // examples with the activation per token, and its decoder direction's logit effect; and the feature-density
-// histogram as a small SVG (features.html and the run report draw it). Computing them is study/sae_eval.h's
-// job; the run report's section is report_sae.h's.
+// histogram as a small SVG (features.html and the run report draw it). Computing them is
+// dictionary/sae_eval.h's job; the run report's section is report_sae.h's.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// What `attograd sweep` (study/sweep.h) did: the state each run was found in and what became of it, or,
+// What `attograd sweep` (runner/sweep.h) did: the state each run was found in and what became of it, or,
 // when it only planned, the commands it printed or the Slurm script it wrote. Plain data and its JSON.
 #pragma once
 

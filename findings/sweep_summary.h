@@ -3,7 +3,7 @@
 // OUT/summary.csv and OUT/index.html (one self-contained page: a sortable table linking every run's
 // report.html, accuracy and phase-change steps per setting with every seed as a dot, and the best head's
 // scores over training for every run, overlaid, one colour per setting). Filling the rows from run folders
-// is study/sweep_collect.h's job; this file only holds and renders them.
+// is runner/sweep_collect.h's job; this file only holds and renders them.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Transcoders' findings as plain data: the evaluation of a run's per-layer transcoders (each reads an MLP's
 // input and writes its output) as SAELens evaluates transcoders, its JSON (RUN/transcoders/eval.json and
-// `attograd transcoder --json`) and its terminal table. Computing it is study/transcoder.h's job.
+// `attograd transcoder --json`) and its terminal table. Computing it is dictionary/transcoder.h's job.
 #pragma once
 
 #include <cstdint>

@@ -4,14 +4,14 @@
 // and whose values are finite, or a one-line error, is a finding.
 #include <cmath>
 
+#include "dictionary/sae.h"
 #include "fuzz/fuzz_common.h"
-#include "study/sae.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch_dir() + "/sae.safetensors";
   fuzz::write_file(path, data, size);
   try {
-    const study::SaeParams<float> p = study::load_sae(path);
+    const dictionary::SaeParams<float> p = dictionary::load_sae(path);
     const int64_t d = p.d_in(), m = p.d_sae();
     if (p.b_enc.numel() != m || p.b_dec.numel() != d || p.W_dec.size(0) != m || p.W_dec.size(1) != d) {
       std::fprintf(stderr, "an SAE with inconsistent shapes was loaded\n");

@@ -1,8 +1,8 @@
 // The run folder's layout: the path of every file and folder a training run and a sweep hold, each named
-// once here with what it holds. Every layer that reads or writes a run folder (train/, study/, cli/) takes
-// its paths from these functions; docs/architecture.md "The run folder" states the same layout for users,
-// and the tests check it from outside with literal paths. What a file contains is its writer's business
-// (train/checkpoint.h, train/metrics_log.h, findings/head_scores.h, ...), not this file's.
+// once here with what it holds. Every layer that reads or writes a run folder (train/, analysis/, runner/,
+// cli/, ...) takes its paths from these functions; docs/architecture.md "The run folder" states the same
+// layout for users, and the tests check it from outside with literal paths. What a file contains is its
+// writer's business (train/checkpoint.h, train/metrics_log.h, findings/head_scores.h, ...), not this file's.
 //
 // Adding a file to a run: one function here with a comment, its writer and its readers call it, and
 // run_entries() lists it when it sits at the top of the run folder.
@@ -248,7 +248,7 @@ inline std::string relative_to_run(const std::string& run, const std::string& pa
   return path.compare(0, prefix.size(), prefix) == 0 ? path.substr(prefix.size()) : path;
 }
 
-// RUN/imported.json: written by `attograd import` (study/import_model.h) in a run it made from another
+// RUN/imported.json: written by `attograd import` (imports/import_model.h) in a run it made from another
 // program's model: the family, the source folder and files, their dtypes and the tokenizer files copied.
 inline std::string imported_json(const std::string& run) {
   return run + "/imported.json";

@@ -23,7 +23,7 @@ class FileNotFound : public std::runtime_error {
 // attograd.ConfigError and the translation of every C++ exception to a Python one with the same text:
 // train::ConfigError -> ConfigError (a ValueError), io::JsonError (a value the JSON reader refuses) ->
 // ValueError, FileNotFound -> FileNotFoundError, std::logic_error (invalid_argument such as
-// study::RequestError, out_of_range, ...) -> ValueError, any other std::exception -> RuntimeError.
+// analysis::RequestError, out_of_range, ...) -> ValueError, any other std::exception -> RuntimeError.
 void bind_errors(py::module_& m);
 // attograd.load_run and the Run it returns.
 void bind_run(py::module_& m);

@@ -1,11 +1,11 @@
 // attograd.ActivationCache: what Run.run_with_cache returns, a dict {hook point: array} with
 // TransformerLens's helpers (accumulated_resid, decompose_resid, stack_head_results, apply_ln_to_stack,
-// logit_attrs). Each helper is one call of study/residual.h's library function of the same name, the code
+// logit_attrs). Each helper is one call of analysis/residual.h's library function of the same name, the code
 // the logit lens is checked against; Python only picks positions (pos_slice) and labels.
+#include "analysis/residual.h"
 #include "python/bindings.h"
 #include "python/convert.h"
 #include "python/run.h"
-#include "study/residual.h"
 
 namespace pyag {
 
@@ -28,13 +28,13 @@ int layer_of(const Model& model, py::handle value) {
 
 // The cache's arrays for the library, through the Python lookup (which slices positions and names a
 // missing point).
-study::CacheLookup<float> lookup_of(py::object lookup) {
+analysis::CacheLookup<float> lookup_of(py::object lookup) {
   return [lookup](const std::string& point) {
     return tensor_from_array<float>(lookup(point), "cache[" + point + "]");
   };
 }
 
-py::tuple stack_tuple(const study::ResidualStack& s) {
+py::tuple stack_tuple(const analysis::ResidualStack& s) {
   return py::make_tuple(tensor_view(s.stack, true), py::cast(s.labels));
 }
 
@@ -56,7 +56,7 @@ void bind_cache(py::module_& m) {
   impl.def("accumulated_resid", [](const Run& r, py::object lookup, py::object layer, py::handle incl_mid,
                                    py::handle mlp_input) {
     const auto run = r.get();
-    return stack_tuple(study::accumulated_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
+    return stack_tuple(analysis::accumulated_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
                                                 flag(incl_mid, "incl_mid"), flag(mlp_input, "mlp_input")));
   });
   impl.def("decompose_resid", [](const Run& r, py::object lookup, py::object layer, py::handle mlp_input,
@@ -64,27 +64,28 @@ void bind_cache(py::module_& m) {
     if (!py::isinstance<py::str>(mode))
       throw py::type_error("mode: expected \"all\", \"attn\" or \"mlp\", got " + type_name(mode));
     const auto run = r.get();
-    return stack_tuple(study::decompose_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
-                                              flag(mlp_input, "mlp_input"), mode.cast<std::string>(),
-                                              flag(incl_embeds, "incl_embeds")));
+    return stack_tuple(analysis::decompose_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
+                                                 flag(mlp_input, "mlp_input"), mode.cast<std::string>(),
+                                                 flag(incl_embeds, "incl_embeds")));
   });
   impl.def("stack_head_results", [](const Run& r, py::object lookup, py::object layer) {
     const auto run = r.get();
     return stack_tuple(
-        study::stack_head_results(*run->model, lookup_of(lookup), layer_of(*run->model, layer)));
+        analysis::stack_head_results(*run->model, lookup_of(lookup), layer_of(*run->model, layer)));
   });
-  impl.def("apply_ln_to_stack", [](const Run& r, py::object lookup, py::handle stack, py::object layer,
-                                   py::handle mlp_input) {
-    const auto run = r.get();
-    return tensor_view(study::apply_ln_to_stack(*run->model, lookup_of(lookup), stack_of(stack),
-                                                layer_of(*run->model, layer), flag(mlp_input, "mlp_input")),
-                       true);
-  });
+  impl.def("apply_ln_to_stack",
+           [](const Run& r, py::object lookup, py::handle stack, py::object layer, py::handle mlp_input) {
+             const auto run = r.get();
+             return tensor_view(
+                 analysis::apply_ln_to_stack(*run->model, lookup_of(lookup), stack_of(stack),
+                                             layer_of(*run->model, layer), flag(mlp_input, "mlp_input")),
+                 true);
+           });
   impl.def("logit_attrs", [](const Run& r, py::handle stack, py::handle tokens, py::handle incorrect) {
     const auto run = r.get();
     const int token = r.token(*run, tokens, "tokens");
     const int wrong = incorrect.is_none() ? -1 : r.token(*run, incorrect, "incorrect_tokens");
-    return tensor_view(study::logit_attrs(*run->model, stack_of(stack), token, wrong), true);
+    return tensor_view(analysis::logit_attrs(*run->model, stack_of(stack), token, wrong), true);
   });
 }
 

@@ -11,14 +11,14 @@
 #include <memory>
 #include <tuple>
 
+#include "analysis/patching.h"
+#include "analysis/tool.h"
 #include "autograd/ops.h"
 #include "autograd/threads.h"
 #include "nn/hook_points.h"
 #include "nn/hooks.h"
 #include "python/bindings.h"
 #include "python/convert.h"
-#include "study/patching.h"
-#include "study/tool.h"
 #include "train/model_factory.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
@@ -212,8 +212,8 @@ py::object shaped_result(const ag::Tensor<F>& logits, const std::vector<int32_t>
 }
 
 // A forward in F (float or double) with forward hooks and, when bwd_hooks is given, the backward of the
-// loss (or of sum(grad_logits * logits)) through study::point_gradients, each backward hook called with the
-// gradient at its point, in backward order (the reverse of the forward's).
+// loss (or of sum(grad_logits * logits)) through analysis::point_gradients, each backward hook called with
+// the gradient at its point, in backward order (the reverse of the forward's).
 template <typename F>
 py::object forward_as(const nn::CausalLM<F>& model, const std::vector<int32_t>& ids, int64_t B, int64_t T,
                       py::handle hooks_value, py::handle bwd_value, py::handle grad_logits,
@@ -250,10 +250,10 @@ py::object forward_as(const nn::CausalLM<F>& model, const std::vector<int32_t>& 
           "grad_logits "
           "(d metric / d logits, the logits' shape); neither was given");
   }
-  study::PointGradients<F> out;
+  analysis::PointGradients<F> out;
   {
     py::gil_scoped_release release;
-    out = study::point_gradients(model, ids, B, T, seed, points, &hooks);
+    out = analysis::point_gradients(model, ids, B, T, seed, points, &hooks);
   }
   const py::object hook_point = py::module_::import("attograd").attr("HookPoint");
   for (const auto& [p, f] : pairs) {
@@ -294,7 +294,7 @@ py::tuple run_with_cache(py::object self_object, py::handle ids_value, py::objec
 }
 
 // d(sum(grad_logits * logits)) / d(value) at each point picked by `points`, the parameters frozen
-// (study::point_gradients).
+// (analysis::point_gradients).
 template <typename F>
 py::dict backward_as(const nn::CausalLM<F>& model, const std::vector<int32_t>& ids, int64_t B, int64_t T,
                      py::handle grad_logits, py::object points_value) {
@@ -304,10 +304,10 @@ py::dict backward_as(const nn::CausalLM<F>& model, const std::vector<int32_t>& i
   if (py::isinstance<py::array>(grad) && py::reinterpret_borrow<py::array>(grad).dtype().kind() == 'f')
     grad = grad.attr("astype")(sizeof(F) == 4 ? "float32" : "float64");  // numpy's float64 is welcome
   const ag::Tensor<F> seed = tensor_from_array<F>(grad, "grad_logits", &shape);
-  study::PointGradients<F> out;
+  analysis::PointGradients<F> out;
   {
     py::gil_scoped_release release;
-    out = study::point_gradients(model, ids, B, T, seed.to_vector(), points);
+    out = analysis::point_gradients(model, ids, B, T, seed.to_vector(), points);
   }
   py::dict result;
   for (const std::string& p : points) result[py::str(p)] = tensor_view(out.gradients.at(p), true);
@@ -365,7 +365,7 @@ py::object token_names(const Run& r, py::handle ids_value) {
     int64_t B = 0, T = 0;
     const std::vector<int32_t> id =
         token_ids(py::make_tuple(ids_value), "ids", vocab, std::numeric_limits<int>::max(), &B, &T);
-    return py::str(study::token_label(*run, id[0]));
+    return py::str(analysis::token_label(*run, id[0]));
   }
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids =
@@ -374,7 +374,7 @@ py::object token_names(const Run& r, py::handle ids_value) {
   py::list out;
   for (int64_t b = 0; b < B; ++b) {
     py::list row;
-    for (int64_t t = 0; t < T; ++t) row.append(py::str(study::token_label(*run, ids[b * T + t])));
+    for (int64_t t = 0; t < T; ++t) row.append(py::str(analysis::token_label(*run, ids[b * T + t])));
     if (!batched) return std::move(row);
     out.append(row);
   }

@@ -1,4 +1,4 @@
-// attograd.Run: a trained run folder opened for study (study::open_run), shared by python/run.cpp (its
+// attograd.Run: a trained run folder opened for study (analysis::open_run), shared by python/run.cpp (its
 // forward, hooks and cache) and python/tools.cpp (every study tool as a method).
 #pragma once
 
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/tool.h"
 #include "python/bindings.h"
 #include "python/convert.h"
-#include "study/tool.h"
 
 namespace pyag {
 
@@ -23,12 +23,12 @@ class Run {
         throw FileNotFound(e.what());
       }
     }
-    run_ = std::make_shared<study::StudyRun>(study::open_run(path));
+    run_ = std::make_shared<analysis::StudyRun>(analysis::open_run(path));
     path_ = path;
   }
 
   // The open run, shared so that close() during another thread's call leaves that call its run.
-  std::shared_ptr<study::StudyRun> get() const {
+  std::shared_ptr<analysis::StudyRun> get() const {
     if (!run_) throw std::runtime_error(path_ + ": the run is closed");
     return run_;
   }
@@ -72,7 +72,7 @@ class Run {
   }
 
  private:
-  std::shared_ptr<study::StudyRun> run_;
+  std::shared_ptr<analysis::StudyRun> run_;
   std::string path_;
 };
 

@@ -1,7 +1,7 @@
 // attograd.train(config, out=None, overwrite=False, progress=None, set=[], resume=False) -> Run: `attograd
 // train` (and `attograd train --resume RUN`) from Python.
 // The config (a dict, or a path with its --set overrides) is validated as the command line validates it,
-// the run folder prepared and trained with the run's study (study/train_run.h), the GIL released while the
+// the run folder prepared and trained with the run's study (runner/train_run.h), the GIL released while the
 // C++ side works. Ctrl-C stops the run with a checkpoint and raises KeyboardInterrupt.
 #include <atomic>
 #include <chrono>
@@ -10,8 +10,8 @@
 
 #include "python/bindings.h"
 #include "python/convert.h"
-#include "study/run_state.h"
-#include "study/train_run.h"
+#include "runner/run_state.h"
+#include "runner/train_run.h"
 #include "train/config.h"
 #include "train/metrics_log.h"
 
@@ -87,25 +87,25 @@ py::object train_run(py::handle config_value, py::object out_value, bool overwri
     config = read_config(config_value, sets);
     if (!out_value.is_none()) {
       const std::string out = py::str(out_value).cast<std::string>();
-      study::check_folder_argument("out", out);
+      runner::check_folder_argument("out", out);
       config.output.dir = out;
     }
     run_dir = config.output.dir;
   }
   std::atomic<bool> stop{false};
   PythonObserver observer(progress, &stop);
-  study::TrainedRun trained;
+  runner::TrainedRun trained;
   {
     py::gil_scoped_release release;
     std::unique_ptr<io::RunLock> lock;
     if (resume) {
-      study::ResumedRun resumed = study::prepare_resume({run_dir, "", sets, "config"});
+      runner::ResumedRun resumed = runner::prepare_resume({run_dir, "", sets, "config"});
       config = std::move(resumed.config);
       lock = std::move(resumed.lock);
     } else {
-      lock = study::prepare_new_run_folder(run_dir, overwrite, {"resume=True", "out=DIR", "overwrite=True"});
+      lock = runner::prepare_new_run_folder(run_dir, overwrite, {"resume=True", "out=DIR", "overwrite=True"});
     }
-    trained = study::train_with_study(config, run_dir, resume, &stop, {&observer});
+    trained = runner::train_with_study(config, run_dir, resume, &stop, {&observer});
   }
   if (observer.error()) throw std::move(*observer.error());
   if (observer.interrupted()) {
@@ -158,7 +158,7 @@ void bind_train(py::module_& m) {
         findings::RunState state;
         {
           py::gil_scoped_release release;
-          state = study::run_state(dir);
+          state = runner::run_state(dir);
         }
         return json_to_python(findings::run_state_to_json(state));
       },

@@ -1,7 +1,7 @@
 // Every study tool, one row each: its name, what it does, and its call on a request given as JSON (the
 // request struct's fields by name) returning the result's JSON. The Python module binds every row, and
 // `attograd NAME --json` prints what the row returns, so the two front ends give the same answer.
-// study/tool.h says how to add a tool.
+// analysis/tool.h says how to add a tool.
 #pragma once
 
 #include <functional>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "study/tool.h"
+#include "analysis/tool.h"
 
 namespace study {
 
@@ -29,7 +29,7 @@ struct Tool {
   bool reads_run = true;
   // The call: `run` is the open run when reads_run, else null. Errors are RequestError (a bad request),
   // the library's one-line exceptions, or io::WriteError.
-  std::function<nlohmann::json(StudyRun* run, const nlohmann::json& request)> call;
+  std::function<nlohmann::json(analysis::StudyRun* run, const nlohmann::json& request)> call;
 };
 
 // Every tool, in the order the docs list them.

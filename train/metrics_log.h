@@ -1,6 +1,6 @@
 // RUN/metrics.jsonl: one JSON object per logged step (docs/architecture.md "The run folder"). The trainer
 // appends a record at log steps and eval steps; resume keeps the records up to the checkpoint's step; the
-// study layer reads them back for the report.
+// analysis layer reads them back for the report.
 #pragma once
 
 #include <cstdint>

@@ -378,11 +378,11 @@ std::vector<nlohmann::json> metrics_of(const std::string& run) {
 
 }  // namespace
 
-// attograd import --process saves TransformerLens's processed weights (study/processing.h). For every family
-// (LayerNorm and RMSNorm, learned and rotary positions, parallel blocks, SwiGLU, grouped-query heads, local
-// windows): the log-probabilities equal the unprocessed run's within 1e-4 (the logits move by a constant per
-// position), the processed logits sum to 0 over the vocabulary (center_unembed) where the source's do not,
-// imported.json says what each step did, and `circuits --processed` reads the processed run.
+// attograd import --process saves TransformerLens's processed weights (analysis/processing.h). For every
+// family (LayerNorm and RMSNorm, learned and rotary positions, parallel blocks, SwiGLU, grouped-query heads,
+// local windows): the log-probabilities equal the unprocessed run's within 1e-4 (the logits move by a
+// constant per position), the processed logits sum to 0 over the vocabulary (center_unembed) where the
+// source's do not, imported.json says what each step did, and `circuits --processed` reads the processed run.
 BOOST_AUTO_TEST_CASE(processed_imports_keep_the_log_probabilities) {
   for (const std::string name : {"gpt2", "gpt_neox", "gpt_neo", "llama", "llama_gqa", "nanogpt"}) {
     const std::vector<int> ids =

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/head_scores.h"
 #include "findings/ascii_heatmap.h"
 #include "findings/attention_maps.h"
 #include "findings/chart_scale.h"
@@ -402,7 +403,11 @@ BOOST_AUTO_TEST_CASE(report_at_the_induction_configs_size_is_within_budget_and_s
     }
     in.dumps.push_back(d);
   }
-  in.scores = {steps, compute_head_scores(in.dumps.back().probes, {}, in.dumps.back().probes)};
+  // The scores over training as a run without recorded scores has them (analysis/run_study.cpp).
+  in.score_history_from_dumps = true;
+  for (const AttentionDump& d : in.dumps)
+    in.score_history.push_back({d.step, analysis::compute_head_scores(d.probes, {}, d.probes)});
+  in.scores = {steps, analysis::compute_head_scores(in.dumps.back().probes, {}, in.dumps.back().probes)};
   in.scores.phase_change = PhaseChange{1234.0, std::nullopt, 800.0, 1500.0};
   const std::string html = report_html(in);
   BOOST_TEST(html.size() <= 3u * 1000 * 1000, html.size());

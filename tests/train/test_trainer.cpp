@@ -1,5 +1,5 @@
 // The trainer end to end, in process (what a run folder holds with the study beside it:
-// tests/study/test_run_state.cpp): the same config gives the same bits (for any thread
+// tests/runner/test_run_state.cpp): the same config gives the same bits (for any thread
 // count), stopping at any step and resuming gives the same final loss and the same model bytes as an
 // uninterrupted run, a NaN loss stops the run and keeps the last good
 // checkpoint, and a truncated or corrupt checkpoint is refused with one line naming the file.
