@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include "autograd/ops.h"
-#include "dictionary/sae_ops.h"
 #include "train/safetensors.h"
 
 namespace dictionary {
@@ -57,8 +56,8 @@ ag::Tensor<T> transcoder_encode(const SaeParams<T>& p, const ag::Tensor<T>& x, S
         "transcoder_encode: jumprelu and batchtopk need a threshold of d_sae entries");
   if (act == SaeActivation::topk) return ag::topk_relu(pre, k);
   if (act == SaeActivation::batchtopk && training)
-    return batch_topk_relu(pre, static_cast<int64_t>(k) * x.size(0));
-  if (thresholded) return jumprelu(pre, p.threshold, bandwidth);
+    return ag::batch_topk_relu(pre, static_cast<int64_t>(k) * x.size(0));
+  if (thresholded) return ag::jumprelu(pre, p.threshold, bandwidth);
   return ag::relu(pre);
 }
 
@@ -88,7 +87,7 @@ CltOutput<T> clt_forward(const std::vector<SaeParams<T>>& p, const std::vector<a
     const ag::Tensor<T> s = ag::sum(out.f[l]);
     out.sparsity = l == 0 ? s : out.sparsity + s;
     if (act == SaeActivation::jumprelu && coefficient != T(0)) {
-      const ag::Tensor<T> n = ag::sum(jumprelu_step(
+      const ag::Tensor<T> n = ag::sum(ag::jumprelu_step(
           ag::sparse_grad_linear(x[l], ag::Tensor<T>::zeros({p[l].d_in()}), p[l].W_enc, p[l].b_enc),
           p[l].threshold, bandwidth));
       l0 = l0.defined() ? l0 + n : n;

@@ -6,7 +6,6 @@
 
 #include "autograd/ops.h"
 #include "autograd/threads.h"
-#include "dictionary/sae_ops.h"
 #include "io/field_table.h"
 #include "io/json_error.h"
 #include "io/json_read.h"
@@ -195,9 +194,9 @@ SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActiv
   if (act == SaeActivation::topk)
     out.f = ag::topk_relu(pre, k);
   else if (act == SaeActivation::batchtopk && training)
-    out.f = batch_topk_relu(pre, static_cast<int64_t>(k) * N);
+    out.f = ag::batch_topk_relu(pre, static_cast<int64_t>(k) * N);
   else if (thresholded)
-    out.f = jumprelu(pre, p.threshold, bandwidth);
+    out.f = ag::jumprelu(pre, p.threshold, bandwidth);
   else
     out.f = ag::relu(pre);
   // (N, d_out); relu(f) = f. JumpReLU's threshold reads d f at inactive entries too (those within the
@@ -212,7 +211,8 @@ SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActiv
   if (act == SaeActivation::relu)
     out.loss = out.mse + ag::scale(out.sparsity, coefficient);
   else if (act == SaeActivation::jumprelu && coefficient != T(0))  // L0: sum over features, mean over tokens
-    out.loss = out.mse + ag::scale(ag::sum(jumprelu_step(pre, p.threshold, bandwidth)), coefficient / T(N));
+    out.loss =
+        out.mse + ag::scale(ag::sum(ag::jumprelu_step(pre, p.threshold, bandwidth)), coefficient / T(N));
   else
     out.loss = out.mse;
   return out;
