@@ -216,12 +216,10 @@ SaeTrainer::StepResult CltTrainer::step(const ag::Tensor<float>& raw_x, const ag
     y.push_back(columns(raw_y, l * D_, D_, out_scale_));
   }
   for (const train::OptimParam& o : optim_params()) o.tensor->zero_grad();
-  const bool jump = config_.activation == SaeActivation::jumprelu;
   for (int l = 0; l < L_; ++l)
     if (log_threshold_[l].defined()) p_[l].threshold = ag::exp(log_threshold_[l]);
-  CltOutput<float> out = clt_forward(
-      p_, x, config_.activation, static_cast<float>(jump ? config_.l0_coefficient : config_.l1_coefficient),
-      config_.k, y, static_cast<float>(config_.jumprelu_bandwidth), true);
+  CltOutput<float> out = clt_forward(p_, x, config_.activation, sparsity_coefficient(config_), config_.k, y,
+                                     static_cast<float>(config_.jumprelu_bandwidth), true);
   out.loss.backward();
   optimizer_.step(sae_lr(config_, step_));
   const int64_t N = raw_x.size(0);

@@ -304,10 +304,8 @@ SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw, const ag::
   for (const train::OptimParam& o : optim_params(p_, log_threshold_)) o.tensor->zero_grad();
   // JumpReLU's threshold is exp(log_threshold) in the graph, so the pseudo-derivatives reach log_threshold.
   if (log_threshold_.defined()) p_.threshold = ag::exp(log_threshold_);
-  const bool jump = config_.activation == SaeActivation::jumprelu;
-  SaeOutput<float> out = sae_forward(
-      p_, x, config_.activation, static_cast<float>(jump ? config_.l0_coefficient : config_.l1_coefficient),
-      config_.k, y, static_cast<float>(config_.jumprelu_bandwidth), true);
+  SaeOutput<float> out = sae_forward(p_, x, config_.activation, sparsity_coefficient(config_), config_.k, y,
+                                     static_cast<float>(config_.jumprelu_bandwidth), true);
   out.loss.backward();
   optimizer_.step(sae_lr(config_, step_));
   normalize_decoder(p_);

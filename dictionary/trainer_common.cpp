@@ -19,6 +19,10 @@ double sae_lr(const SaeConfig& c, int64_t step) {
   return c.lr;
 }
 
+float sparsity_coefficient(const SaeConfig& c) {
+  return static_cast<float>(c.activation == SaeActivation::jumprelu ? c.l0_coefficient : c.l1_coefficient);
+}
+
 void update_batch_threshold(ag::Tensor<float>& threshold, const ag::Tensor<float>& f, double lr) {
   float smallest = 0;
   for (int64_t i = 0; i < f.numel(); ++i)

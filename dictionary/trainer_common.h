@@ -20,6 +20,10 @@ namespace dictionary {
 // The learning rate at `step` (from 0): linear warmup, then constant.
 double sae_lr(const SaeConfig& c, int64_t step);
 
+// The weight of the sparsity penalty in the training loss: l0_coefficient for JumpReLU, l1_coefficient
+// otherwise (TopK and BatchTopK have no penalty: sae_forward and clt_forward ignore it).
+float sparsity_coefficient(const SaeConfig& c);
+
 // SAELens's BatchTopK update after a step: threshold <- (1 - lr) threshold + lr * (the smallest positive
 // activation of f), the same value for every feature; unchanged when f has none.
 void update_batch_threshold(ag::Tensor<float>& threshold, const ag::Tensor<float>& f, double lr);
