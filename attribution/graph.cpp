@@ -137,6 +137,58 @@ FrozenNorm freeze(const nn::NormView<double>& n, const nn::Hooks<double>& hooks,
 
 using graph_parts::FrozenNorm;
 
+namespace {
+
+// `to`'s weights set to `from`'s, converted (the same architecture, parameter for parameter).
+void copy_weights(const nn::CausalLM<float>& from, nn::CausalLM<double>& to) {
+  const auto src = from.named_parameters();
+  const auto dst = to.named_parameters();
+  for (size_t i = 0; i < src.size(); ++i)
+    for (int64_t k = 0; k < src[i].tensor->numel(); ++k) dst[i].tensor->data()[k] = src[i].tensor->data()[k];
+}
+
+// The hook points the graph reads from the float64 forward: every layer's attention pattern and scores,
+// the norms' scales, and with MLPs each transcoder's input and the MLP's output.
+void capture_graph_points(nn::Hooks<double>& hooks, const nn::CausalLM<float>& model, bool has_mlp) {
+  const int L = static_cast<int>(model.shape.n_layers);
+  const bool norms = nn::has_norm(model.shape.norm);
+  for (int l = 0; l < L; ++l) {
+    const std::string b = "blocks." + std::to_string(l);
+    hooks.capture(b + ".attn.pattern");
+    hooks.capture(b + ".attn.scores");
+    if (norms) hooks.capture(b + ".ln1.scale");
+    if (has_mlp) {
+      if (norms) hooks.capture(b + ".ln2.scale");
+      hooks.capture(dictionary::transcoder_in_point(model, l));
+      hooks.capture(b + ".mlp.out");
+    }
+  }
+  if (norms) hooks.capture("ln_f.scale");
+}
+
+// A transcoder's activations from its pre-activations (T, M): ReLU, then only the features above their
+// thresholds (JumpReLU, BatchTopK) or each position's k largest (TopK, ties to the lower index).
+Mat transcoder_activations(const LayerTranscoder& tc, const Mat& pre) {
+  const int64_t T = pre.rows(), M = pre.cols();
+  Mat act = pre.cwiseMax(0.0);
+  if (tc.params.threshold.defined()) {  // JumpReLU, BatchTopK: the features above their threshold
+    const Vec theta = to_vec(tc.params.threshold);
+    for (int t = 0; t < T; ++t)
+      for (int64_t j = 0; j < M; ++j)
+        if (!(pre(t, j) > theta[j])) act(t, j) = 0;
+  } else if (tc.activation == dictionary::SaeActivation::topk)
+    for (int t = 0; t < T; ++t) {
+      std::vector<int64_t> order(M);
+      std::iota(order.begin(), order.end(), 0);
+      const auto row = pre.row(t);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return row(a) > row(c); });
+      for (int64_t i = tc.k; i < M; ++i) act(t, order[i]) = 0;
+    }
+  return act;
+}
+
+}  // namespace
+
 struct LocalReplacement::Impl {
   int L = 0, T = 0, D = 0, H = 0, dk = 0;
   bool has_mlp = false;
@@ -168,6 +220,24 @@ struct LocalReplacement::Impl {
   std::vector<int> level;
   Vec values;
 
+  // The constructor's steps, in its order (each reads what the ones before it set).
+  // The attention layers with their norms frozen on the prompt, the final norm, and the prompt's token and
+  // position embeddings (ids checked against the vocabulary).
+  void read_model(const nn::ModelView<double>& mv, const nn::Hooks<double>& hooks,
+                  const std::vector<int32_t>& ids, const nn::ModelShape& shape);
+  // With MLPs, each layer's transcoder and error and a node per active feature, by (layer, position,
+  // feature); returns each layer's feature pre-activations (T, M) (none without MLPs).
+  std::vector<Mat> add_feature_nodes(const nn::CausalLM<float>& model,
+                                     const std::vector<LayerTranscoder>& transcoders,
+                                     const nn::Hooks<double>& hooks);
+  // The error nodes (with MLPs), then the token and position embeddings' nodes.
+  void add_error_and_input_nodes(const std::vector<int32_t>& ids);
+  // The target logits' nodes, demeaned over the vocabulary (V tokens).
+  void add_logit_nodes(const nn::ModelView<double>& mv, const std::vector<int32_t>& targets,
+                       const std::vector<double>& target_weights, int64_t V);
+  // Each source's contribution and level; each target's value in the model itself (its logits' last V).
+  void add_contributions(const std::vector<Mat>& pre, const ag::Tensor<double>& logits, int64_t V);
+
   Mat attention(int l, const Mat& x, bool bias) const {
     Mat v = x * Wv[l].transpose();
     if (bias && bv[l].size()) v.rowwise() += bv[l].transpose();
@@ -193,93 +263,54 @@ struct LocalReplacement::Impl {
 
 LocalReplacement::~LocalReplacement() = default;
 
-LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids,
-                                   const std::vector<LayerTranscoder>& transcoders,
-                                   const std::vector<int32_t>& targets,
-                                   const std::vector<double>& target_weights)
-    : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.L = static_cast<int>(model.shape.n_layers);
-  m.T = static_cast<int>(ids.size());
-  m.D = static_cast<int>(model.shape.d_model);
-  m.H = static_cast<int>(model.shape.n_heads);
-  m.dk = m.D / m.H;
-  m.has_mlp = !model.shape.attention_only;
-  const int L = m.L, T = m.T, D = m.D;
-  // The model in float64: its weights converted, run by its own reference forward with hooks.
-  ag::Rng rng(1);
-  nn::CausalLM<double> dm(model.shape, rng);
-  {
-    const auto src = model.named_parameters();
-    const auto dst = dm.named_parameters();
-    for (size_t i = 0; i < src.size(); ++i)
-      for (int64_t k = 0; k < src[i].tensor->numel(); ++k)
-        dst[i].tensor->data()[k] = src[i].tensor->data()[k];
-  }
-  const bool norms = nn::has_norm(model.shape.norm);
-  nn::Hooks<double> hooks;
-  for (int l = 0; l < L; ++l) {
-    const std::string b = "blocks." + std::to_string(l);
-    hooks.capture(b + ".attn.pattern");
-    hooks.capture(b + ".attn.scores");
-    if (norms) hooks.capture(b + ".ln1.scale");
-    if (m.has_mlp) {
-      if (norms) hooks.capture(b + ".ln2.scale");
-      hooks.capture(dictionary::transcoder_in_point(model, l));
-      hooks.capture(b + ".mlp.out");
-    }
-  }
-  if (norms) hooks.capture("ln_f.scale");
-  ag::Tensor<double> logits;
-  {
-    ag::NoGradScope no_grad;
-    logits = dm.forward(ids, 1, T, {}, &hooks);
-  }
-  const nn::ModelView<double> mv = nn::view(dm);
+void LocalReplacement::Impl::read_model(const nn::ModelView<double>& mv, const nn::Hooks<double>& hooks,
+                                        const std::vector<int32_t>& ids, const nn::ModelShape& shape) {
   for (int l = 0; l < L; ++l) {
     const std::string b = "blocks." + std::to_string(l);
     const nn::BlockView<double>& block = mv.layers[l];
     const nn::AttentionView<double>& attn = block.attention;
-    m.attn_norm.push_back(graph_parts::freeze(block.attn_in.norm, hooks, l));
+    attn_norm.push_back(graph_parts::freeze(block.attn_in.norm, hooks, l));
     const ag::Tensor<double>& p = hooks.captured(b + ".attn.pattern");  // (1, H, T, T)
-    m.pattern.emplace_back();
-    for (int h = 0; h < m.H; ++h)
-      m.pattern.back().push_back(Eigen::Map<const Mat>(p.data() + static_cast<int64_t>(h) * T * T, T, T));
-    m.Wq.push_back(to_mat(attn.query.weight, D, D));
-    m.Wk.push_back(attn.per_query_head(attn.key));
-    m.bq.push_back(attn.query.has_bias() ? to_vec(attn.query.bias) : Vec());
-    m.bk.push_back(attn.per_query_head_bias(attn.key));
-    m.scores.push_back(Eigen::Map<const Mat>(hooks.captured(b + ".attn.scores").data(), m.H * T, T));
-    m.Wv.push_back(attn.per_query_head(attn.value));
-    m.Wo.push_back(to_mat(attn.output.weight, D, D));
-    m.bv.push_back(attn.per_query_head_bias(attn.value));
-    m.bo.push_back(attn.output.has_bias() ? to_vec(attn.output.bias) : Vec());
-    if (m.has_mlp) m.mlp_norm.push_back(graph_parts::freeze(block.mlp_in.norm, hooks, l));
+    pattern.emplace_back();
+    for (int h = 0; h < H; ++h)
+      pattern.back().push_back(Eigen::Map<const Mat>(p.data() + static_cast<int64_t>(h) * T * T, T, T));
+    Wq.push_back(to_mat(attn.query.weight, D, D));
+    Wk.push_back(attn.per_query_head(attn.key));
+    bq.push_back(attn.query.has_bias() ? to_vec(attn.query.bias) : Vec());
+    bk.push_back(attn.per_query_head_bias(attn.key));
+    scores.push_back(Eigen::Map<const Mat>(hooks.captured(b + ".attn.scores").data(), H * T, T));
+    Wv.push_back(attn.per_query_head(attn.value));
+    Wo.push_back(to_mat(attn.output.weight, D, D));
+    bv.push_back(attn.per_query_head_bias(attn.value));
+    bo.push_back(attn.output.has_bias() ? to_vec(attn.output.bias) : Vec());
+    if (has_mlp) mlp_norm.push_back(graph_parts::freeze(block.mlp_in.norm, hooks, l));
   }
-  m.final_norm = graph_parts::freeze(mv.final_read.norm, hooks, 0);
+  final_norm = graph_parts::freeze(mv.final_read.norm, hooks, 0);
   for (int t = 0; t < T; ++t) {
-    if (ids[t] < 0 || ids[t] >= model.shape.vocab)
-      throw std::invalid_argument("graph: token id out of range");
+    if (ids[t] < 0 || ids[t] >= shape.vocab) throw std::invalid_argument("graph: token id out of range");
   }
-  m.tok = Mat(T, D);
-  m.pos = Mat::Zero(T, D);  // rotary or no positions: none in the stream (the patterns are frozen)
-  const Mat E = to_mat(mv.token_embedding, model.shape.vocab, D);
-  for (int t = 0; t < T; ++t) m.tok.row(t) = E.row(ids[t]);
+  tok = Mat(T, D);
+  pos = Mat::Zero(T, D);  // rotary or no positions: none in the stream (the patterns are frozen)
+  const Mat E = to_mat(mv.token_embedding, shape.vocab, D);
+  for (int t = 0; t < T; ++t) tok.row(t) = E.row(ids[t]);
   if (mv.position_embedding.defined()) {
-    const Mat P = to_mat(mv.position_embedding, model.shape.max_len, D);
-    for (int t = 0; t < T; ++t) m.pos.row(t) = P.row(t);
+    const Mat P = to_mat(mv.position_embedding, shape.max_len, D);
+    for (int t = 0; t < T; ++t) pos.row(t) = P.row(t);
   }
+}
 
-  // Features: every active one of each MLP layer's transcoder, by (layer, position, feature).
+std::vector<Mat> LocalReplacement::Impl::add_feature_nodes(const nn::CausalLM<float>& model,
+                                                           const std::vector<LayerTranscoder>& transcoders,
+                                                           const nn::Hooks<double>& hooks) {
   std::vector<Mat> pre(L);
-  if (m.has_mlp) {
-    m.W_enc.resize(L);
-    m.W_dec.resize(L);
-    m.W_skip.resize(L);
-    m.error.resize(L);
-    m.b_enc.resize(L);
-    m.b_dec.resize(L);
-    m.writes.assign(L, 1);
+  if (has_mlp) {
+    W_enc.resize(L);
+    W_dec.resize(L);
+    W_skip.resize(L);
+    error.resize(L);
+    b_enc.resize(L);
+    b_dec.resize(L);
+    writes.assign(L, 1);
     std::vector<Mat> acts(L), xs(L);
     for (int l = 0; l < L; ++l) {
       const LayerTranscoder& tc = transcoders.at(l);
@@ -287,34 +318,20 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
         throw std::invalid_argument("graph: layer " + std::to_string(l) +
                                     " has an MLP but no transcoder reading and writing d_model");
       const int64_t M = tc.params.d_sae();
-      m.writes[l] = static_cast<int>(tc.params.writes);
-      if (m.writes[l] < 1 || l + m.writes[l] > L)
+      writes[l] = static_cast<int>(tc.params.writes);
+      if (writes[l] < 1 || l + writes[l] > L)
         throw std::invalid_argument("graph: layer " + std::to_string(l) +
                                     "'s transcoder writes past the last layer");
-      m.W_enc[l] = to_mat(tc.params.W_enc, D, M);
-      m.b_enc[l] = to_vec(tc.params.b_enc);
-      m.W_dec[l] = to_mat(tc.params.W_dec, M, m.writes[l] * D);
-      m.b_dec[l] = to_vec(tc.params.b_dec);
-      if (tc.params.W_skip.defined()) m.W_skip[l] = to_mat(tc.params.W_skip, D, D);
+      W_enc[l] = to_mat(tc.params.W_enc, D, M);
+      b_enc[l] = to_vec(tc.params.b_enc);
+      W_dec[l] = to_mat(tc.params.W_dec, M, writes[l] * D);
+      b_dec[l] = to_vec(tc.params.b_dec);
+      if (tc.params.W_skip.defined()) W_skip[l] = to_mat(tc.params.W_skip, D, D);
       const std::string b = "blocks." + std::to_string(l);
       const Mat x = to_mat(hooks.captured(dictionary::transcoder_in_point(model, l)), T, D);
-      pre[l] = x * m.W_enc[l];
-      pre[l].rowwise() += m.b_enc[l].transpose();
-      Mat act = pre[l].cwiseMax(0.0);
-      if (tc.params.threshold.defined()) {  // JumpReLU, BatchTopK: the features above their threshold
-        const Vec theta = to_vec(tc.params.threshold);
-        for (int t = 0; t < T; ++t)
-          for (int64_t j = 0; j < M; ++j)
-            if (!(pre[l](t, j) > theta[j])) act(t, j) = 0;
-      } else if (tc.activation == dictionary::SaeActivation::topk)
-        for (int t = 0; t < T; ++t) {
-          std::vector<int64_t> order(M);
-          std::iota(order.begin(), order.end(), 0);
-          const auto row = pre[l].row(t);
-          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) { return row(a) > row(c); });
-          for (int64_t i = tc.k; i < M; ++i) act(t, order[i]) = 0;
-        }
-      acts[l] = act;
+      pre[l] = x * W_enc[l];
+      pre[l].rowwise() += b_enc[l].transpose();
+      acts[l] = transcoder_activations(tc, pre[l]);
       xs[l] = x;
     }
     for (int l = 0; l < L; ++l) {
@@ -322,11 +339,11 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
       // layer at or below it that reaches it.
       const std::string b = "blocks." + std::to_string(l);
       Mat out = Mat::Zero(T, D);
-      out.rowwise() += m.b_dec[l].transpose();
-      if (m.W_skip[l].size()) out += xs[l] * m.W_skip[l];
+      out.rowwise() += b_dec[l].transpose();
+      if (W_skip[l].size()) out += xs[l] * W_skip[l];
       for (int l0 = 0; l0 <= l; ++l0)
-        if (l0 + m.writes[l0] > l) out += acts[l0] * m.W_dec[l0].middleCols((l - l0) * D, D);
-      m.error[l] = to_mat(hooks.captured(b + ".mlp.out"), T, D) - out;
+        if (l0 + writes[l0] > l) out += acts[l0] * W_dec[l0].middleCols((l - l0) * D, D);
+      error[l] = to_mat(hooks.captured(b + ".mlp.out"), T, D) - out;
     }
     for (int l = 0; l < L; ++l) {
       const Mat& act = acts[l];
@@ -340,12 +357,16 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
             n.position = t;
             n.index = j;
             n.activation = act(t, j);
-            m.nodes.push_back(n);
+            nodes.push_back(n);
           }
     }
   }
-  m.n_features = static_cast<int64_t>(m.nodes.size());
-  if (m.has_mlp)
+  return pre;
+}
+
+void LocalReplacement::Impl::add_error_and_input_nodes(const std::vector<int32_t>& ids) {
+  n_features = static_cast<int64_t>(nodes.size());
+  if (has_mlp)
     for (int l = 0; l < L; ++l)
       for (int t = 0; t < T; ++t) {
         GraphNode n;
@@ -353,9 +374,9 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
         n.layer = l;
         n.position = t;
         n.index = -1;
-        m.nodes.push_back(n);
+        nodes.push_back(n);
       }
-  m.n_errors = static_cast<int64_t>(m.nodes.size()) - m.n_features;
+  n_errors = static_cast<int64_t>(nodes.size()) - n_features;
   for (GraphNodeKind kind : {GraphNodeKind::embedding, GraphNodeKind::position})
     for (int t = 0; t < T; ++t) {
       GraphNode n;
@@ -363,66 +384,103 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
       n.layer = -1;
       n.position = t;
       n.index = kind == GraphNodeKind::embedding ? ids[t] : -1;
-      m.nodes.push_back(n);
+      nodes.push_back(n);
     }
-  const int64_t V = model.shape.vocab;
+}
+
+void LocalReplacement::Impl::add_logit_nodes(const nn::ModelView<double>& mv,
+                                             const std::vector<int32_t>& targets,
+                                             const std::vector<double>& target_weights, int64_t V) {
   const Mat W_U = to_mat(mv.unembed.weight, V, D);
   const Vec mean_row = W_U.colwise().mean().transpose();
   const Vec b_U = mv.unembed.has_bias() ? to_vec(mv.unembed.bias) : Vec::Zero(V);
-  m.n_logits = static_cast<int64_t>(targets.size());
-  m.vocab_unembed = W_U.rowwise() - mean_row.transpose();
-  m.unembed = Mat(m.n_logits, D);
-  m.unembed_bias = Vec(m.n_logits);
+  n_logits = static_cast<int64_t>(targets.size());
+  vocab_unembed = W_U.rowwise() - mean_row.transpose();
+  unembed = Mat(n_logits, D);
+  unembed_bias = Vec(n_logits);
   for (size_t k = 0; k < targets.size(); ++k) {
-    m.unembed.row(k) = W_U.row(targets[k]) - mean_row.transpose();
-    m.unembed_bias[k] = b_U[targets[k]] - b_U.mean();
+    unembed.row(k) = W_U.row(targets[k]) - mean_row.transpose();
+    unembed_bias[k] = b_U[targets[k]] - b_U.mean();
     GraphNode n;
     n.kind = GraphNodeKind::logit;
     n.layer = L;
     n.position = T - 1;
     n.index = targets[k];
     n.activation = target_weights.at(k);
-    m.nodes.push_back(n);
+    nodes.push_back(n);
   }
+}
 
-  // Each source's contribution and level; each target's value in the model itself.
-  const int64_t N = static_cast<int64_t>(m.nodes.size());
-  int64_t n_writes = N - m.n_logits;
-  for (int64_t i = 0; i < m.n_features; ++i) n_writes += m.writes[m.nodes[i].layer] - 1;
-  m.contribution = Mat::Zero(n_writes, D);
-  m.node_writes.assign(N, {});
-  m.level.assign(N, -1);
-  m.values = Vec::Zero(N);
-  auto add_write = [&](int64_t node, int level, const auto& row) {
-    m.node_writes[node].push_back(static_cast<int64_t>(m.write_node.size()));
-    m.contribution.row(static_cast<int64_t>(m.write_node.size())) = row;
-    m.write_node.push_back(node);
-    m.write_level.push_back(level);
-    if (m.level[node] < 0) m.level[node] = level;
+void LocalReplacement::Impl::add_contributions(const std::vector<Mat>& pre, const ag::Tensor<double>& logits,
+                                               int64_t V) {
+  const int64_t N = static_cast<int64_t>(nodes.size());
+  int64_t n_writes = N - n_logits;
+  for (int64_t i = 0; i < n_features; ++i) n_writes += writes[nodes[i].layer] - 1;
+  contribution = Mat::Zero(n_writes, D);
+  node_writes.assign(N, {});
+  level.assign(N, -1);
+  values = Vec::Zero(N);
+  auto add_write = [&](int64_t node, int at_level, const auto& row) {
+    node_writes[node].push_back(static_cast<int64_t>(write_node.size()));
+    contribution.row(static_cast<int64_t>(write_node.size())) = row;
+    write_node.push_back(node);
+    write_level.push_back(at_level);
+    if (level[node] < 0) level[node] = at_level;
   };
   const Vec final_logits = to_vec(logits).tail(V);
   for (int64_t i = 0; i < N; ++i) {
-    const GraphNode& n = m.nodes[i];
+    const GraphNode& n = nodes[i];
     switch (n.kind) {
       case GraphNodeKind::feature:
-        for (int w = 0; w < m.writes[n.layer]; ++w)
-          add_write(i, n.layer + w + 1, n.activation * m.W_dec[n.layer].row(n.index).segment(w * D, D));
-        m.values[i] = pre[n.layer](n.position, n.index);
+        for (int w = 0; w < writes[n.layer]; ++w)
+          add_write(i, n.layer + w + 1, n.activation * W_dec[n.layer].row(n.index).segment(w * D, D));
+        values[i] = pre[n.layer](n.position, n.index);
         break;
       case GraphNodeKind::error:
-        add_write(i, n.layer + 1, m.error[n.layer].row(n.position));
+        add_write(i, n.layer + 1, error[n.layer].row(n.position));
         break;
       case GraphNodeKind::embedding:
-        add_write(i, 0, m.tok.row(n.position));
+        add_write(i, 0, tok.row(n.position));
         break;
       case GraphNodeKind::position:
-        add_write(i, 0, m.pos.row(n.position));
+        add_write(i, 0, pos.row(n.position));
         break;
       case GraphNodeKind::logit:
-        m.values[i] = final_logits[n.index] - final_logits.mean();
+        values[i] = final_logits[n.index] - final_logits.mean();
         break;
     }
   }
+}
+
+LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids,
+                                   const std::vector<LayerTranscoder>& transcoders,
+                                   const std::vector<int32_t>& targets,
+                                   const std::vector<double>& target_weights)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.L = static_cast<int>(model.shape.n_layers);
+  m.T = static_cast<int>(ids.size());
+  m.D = static_cast<int>(model.shape.d_model);
+  m.H = static_cast<int>(model.shape.n_heads);
+  m.dk = m.D / m.H;
+  m.has_mlp = !model.shape.attention_only;
+  // The model in float64: its weights converted, run by its own reference forward with hooks.
+  ag::Rng rng(1);
+  nn::CausalLM<double> dm(model.shape, rng);
+  copy_weights(model, dm);
+  nn::Hooks<double> hooks;
+  capture_graph_points(hooks, model, m.has_mlp);
+  ag::Tensor<double> logits;
+  {
+    ag::NoGradScope no_grad;
+    logits = dm.forward(ids, 1, m.T, {}, &hooks);
+  }
+  const nn::ModelView<double> mv = nn::view(dm);
+  m.read_model(mv, hooks, ids, model.shape);
+  const std::vector<Mat> pre = m.add_feature_nodes(model, transcoders, hooks);
+  m.add_error_and_input_nodes(ids);
+  m.add_logit_nodes(mv, targets, target_weights, model.shape.vocab);
+  m.add_contributions(pre, logits, model.shape.vocab);
 }
 
 const std::vector<GraphNode>& LocalReplacement::nodes() const {
@@ -783,7 +841,10 @@ std::string npy_bytes(const Eigen::MatrixXd& m) {
   return out;
 }
 
-analysis::Output<findings::AttributionGraph> graph(analysis::StudyRun& run, const GraphRequest& request) {
+namespace {
+
+// The request's thresholds and save name, checked before any work.
+void check_graph_request(const GraphRequest& request) {
   if (!(request.node_threshold >= 0 && request.node_threshold <= 1))
     throw analysis::RequestError("node_threshold: expected 0..1, got " +
                                  std::to_string(request.node_threshold));
@@ -794,42 +855,50 @@ analysis::Output<findings::AttributionGraph> graph(analysis::StudyRun& run, cons
     const std::string problem = analysis::save_name_problem(request.save);
     if (!problem.empty()) throw analysis::RequestError("save: " + problem);
   }
-  analysis::Output<findings::AttributionGraph> out;
-  const std::vector<int32_t> ids =
-      analysis::input_ids(run, request.input, "input", analysis::Bos::kAdd, &out.notes);
-  int qk_layer = -1, qk_head = 0, qk_key = 0;
-  if (!request.qk.empty()) {
+}
+
+// The head and key of the QK attribution asked for (layer -1: none), checked against the model and the
+// input's length.
+struct QkRequest {
+  int layer = -1, head = 0, key = 0;
+};
+QkRequest parse_qk(const std::string& qk, const nn::ModelShape& shape, size_t n_ids) {
+  QkRequest q;
+  if (!qk.empty()) {
     int n = 0;
-    if (std::sscanf(request.qk.c_str(), "%d.%d.%d%n", &qk_layer, &qk_head, &qk_key, &n) != 3 ||
-        n != static_cast<int>(request.qk.size()) || qk_layer < 0 ||
-        qk_layer >= static_cast<int>(run.model->shape.n_layers) || qk_head < 0 ||
-        qk_head >= run.model->shape.n_heads || qk_key < 0 || qk_key >= static_cast<int>(ids.size()))
+    if (std::sscanf(qk.c_str(), "%d.%d.%d%n", &q.layer, &q.head, &q.key, &n) != 3 ||
+        n != static_cast<int>(qk.size()) || q.layer < 0 || q.layer >= static_cast<int>(shape.n_layers) ||
+        q.head < 0 || q.head >= shape.n_heads || q.key < 0 || q.key >= static_cast<int>(n_ids))
       throw analysis::RequestError("qk: expected LAYER.HEAD.KEY of this model and input (layers 0.." +
-                         std::to_string(run.model->shape.n_layers - 1) + ", heads 0.." +
-                         std::to_string(run.model->shape.n_heads - 1) + ", key positions 0.." +
-                         std::to_string(ids.size() - 1) + "), got '" + request.qk + "'");
+                                   std::to_string(shape.n_layers - 1) + ", heads 0.." +
+                                   std::to_string(shape.n_heads - 1) + ", key positions 0.." +
+                                   std::to_string(n_ids - 1) + "), got '" + qk + "'");
   }
-  const nn::ModelShape& shape = run.model->shape;
   // The QK attribution splits q . k / sqrt(dk) into the source nodes' bilinear terms through Wq and Wk:
   // a rotation by position, a norm of q and k, or another scale is not in that split.
-  if (!request.qk.empty() && (shape.positions == nn::PositionKind::rotary || shape.qk_norm ||
-                              shape.attn_scale != nn::AttnScale::sqrt_dk))
+  if (!qk.empty() && (shape.positions == nn::PositionKind::rotary || shape.qk_norm ||
+                      shape.attn_scale != nn::AttnScale::sqrt_dk))
     throw analysis::RequestError(std::string("qk: not computed for a model with ") +
                                  (shape.positions == nn::PositionKind::rotary ? "model.positions \"rotary\""
                                   : shape.qk_norm                             ? "model.qk_norm"
                                                                               : "model.attn_scale \"none\"") +
                                  " (the split is of q k^T / sqrt(dk) through Wq and Wk)");
+  return q;
+}
+
+// Each MLP layer's transcoder from the request's folder (the run's by default), its file named in g;
+// none for an attention-only model. *folder_read: the folder read, left empty when none.
+std::vector<LayerTranscoder> graph_transcoders(const analysis::StudyRun& run, const GraphRequest& request,
+                                               findings::AttributionGraph& g, std::string* folder_read) {
   const nn::CausalLM<float>& model = *run.model;
-  findings::AttributionGraph& g = out.result;
   std::vector<LayerTranscoder> transcoders(static_cast<size_t>(model.shape.n_layers));
-  std::string transcoder_folder;
   if (model.shape.attention_only) {
     if (!request.transcoders.empty())
       throw analysis::RequestError("transcoders: the model is attention-only: it has no MLP to replace");
   } else {
     const std::string folder =
         request.transcoders.empty() ? io::layout::transcoders_root(run.dir) : request.transcoders;
-    transcoder_folder = folder;
+    *folder_read = folder;
     const std::vector<dictionary::SaeParams<float>> params = dictionary::load_transcoders(model, folder);
     for (size_t l = 0; l < params.size(); ++l) {
       const std::string path =
@@ -842,9 +911,14 @@ analysis::Output<findings::AttributionGraph> graph(analysis::StudyRun& run, cons
       g.transcoders.push_back(path);
     }
   }
-  // The target logits: the one asked for, or the most likely up to cumulative probability 0.95.
-  std::vector<int32_t> targets;
-  std::vector<double> weights;
+  return transcoders;
+}
+
+// The target logits: the one asked for, or the most likely up to cumulative probability 0.95; with their
+// probabilities.
+void pick_targets(const analysis::StudyRun& run, const GraphRequest& request, const std::vector<int32_t>& ids,
+                  std::vector<int32_t>& targets, std::vector<double>& weights) {
+  const nn::CausalLM<float>& model = *run.model;
   {
     ag::NoGradScope no_grad;
     const int64_t T = static_cast<int64_t>(ids.size());
@@ -873,6 +947,113 @@ analysis::Output<findings::AttributionGraph> graph(analysis::StudyRun& run, cons
       }
     }
   }
+}
+
+// Each feature node's top and bottom logit effects (kLogitEffects each).
+void add_logit_effects(findings::AttributionGraph& g, const LocalReplacement& rm,
+                       const analysis::StudyRun& run) {
+  const Eigen::MatrixXd effects = rm.feature_logit_effects();
+  const int64_t V = effects.cols(), shown = std::min<int64_t>(kLogitEffects, V);
+  std::vector<int64_t> order(V);
+  for (int64_t i = 0; i < rm.n_features(); ++i) {
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return effects(i, a) > effects(i, b); });
+    for (int64_t k = 0; k < shown; ++k) {
+      g.nodes[i].top_logits.push_back(
+          {analysis::token_label(run, static_cast<int>(order[k])), effects(i, order[k])});
+      const int64_t low = order[V - 1 - k];
+      g.nodes[i].bottom_logits.push_back(
+          {analysis::token_label(run, static_cast<int>(low)), effects(i, low)});
+    }
+  }
+}
+
+// Each feature's top examples from its layer's feature page, when `attograd transcoder` wrote one.
+void add_feature_examples(findings::AttributionGraph& g, const LocalReplacement& rm,
+                          const std::string& transcoder_folder) {
+  std::map<int, std::optional<std::map<int64_t, std::vector<findings::GraphExample>>>> pages;
+  for (int64_t i = 0; i < rm.n_features(); ++i) {
+    GraphNode& n = g.nodes[i];
+    auto it = pages.find(n.layer);
+    if (it == pages.end())
+      it = pages.emplace(n.layer, read_feature_examples(transcoder_folder, n.layer)).first;
+    if (!it->second) continue;
+    n.has_page = true;
+    const auto f = it->second->find(n.index);
+    if (f != it->second->end()) n.examples = f->second;
+  }
+}
+
+// The kept edges between kept nodes, each with its split by path (through heads, skips and MLPs).
+void add_links(findings::AttributionGraph& g, const LocalReplacement& rm, const Eigen::MatrixXd& A,
+               const GraphScores& s) {
+  for (int64_t t = 0; t < A.rows(); ++t)
+    for (int64_t c = 0; c < A.cols(); ++c)
+      if (s.edge_kept(t, c) && s.node_kept[t] && s.node_kept[c] && A(t, c) != 0) {
+        findings::GraphLink link{c, t, A(t, c), {}};
+        for (const PathTerm& term : rm.edge_paths(t, c)) {
+          std::string name;
+          for (const auto& [layer, head] : term.steps)
+            name += (name.empty() ? "L" : ">L") + std::to_string(layer) +
+                    (head == -1   ? std::string(".skip")
+                     : head == -2 ? std::string(".mlp")
+                                  : ".H" + std::to_string(head));
+          link.paths.push_back({name.empty() ? "resid" : name, term.weight});
+        }
+        g.links.push_back(std::move(link));
+      }
+}
+
+// The QK attribution of head q.head of layer q.layer from the last of n_ids positions to q.key, with its
+// kQkTerms largest source-pair terms.
+findings::GraphQk qk_of(const LocalReplacement& rm, const QkRequest& q, size_t n_ids) {
+  const QkAttribution a = rm.qk_attribution(q.layer, q.head, static_cast<int>(n_ids) - 1, q.key);
+  findings::GraphQk v{q.layer,       q.head, static_cast<int>(n_ids) - 1, q.key, a.score, a.rest,
+                      a.terms.sum(), {}};
+  std::vector<std::tuple<int64_t, int64_t, double>> all;
+  for (int64_t i = 0; i < a.terms.rows(); ++i)
+    for (int64_t j = 0; j < a.terms.cols(); ++j) all.emplace_back(a.sources[i], a.sources[j], a.terms(i, j));
+  std::stable_sort(all.begin(), all.end(), [](const auto& x, const auto& y) {
+    return std::abs(std::get<2>(x)) > std::abs(std::get<2>(y));
+  });
+  all.resize(std::min<size_t>(all.size(), kQkTerms));
+  v.top = all;
+  return v;
+}
+
+// graph.json, adjacency.npy and graph.html in the run's folder for graph `name`, and the run's report;
+// returns the files written.
+std::vector<std::string> save_graph(const analysis::StudyRun& run, const std::string& name,
+                                    const findings::AttributionGraph& g, const Eigen::MatrixXd& A) {
+  const io::RunLock lock(run.dir);
+  const std::string dir = io::layout::graph_dir(run.dir, name);
+  io::check_folder_below_run(run.dir, dir);
+  std::filesystem::create_directories(dir);
+  io::write_text_file_atomically(io::layout::graph_json(dir), findings::graph_to_json(g).dump() + "\n");
+  io::write_text_file_atomically(io::layout::graph_matrix(dir), npy_bytes(A));
+  io::write_text_file_atomically(io::layout::graph_page(dir), findings::graph_html(g));
+  analysis::write_run_report(run.dir,
+                             run.config.name);  // its "Attribution graphs" section links the viewer
+  return {io::layout::graph_json(dir), io::layout::graph_matrix(dir), io::layout::graph_page(dir),
+          io::layout::report_html(run.dir)};
+}
+
+}  // namespace
+
+analysis::Output<findings::AttributionGraph> graph(analysis::StudyRun& run, const GraphRequest& request) {
+  check_graph_request(request);
+  analysis::Output<findings::AttributionGraph> out;
+  const std::vector<int32_t> ids =
+      analysis::input_ids(run, request.input, "input", analysis::Bos::kAdd, &out.notes);
+  const QkRequest qk = parse_qk(request.qk, run.model->shape, ids.size());
+  const nn::CausalLM<float>& model = *run.model;
+  findings::AttributionGraph& g = out.result;
+  std::string transcoder_folder;
+  const std::vector<LayerTranscoder> transcoders = graph_transcoders(run, request, g, &transcoder_folder);
+  std::vector<int32_t> targets;
+  std::vector<double> weights;
+  pick_targets(run, request, ids, targets, weights);
   const LocalReplacement rm(model, ids, transcoders, targets, weights);
   const Eigen::MatrixXd A = rm.adjacency();
   const GraphScores s = score_graph(A, rm.logit_weights(), rm.n_features(), rm.n_errors(), rm.n_tokens(),
@@ -898,84 +1079,15 @@ analysis::Output<findings::AttributionGraph> graph(analysis::StudyRun& run, cons
   for (int64_t t = 0; t < A.rows(); ++t)
     for (int64_t c = 0; c < A.cols(); ++c)
       if (A(t, c) != 0) g.edges.push_back({static_cast<int32_t>(c), static_cast<int32_t>(t), A(t, c)});
-  {
-    const Eigen::MatrixXd effects = rm.feature_logit_effects();
-    const int64_t V = effects.cols(), shown = std::min<int64_t>(kLogitEffects, V);
-    std::vector<int64_t> order(V);
-    for (int64_t i = 0; i < rm.n_features(); ++i) {
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int64_t a, int64_t b) { return effects(i, a) > effects(i, b); });
-      for (int64_t k = 0; k < shown; ++k) {
-        g.nodes[i].top_logits.push_back(
-            {analysis::token_label(run, static_cast<int>(order[k])), effects(i, order[k])});
-        const int64_t low = order[V - 1 - k];
-        g.nodes[i].bottom_logits.push_back(
-            {analysis::token_label(run, static_cast<int>(low)), effects(i, low)});
-      }
-    }
-  }
-  // Each feature's top examples from its layer's feature page, when `attograd transcoder` wrote one.
-  if (!transcoder_folder.empty()) {
-    std::map<int, std::optional<std::map<int64_t, std::vector<findings::GraphExample>>>> pages;
-    for (int64_t i = 0; i < rm.n_features(); ++i) {
-      GraphNode& n = g.nodes[i];
-      auto it = pages.find(n.layer);
-      if (it == pages.end())
-        it = pages.emplace(n.layer, read_feature_examples(transcoder_folder, n.layer)).first;
-      if (!it->second) continue;
-      n.has_page = true;
-      const auto f = it->second->find(n.index);
-      if (f != it->second->end()) n.examples = f->second;
-    }
-  }
-  for (int64_t t = 0; t < A.rows(); ++t)
-    for (int64_t c = 0; c < A.cols(); ++c)
-      if (s.edge_kept(t, c) && s.node_kept[t] && s.node_kept[c] && A(t, c) != 0) {
-        findings::GraphLink link{c, t, A(t, c), {}};
-        for (const PathTerm& term : rm.edge_paths(t, c)) {
-          std::string name;
-          for (const auto& [layer, head] : term.steps)
-            name += (name.empty() ? "L" : ">L") + std::to_string(layer) +
-                    (head == -1   ? std::string(".skip")
-                     : head == -2 ? std::string(".mlp")
-                                  : ".H" + std::to_string(head));
-          link.paths.push_back({name.empty() ? "resid" : name, term.weight});
-        }
-        g.links.push_back(std::move(link));
-      }
-  if (qk_layer >= 0) {
-    const QkAttribution a = rm.qk_attribution(qk_layer, qk_head, static_cast<int>(ids.size()) - 1, qk_key);
-    findings::GraphQk v{qk_layer,      qk_head, static_cast<int>(ids.size()) - 1, qk_key, a.score, a.rest,
-                        a.terms.sum(), {}};
-    std::vector<std::tuple<int64_t, int64_t, double>> all;
-    for (int64_t i = 0; i < a.terms.rows(); ++i)
-      for (int64_t j = 0; j < a.terms.cols(); ++j)
-        all.emplace_back(a.sources[i], a.sources[j], a.terms(i, j));
-    std::stable_sort(all.begin(), all.end(), [](const auto& x, const auto& y) {
-      return std::abs(std::get<2>(x)) > std::abs(std::get<2>(y));
-    });
-    all.resize(std::min<size_t>(all.size(), kQkTerms));
-    v.top = all;
-    g.qk.push_back(v);
-  }
+  add_logit_effects(g, rm, run);
+  if (!transcoder_folder.empty()) add_feature_examples(g, rm, transcoder_folder);
+  add_links(g, rm, A, s);
+  if (qk.layer >= 0) g.qk.push_back(qk_of(rm, qk, ids.size()));
   g.node_threshold = request.node_threshold;
   g.edge_threshold = request.edge_threshold;
   g.replacement_score = s.replacement;
   g.completeness_score = s.completeness;
-  if (!request.save.empty()) {
-    const io::RunLock lock(run.dir);
-    const std::string dir = io::layout::graph_dir(run.dir, request.save);
-    io::check_folder_below_run(run.dir, dir);
-    std::filesystem::create_directories(dir);
-    io::write_text_file_atomically(io::layout::graph_json(dir), findings::graph_to_json(g).dump() + "\n");
-    io::write_text_file_atomically(io::layout::graph_matrix(dir), npy_bytes(A));
-    io::write_text_file_atomically(io::layout::graph_page(dir), findings::graph_html(g));
-    analysis::write_run_report(run.dir,
-                               run.config.name);  // its "Attribution graphs" section links the viewer
-    out.wrote = {io::layout::graph_json(dir), io::layout::graph_matrix(dir), io::layout::graph_page(dir),
-                 io::layout::report_html(run.dir)};
-  }
+  if (!request.save.empty()) out.wrote = save_graph(run, request.save, g, A);
   return out;
 }
 

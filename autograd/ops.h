@@ -222,6 +222,22 @@ Tensor<T> relu_decode(const Tensor<T>& pre, const Tensor<T>& W);
 template <typename T>
 Tensor<T> sparse_grad_linear(const Tensor<T>& x, const Tensor<T>& c, const Tensor<T>& W, const Tensor<T>& b);
 
+// ---- Dictionary activations (ops_dictionary.cpp): the ones SAELens trains beside ReLU and TopK ----
+// f = pre * (pre > threshold) for pre (N, M) and threshold (M) (SAELens's JumpReLU). d pre = dy where
+// pre > threshold, 0 elsewhere; d threshold_j = sum_n -(threshold_j / bandwidth) K((pre_nj - threshold_j) /
+// bandwidth) dy_nj, with K the rectangle kernel (1 on (-1/2, 1/2), 0 elsewhere): a straight-through
+// pseudo-derivative, which no finite difference gives.
+template <typename T>
+Tensor<T> jumprelu(const Tensor<T>& pre, const Tensor<T>& threshold, T bandwidth);
+// H = (pre > threshold) as 0 or 1 (SAELens's Step: its sum over features is L0). d pre = 0; d threshold_j =
+// sum_n -(1 / bandwidth) K((pre_nj - threshold_j) / bandwidth) dy_nj.
+template <typename T>
+Tensor<T> jumprelu_step(const Tensor<T>& pre, const Tensor<T>& threshold, T bandwidth);
+// relu(pre) for pre (N, M) with only the `keep` largest entries of the whole batch kept, the rest 0 (ties:
+// the lower flat index); the gradient flows to the kept positive entries (SAELens's BatchTopK, keep = k N).
+template <typename T>
+Tensor<T> batch_topk_relu(const Tensor<T>& pre, int64_t keep);
+
 // Operators for readable model code.
 template <typename T>
 Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "autograd/ops.h"
-#include "dictionary/sae_ops.h"
+#include "dictionary/trainer_common.h"
 #include "train/safetensors.h"
 
 namespace dictionary {
@@ -38,11 +38,6 @@ std::vector<train::OptimParam> params_of(std::vector<SaeParams<float>>& p,
   return out;
 }
 
-double clt_lr(const SaeConfig& c, int64_t step) {
-  if (c.warmup > 0 && step < c.warmup) return c.lr * static_cast<double>(step + 1) / c.warmup;
-  return c.lr;
-}
-
 }  // namespace
 
 template <typename T>
@@ -57,8 +52,8 @@ ag::Tensor<T> transcoder_encode(const SaeParams<T>& p, const ag::Tensor<T>& x, S
         "transcoder_encode: jumprelu and batchtopk need a threshold of d_sae entries");
   if (act == SaeActivation::topk) return ag::topk_relu(pre, k);
   if (act == SaeActivation::batchtopk && training)
-    return batch_topk_relu(pre, static_cast<int64_t>(k) * x.size(0));
-  if (thresholded) return jumprelu(pre, p.threshold, bandwidth);
+    return ag::batch_topk_relu(pre, static_cast<int64_t>(k) * x.size(0));
+  if (thresholded) return ag::jumprelu(pre, p.threshold, bandwidth);
   return ag::relu(pre);
 }
 
@@ -88,7 +83,7 @@ CltOutput<T> clt_forward(const std::vector<SaeParams<T>>& p, const std::vector<a
     const ag::Tensor<T> s = ag::sum(out.f[l]);
     out.sparsity = l == 0 ? s : out.sparsity + s;
     if (act == SaeActivation::jumprelu && coefficient != T(0)) {
-      const ag::Tensor<T> n = ag::sum(jumprelu_step(
+      const ag::Tensor<T> n = ag::sum(ag::jumprelu_step(
           ag::sparse_grad_linear(x[l], ag::Tensor<T>::zeros({p[l].d_in()}), p[l].W_enc, p[l].b_enc),
           p[l].threshold, bandwidth));
       l0 = l0.defined() ? l0 + n : n;
@@ -221,37 +216,20 @@ SaeTrainer::StepResult CltTrainer::step(const ag::Tensor<float>& raw_x, const ag
     y.push_back(columns(raw_y, l * D_, D_, out_scale_));
   }
   for (const train::OptimParam& o : optim_params()) o.tensor->zero_grad();
-  const bool jump = config_.activation == SaeActivation::jumprelu;
   for (int l = 0; l < L_; ++l)
     if (log_threshold_[l].defined()) p_[l].threshold = ag::exp(log_threshold_[l]);
-  CltOutput<float> out = clt_forward(
-      p_, x, config_.activation, static_cast<float>(jump ? config_.l0_coefficient : config_.l1_coefficient),
-      config_.k, y, static_cast<float>(config_.jumprelu_bandwidth), true);
+  CltOutput<float> out = clt_forward(p_, x, config_.activation, sparsity_coefficient(config_), config_.k, y,
+                                     static_cast<float>(config_.jumprelu_bandwidth), true);
   out.loss.backward();
-  optimizer_.step(clt_lr(config_, step_));
+  optimizer_.step(sae_lr(config_, step_));
   const int64_t N = raw_x.size(0);
   int64_t active = 0;
   for (int l = 0; l < L_; ++l) {
     normalize_decoder(p_[l]);
     if (log_threshold_[l].defined()) p_[l].threshold = ag::exp(log_threshold_[l]).detach();
-    const ag::Tensor<float>& f = out.f[l];
-    const int64_t M = p_[l].d_sae();
-    if (config_.activation == SaeActivation::batchtopk) {  // SAELens's moving average, per layer
-      float smallest = 0;
-      for (int64_t i = 0; i < f.numel(); ++i)
-        if (f.data()[i] > 0 && (smallest == 0 || f.data()[i] < smallest)) smallest = f.data()[i];
-      if (smallest > 0) {
-        const double lr = config_.topk_threshold_lr;
-        const float t = static_cast<float>((1 - lr) * p_[l].threshold.data()[0] + lr * smallest);
-        for (int64_t j = 0; j < M; ++j) p_[l].threshold.data()[j] = t;
-      }
-    }
-    for (int64_t r = 0; r < N; ++r)
-      for (int64_t j = 0; j < M; ++j) {
-        const int64_t on = f.data()[r * M + j] > 0;
-        fired_[l][j] += on;
-        active += on;
-      }
+    if (config_.activation == SaeActivation::batchtopk)  // SAELens's moving average, per layer
+      update_batch_threshold(p_[l].threshold, out.f[l], config_.topk_threshold_lr);
+    active += count_fired(out.f[l], fired_[l]);
   }
   ++step_;
   int resampled = 0;
@@ -290,14 +268,7 @@ int CltTrainer::resample_dead(const std::vector<ag::Tensor<float>>& x,
     }
     if (!(total > 0)) continue;
     auto W_enc = ag::MatMap<float>(p.W_enc.data(), D, M);
-    double alive_norm = 0;
-    int64_t alive = 0;
-    for (int64_t j = 0; j < M; ++j)
-      if (fired_[l][j] > 0) {
-        alive_norm += W_enc.col(j).norm();
-        ++alive;
-      }
-    const float enc_norm = static_cast<float>(0.2 * (alive > 0 ? alive_norm / alive : 1.0));
+    const float enc_norm = resampled_encoder_norm(p.W_enc, fired_[l]);
     const size_t base = first_param_[l];
     for (int64_t j : dead) {
       const double u = rng.uniform() * total;
@@ -334,24 +305,15 @@ int CltTrainer::resample_dead(const std::vector<ag::Tensor<float>>& x,
 void CltTrainer::save_checkpoint(const std::string& path,
                                  const std::map<std::string, std::string>& metadata) const {
   auto& self = const_cast<CltTrainer&>(*this);
-  const std::vector<train::OptimParam> ps = self.optim_params();
-  std::vector<train::NamedArray> arrays;
-  for (size_t i = 0; i < ps.size(); ++i) {
-    arrays.push_back({ps[i].name, ps[i].tensor->shape(), ps[i].tensor->to_vector()});
-    arrays.push_back({"adam_m." + ps[i].name, ps[i].tensor->shape(), self.optimizer_.first_moments()[i]});
-    arrays.push_back({"adam_v." + ps[i].name, ps[i].tensor->shape(), self.optimizer_.second_moments()[i]});
-  }
+  std::vector<train::NamedArray> arrays = adam_arrays(self.optim_params(), self.optimizer_);
   for (int l = 0; l < L_; ++l) {
     const std::string n = std::to_string(l);
     arrays.push_back({"fired." + n, {p_[l].d_sae()}, std::vector<float>(fired_[l].begin(), fired_[l].end())});
     if (config_.activation == SaeActivation::batchtopk)
       arrays.push_back({"threshold." + n, {p_[l].d_sae()}, p_[l].threshold.to_vector()});
   }
-  std::map<std::string, std::string> meta = metadata;
-  meta["step"] = train::u64_to_metadata(static_cast<uint64_t>(step_));
-  meta["adam_steps"] = train::u64_to_metadata(static_cast<uint64_t>(optimizer_.steps_taken()));
-  meta["activation_scale"] = train::f64_bits_to_metadata(scale_);
-  meta["activation_scale_out"] = train::f64_bits_to_metadata(out_scale_);
+  std::map<std::string, std::string> meta =
+      checkpoint_metadata(metadata, step_, optimizer_.steps_taken(), scale_, true, out_scale_);
   meta["n_layers"] = std::to_string(L_);
   train::write_safetensors(path, arrays, meta);
 }
@@ -359,47 +321,16 @@ void CltTrainer::save_checkpoint(const std::string& path,
 void CltTrainer::load_checkpoint(const std::string& path) {
   const train::SafetensorsFile file = train::read_safetensors(path);
   const std::vector<train::OptimParam> ps = optim_params();
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  for (const train::OptimParam& o : ps)
-    for (const std::string prefix : {"", "adam_m.", "adam_v."})
-      expected.push_back({prefix + o.name, o.tensor->shape()});
+  TensorShapes expected = adam_shapes(ps);
   for (int l = 0; l < L_; ++l) {
     expected.push_back({"fired." + std::to_string(l), {p_[l].d_sae()}});
     if (config_.activation == SaeActivation::batchtopk)
       expected.push_back({"threshold." + std::to_string(l), {p_[l].d_sae()}});
   }
   train::expect_tensors(file, expected, path);
-  for (const auto& [name, shape] : expected) {
-    const bool non_negative =
-        name.rfind("adam_v.", 0) == 0 || name.rfind("fired.", 0) == 0 || name.rfind("threshold.", 0) == 0;
-    for (const float v : file.find(name)->data) {
-      if (!std::isfinite(v)) throw std::runtime_error(path + ": " + name + ": a value is not finite");
-      if (non_negative && v < 0) throw std::runtime_error(path + ": " + name + ": a value is negative");
-      if (name.rfind("fired.", 0) == 0 && v != std::floor(v))
-        throw std::runtime_error(path + ": " + name + ": a count is not a whole number");
-    }
-  }
-  const uint64_t step = train::metadata_u64(file, "step", path);
-  const uint64_t adam_steps = train::metadata_u64(file, "adam_steps", path);
-  auto read_scale = [&](const char* key) {
-    const double s = train::metadata_f64_bits(file, key, path);
-    if (!(std::isfinite(s) && s > 0 && s < 3.4e38))
-      throw std::runtime_error(path + ": metadata " + key + ": expected a positive finite number");
-    return s;
-  };
-  const double in = read_scale("activation_scale"), out = read_scale("activation_scale_out");
-  if (step > static_cast<uint64_t>(config_.steps))
-    throw std::runtime_error(path + ": metadata step: expected at most the config's steps (" +
-                             std::to_string(config_.steps) + "), got " + std::to_string(step));
-  if (adam_steps > step)
-    throw std::runtime_error(path + ": metadata adam_steps: expected at most step (" + std::to_string(step) +
-                             "), got " + std::to_string(adam_steps));
-  for (size_t i = 0; i < ps.size(); ++i) {
-    const std::vector<float>& w = file.find(ps[i].name)->data;
-    std::copy(w.begin(), w.end(), ps[i].tensor->data());
-    optimizer_.first_moments()[i] = file.find("adam_m." + ps[i].name)->data;
-    optimizer_.second_moments()[i] = file.find("adam_v." + ps[i].name)->data;
-  }
+  check_checkpoint_values(file, expected, path);
+  const CheckpointCounts counts = read_checkpoint_counts(file, path, config_.steps, true, true);
+  restore_adam(file, ps, optimizer_);
   for (int l = 0; l < L_; ++l) {
     const std::string n = std::to_string(l);
     if (log_threshold_[l].defined()) p_[l].threshold = ag::exp(log_threshold_[l]).detach();
@@ -410,10 +341,10 @@ void CltTrainer::load_checkpoint(const std::string& path) {
     const std::vector<float>& f = file.find("fired." + n)->data;
     for (size_t j = 0; j < f.size(); ++j) fired_[l][j] = static_cast<int64_t>(f[j]);
   }
-  step_ = static_cast<int64_t>(step);
-  scale_ = static_cast<float>(in);
-  out_scale_ = static_cast<float>(out);
-  optimizer_.set_steps_taken(static_cast<int64_t>(adam_steps));
+  step_ = static_cast<int64_t>(counts.step);
+  scale_ = static_cast<float>(counts.scale);
+  out_scale_ = static_cast<float>(counts.out_scale);
+  optimizer_.set_steps_taken(static_cast<int64_t>(counts.adam_steps));
 }
 
 template ag::Tensor<float> transcoder_encode(const SaeParams<float>&, const ag::Tensor<float>&, SaeActivation,

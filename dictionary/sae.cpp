@@ -6,7 +6,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/threads.h"
-#include "dictionary/sae_ops.h"
+#include "dictionary/trainer_common.h"
 #include "io/field_table.h"
 #include "io/json_error.h"
 #include "io/json_read.h"
@@ -75,12 +75,6 @@ const io::Table<SaeConfig>& sae_config_fields() {
   return fields;
 }
 
-// The learning rate at `step` (from 0): linear warmup, then constant.
-double sae_lr(const SaeConfig& c, int64_t step) {
-  if (c.warmup > 0 && step < c.warmup) return c.lr * static_cast<double>(step + 1) / c.warmup;
-  return c.lr;
-}
-
 // AdamW's parameters in checkpoint order: W_enc, b_enc, W_dec, b_dec, then W_skip when there is one, then
 // JumpReLU's log_threshold when it is defined.
 std::vector<train::OptimParam> optim_params(SaeParams<float>& p, ag::Tensor<float>& log_threshold) {
@@ -91,14 +85,6 @@ std::vector<train::OptimParam> optim_params(SaeParams<float>& p, ag::Tensor<floa
   if (p.W_skip.defined()) params.push_back({"W_skip", &p.W_skip, true});
   if (log_threshold.defined()) params.push_back({"log_threshold", &log_threshold, false});
   return params;
-}
-
-// The same, with the names the checkpoint stores them under.
-std::vector<std::pair<std::string, ag::Tensor<float>*>> param_list(SaeParams<float>& p,
-                                                                   ag::Tensor<float>& log_threshold) {
-  std::vector<std::pair<std::string, ag::Tensor<float>*>> ts;
-  for (const train::OptimParam& o : optim_params(p, log_threshold)) ts.push_back({o.name, o.tensor});
-  return ts;
 }
 
 // JumpReLU's starting log_threshold (log of jumprelu_init_threshold for every feature), trained; undefined
@@ -195,9 +181,9 @@ SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActiv
   if (act == SaeActivation::topk)
     out.f = ag::topk_relu(pre, k);
   else if (act == SaeActivation::batchtopk && training)
-    out.f = batch_topk_relu(pre, static_cast<int64_t>(k) * N);
+    out.f = ag::batch_topk_relu(pre, static_cast<int64_t>(k) * N);
   else if (thresholded)
-    out.f = jumprelu(pre, p.threshold, bandwidth);
+    out.f = ag::jumprelu(pre, p.threshold, bandwidth);
   else
     out.f = ag::relu(pre);
   // (N, d_out); relu(f) = f. JumpReLU's threshold reads d f at inactive entries too (those within the
@@ -212,7 +198,8 @@ SaeOutput<T> sae_forward(const SaeParams<T>& p, const ag::Tensor<T>& x, SaeActiv
   if (act == SaeActivation::relu)
     out.loss = out.mse + ag::scale(out.sparsity, coefficient);
   else if (act == SaeActivation::jumprelu && coefficient != T(0))  // L0: sum over features, mean over tokens
-    out.loss = out.mse + ag::scale(ag::sum(jumprelu_step(pre, p.threshold, bandwidth)), coefficient / T(N));
+    out.loss =
+        out.mse + ag::scale(ag::sum(ag::jumprelu_step(pre, p.threshold, bandwidth)), coefficient / T(N));
   else
     out.loss = out.mse;
   return out;
@@ -314,38 +301,19 @@ SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw) {
 SaeTrainer::StepResult SaeTrainer::step(const ag::Tensor<float>& raw, const ag::Tensor<float>& raw_y) {
   const ag::Tensor<float> x = scaled(raw, scale_);
   const ag::Tensor<float> y = raw_y.defined() ? scaled(raw_y, out_scale_) : ag::Tensor<float>();
-  for (auto& [name, t] : param_list(p_, log_threshold_)) t->zero_grad();
+  for (const train::OptimParam& o : optim_params(p_, log_threshold_)) o.tensor->zero_grad();
   // JumpReLU's threshold is exp(log_threshold) in the graph, so the pseudo-derivatives reach log_threshold.
   if (log_threshold_.defined()) p_.threshold = ag::exp(log_threshold_);
-  const bool jump = config_.activation == SaeActivation::jumprelu;
-  SaeOutput<float> out = sae_forward(
-      p_, x, config_.activation, static_cast<float>(jump ? config_.l0_coefficient : config_.l1_coefficient),
-      config_.k, y, static_cast<float>(config_.jumprelu_bandwidth), true);
+  SaeOutput<float> out = sae_forward(p_, x, config_.activation, sparsity_coefficient(config_), config_.k, y,
+                                     static_cast<float>(config_.jumprelu_bandwidth), true);
   out.loss.backward();
   optimizer_.step(sae_lr(config_, step_));
   normalize_decoder(p_);
   if (log_threshold_.defined()) p_.threshold = ag::exp(log_threshold_).detach();
-  if (config_.activation == SaeActivation::batchtopk) {
-    // SAELens's update: threshold <- (1 - lr) threshold + lr * (the smallest kept activation of the batch).
-    float smallest = 0;
-    for (int64_t i = 0; i < out.f.numel(); ++i)
-      if (out.f.data()[i] > 0 && (smallest == 0 || out.f.data()[i] < smallest)) smallest = out.f.data()[i];
-    if (smallest > 0) {
-      const double lr = config_.topk_threshold_lr;
-      const float t = static_cast<float>((1 - lr) * p_.threshold.data()[0] + lr * smallest);
-      for (int64_t j = 0; j < p_.d_sae(); ++j) p_.threshold.data()[j] = t;
-    }
-  }
-  const int64_t N = x.size(0), M = p_.d_sae();
-  int64_t active = 0;
-  for (int64_t r = 0; r < N; ++r) {
-    const float* f = out.f.data() + r * M;
-    for (int64_t j = 0; j < M; ++j) {  // no branch: the loop vectorises
-      const int64_t on = f[j] > 0;
-      fired_[j] += on;
-      active += on;
-    }
-  }
+  if (config_.activation == SaeActivation::batchtopk)
+    update_batch_threshold(p_.threshold, out.f, config_.topk_threshold_lr);
+  const int64_t N = x.size(0);
+  const int64_t active = count_fired(out.f, fired_);
   ++step_;
   int resampled = 0;
   if (config_.resample_every > 0 && step_ % config_.resample_every == 0 && step_ < config_.steps) {
@@ -379,15 +347,8 @@ int SaeTrainer::resample_dead(const ag::Tensor<float>& in, const ag::Tensor<floa
     cum[r] = total;
   }
   if (!(total > 0)) return 0;
-  double alive_norm = 0;
-  int64_t alive = 0;
   auto W_enc = ag::MatMap<float>(p_.W_enc.data(), Din, M);
-  for (int64_t j = 0; j < M; ++j)
-    if (fired_[j] > 0) {
-      alive_norm += W_enc.col(j).norm();
-      ++alive;
-    }
-  const float enc_norm = static_cast<float>(0.2 * (alive > 0 ? alive_norm / alive : 1.0));
+  const float enc_norm = resampled_encoder_norm(p_.W_enc, fired_);
   ag::Rng rng(config_.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(step_)));
   auto& m = optimizer_.first_moments();
   auto& v = optimizer_.second_moments();
@@ -426,78 +387,33 @@ int SaeTrainer::resample_dead(const ag::Tensor<float>& in, const ag::Tensor<floa
 
 void SaeTrainer::save_checkpoint(const std::string& path,
                                  const std::map<std::string, std::string>& metadata) const {
-  std::vector<train::NamedArray> arrays;
   auto& self = const_cast<SaeTrainer&>(*this);
-  const auto ts = param_list(self.p_, self.log_threshold_);
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const auto& [name, t] = ts[i];
-    arrays.push_back({name, t->shape(), t->to_vector()});
-    arrays.push_back({"adam_m." + name, t->shape(), self.optimizer_.first_moments()[i]});
-    arrays.push_back({"adam_v." + name, t->shape(), self.optimizer_.second_moments()[i]});
-  }
+  std::vector<train::NamedArray> arrays =
+      adam_arrays(optim_params(self.p_, self.log_threshold_), self.optimizer_);
   std::vector<float> fired(fired_.begin(), fired_.end());  // counts up to 2^24 are exact
   arrays.push_back({"fired", {p_.d_sae()}, fired});
   // BatchTopK's threshold is no parameter: its moving average is state.
   if (config_.activation == SaeActivation::batchtopk)
     arrays.push_back({"threshold", {p_.d_sae()}, p_.threshold.to_vector()});
-  std::map<std::string, std::string> meta = metadata;
-  meta["step"] = train::u64_to_metadata(static_cast<uint64_t>(step_));
-  meta["adam_steps"] = train::u64_to_metadata(static_cast<uint64_t>(optimizer_.steps_taken()));
-  meta["activation_scale"] = train::f64_bits_to_metadata(scale_);
-  if (p_.transcoder) meta["activation_scale_out"] = train::f64_bits_to_metadata(out_scale_);
-  train::write_safetensors(path, arrays, meta);
+  train::write_safetensors(
+      path, arrays,
+      checkpoint_metadata(metadata, step_, optimizer_.steps_taken(), scale_, p_.transcoder, out_scale_));
 }
 
 void SaeTrainer::load_checkpoint(const std::string& path) {
   const train::SafetensorsFile file = train::read_safetensors(path);
-  const int64_t D = p_.d_in(), M = p_.d_sae();
-  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
-  const auto ts = param_list(p_, log_threshold_);
-  for (const auto& [name, t] : ts)
-    for (const std::string prefix : {"", "adam_m.", "adam_v."})
-      expected.push_back({prefix + name, t->shape()});
+  const int64_t M = p_.d_sae();
+  const std::vector<train::OptimParam> ps = optim_params(p_, log_threshold_);
+  TensorShapes expected = adam_shapes(ps);
   expected.push_back({"fired", {M}});
   const bool batch_threshold = config_.activation == SaeActivation::batchtopk;
   if (batch_threshold) expected.push_back({"threshold", {M}});
   train::expect_tensors(file, expected, path);
-  (void)D;
   // A corrupt checkpoint is refused before anything is restored: every value finite, the second moments
   // and fire counts non-negative (counts whole), the steps within the config's.
-  for (const auto& [name, shape] : expected) {
-    const bool non_negative = name.rfind("adam_v.", 0) == 0 || name == "fired" || name == "threshold";
-    for (const float v : file.find(name)->data) {
-      if (!std::isfinite(v)) throw std::runtime_error(path + ": " + name + ": a value is not finite");
-      if (non_negative && v < 0) throw std::runtime_error(path + ": " + name + ": a value is negative");
-      if (name == "fired" && v != std::floor(v))
-        throw std::runtime_error(path + ": fired: a count is not a whole number");
-    }
-  }
-  const uint64_t step = train::metadata_u64(file, "step", path);
-  const uint64_t adam_steps = train::metadata_u64(file, "adam_steps", path);
-  auto read_scale = [&](const char* key) {
-    double scale = 1;
-    if (file.metadata.count(key)) {
-      scale = train::metadata_f64_bits(file, key, path);
-      if (!(std::isfinite(scale) && scale > 0 && scale < 3.4e38))
-        throw std::runtime_error(path + ": metadata " + key + ": expected a positive finite number");
-    }
-    return scale;
-  };
-  const double scale = read_scale("activation_scale");
-  const double out_scale = p_.transcoder ? read_scale("activation_scale_out") : scale;
-  if (step > static_cast<uint64_t>(config_.steps))
-    throw std::runtime_error(path + ": metadata step: expected at most the config's steps (" +
-                             std::to_string(config_.steps) + "), got " + std::to_string(step));
-  if (adam_steps > step)
-    throw std::runtime_error(path + ": metadata adam_steps: expected at most step (" + std::to_string(step) +
-                             "), got " + std::to_string(adam_steps));
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const auto& [name, t] = ts[i];
-    const std::vector<float>& w = file.find(name)->data;
-    std::copy(w.begin(), w.end(), t->data());
-    optimizer_.first_moments()[i] = file.find("adam_m." + name)->data;
-    optimizer_.second_moments()[i] = file.find("adam_v." + name)->data;
-  }
+  check_checkpoint_values(file, expected, path);
+  const CheckpointCounts counts = read_checkpoint_counts(file, path, config_.steps, false, p_.transcoder);
+  restore_adam(file, ps, optimizer_);
   if (log_threshold_.defined()) p_.threshold = ag::exp(log_threshold_).detach();
   if (batch_threshold) {
     const std::vector<float>& t = file.find("threshold")->data;
@@ -505,10 +421,10 @@ void SaeTrainer::load_checkpoint(const std::string& path) {
   }
   const std::vector<float>& fired = file.find("fired")->data;
   for (int64_t j = 0; j < M; ++j) fired_[j] = static_cast<int64_t>(fired[j]);
-  step_ = static_cast<int64_t>(step);
-  scale_ = static_cast<float>(scale);
-  out_scale_ = static_cast<float>(out_scale);
-  optimizer_.set_steps_taken(static_cast<int64_t>(adam_steps));
+  step_ = static_cast<int64_t>(counts.step);
+  scale_ = static_cast<float>(counts.scale);
+  out_scale_ = static_cast<float>(counts.out_scale);
+  optimizer_.set_steps_taken(static_cast<int64_t>(counts.adam_steps));
 }
 
 void write_sae_file(const std::string& path, const SaeParams<float>& p,

@@ -125,7 +125,7 @@ struct SaeOutput {
 // transcoder's target (needed when d_out differs from d_in), or to x when y is undefined. TopK keeps each
 // row's k largest pre-activations (ties: the lower index) and zeroes the rest before the ReLU; no gradient
 // flows to the zeroed ones. `coefficient` weighs the sparsity penalty: ReLU's L1, JumpReLU's L0 (the
-// mean over tokens of the features above threshold, its threshold gradient dictionary/sae_ops.h's
+// mean over tokens of the features above threshold, its threshold gradient autograd/ops.h's
 // pseudo-derivative with `bandwidth`). BatchTopK keeps the k N largest of the batch when `training`, and
 // (as JumpReLU) the features above p.threshold otherwise.
 template <typename T>

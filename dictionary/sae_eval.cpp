@@ -31,6 +31,54 @@ train::Batch slice(const train::Batch& batch, int b0, int b1) {
   return out;
 }
 
+void offer_example(std::vector<FeatureHit>& best, FeatureHit hit, int top) {
+  auto same = std::find_if(best.begin(), best.end(), [&](const FeatureHit& b) { return b.seq == hit.seq; });
+  if (same != best.end()) {
+    if (hit.act > same->act) *same = hit;
+  } else if (static_cast<int>(best.size()) < top) {
+    best.push_back(hit);
+  } else {
+    auto low = std::min_element(best.begin(), best.end(),
+                                [](const FeatureHit& a, const FeatureHit& b) { return a.act < b.act; });
+    if (hit.act > low->act) *low = hit;
+  }
+}
+
+std::string vocab_token_name(const train::Task& task, int64_t id) {
+  return id < task.vocab_size() ? task.token_name(static_cast<int>(id)) : "<id " + std::to_string(id) + ">";
+}
+
+std::vector<std::string> sequence_token_names(const train::Task& task, const train::Batch& one) {
+  std::vector<std::string> names;
+  for (int t = 0; t < one.T; ++t) {
+    if (!one.is_padding.empty() && one.is_padding[t]) break;
+    names.push_back(vocab_token_name(task, one.inputs[t]));
+  }
+  return names;
+}
+
+void fill_feature(findings::SaeFeature& f, const float* row, int64_t V, int top_tokens,
+                  std::vector<FeatureHit>& best, const train::Task& task) {
+  std::vector<int64_t> order(static_cast<size_t>(V));
+  for (int64_t v = 0; v < V; ++v) order[v] = v;
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  const int64_t k = std::min<int64_t>(top_tokens, V);
+  for (int64_t i = 0; i < k; ++i) f.promoted.push_back({vocab_token_name(task, order[i]), row[order[i]]});
+  for (int64_t i = 0; i < k; ++i)
+    f.suppressed.push_back({vocab_token_name(task, order[V - 1 - i]), row[order[V - 1 - i]]});
+  std::sort(best.begin(), best.end(), [](const FeatureHit& a, const FeatureHit& b) {
+    return a.act > b.act || (a.act == b.act && a.seq < b.seq);
+  });
+  for (const FeatureHit& b : best) {
+    findings::SaeExample ex;
+    ex.sequence = b.seq;
+    ex.position = b.pos;
+    ex.max = b.act;
+    f.examples.push_back(std::move(ex));
+  }
+}
+
 namespace {
 
 // The SAE's features (N, d_sae) and reconstruction (N, d_in) of rows, without a graph.
@@ -92,12 +140,7 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
   SaeEval e;
   std::vector<int64_t> active(static_cast<size_t>(M), 0);
   // Per feature, its best (activation, sequence, position) per sequence, kept as the top_examples best.
-  struct Best {
-    float act;
-    int64_t seq;
-    int pos;
-  };
-  std::vector<std::vector<Best>> best(features ? static_cast<size_t>(M) : 0);
+  std::vector<std::vector<FeatureHit>> best(features ? static_cast<size_t>(M) : 0);
   std::vector<double> sum_x(static_cast<size_t>(D), 0.0);
   double sq_x = 0, sq_err = 0, l0 = 0;
   SplicedLoss loss;
@@ -121,18 +164,7 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
         ++active[j];
         l0 += 1;
         if (!features) continue;
-        std::vector<Best>& bj = best[j];
-        const int64_t seq = b0 + rows.seq[r];
-        auto same = std::find_if(bj.begin(), bj.end(), [&](const Best& b) { return b.seq == seq; });
-        if (same != bj.end()) {
-          if (f[j] > same->act) *same = {f[j], seq, rows.pos[r]};
-        } else if (static_cast<int>(bj.size()) < top_examples) {
-          bj.push_back({f[j], seq, rows.pos[r]});
-        } else {
-          auto low = std::min_element(bj.begin(), bj.end(),
-                                      [](const Best& a, const Best& b) { return a.act < b.act; });
-          if (f[j] > low->act) *low = {f[j], seq, rows.pos[r]};
-        }
+        offer_example(best[j], {f[j], b0 + rows.seq[r], rows.pos[r]}, top_examples);
       }
     }
     e.tokens += N;
@@ -187,34 +219,12 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
 
   const std::vector<float> effects = decoder_logit_effects(model, sae, point);
   const int64_t V = static_cast<int64_t>(effects.size()) / M;
-  // Every token of the model's vocabulary, which may be larger than the task's: ids the task never uses are
-  // "<id N>", as analysis::token_label names them.
-  auto name = [&](int64_t id) {
-    return id < task.vocab_size() ? task.token_name(static_cast<int>(id)) : "<id " + std::to_string(id) + ">";
-  };
   features->assign(static_cast<size_t>(M), {});
-  std::vector<int64_t> order(static_cast<size_t>(V));
   for (int64_t j = 0; j < M; ++j) {
     findings::SaeFeature& f = (*features)[j];
     f.index = j;
     f.density = e.density[j];
-    const float* row = effects.data() + j * V;
-    for (int64_t v = 0; v < V; ++v) order[v] = v;
-    std::sort(order.begin(), order.end(),
-              [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    const int64_t k = std::min<int64_t>(top_tokens, V);
-    for (int64_t i = 0; i < k; ++i) f.promoted.push_back({name(order[i]), row[order[i]]});
-    for (int64_t i = 0; i < k; ++i) f.suppressed.push_back({name(order[V - 1 - i]), row[order[V - 1 - i]]});
-    std::sort(best[j].begin(), best[j].end(), [](const Best& a, const Best& b) {
-      return a.act > b.act || (a.act == b.act && a.seq < b.seq);
-    });
-    for (const Best& b : best[j]) {
-      findings::SaeExample ex;
-      ex.sequence = b.seq;
-      ex.position = b.pos;
-      ex.max = b.act;
-      f.examples.push_back(std::move(ex));
-    }
+    fill_feature(f, effects.data() + j * V, V, top_tokens, best[j], task);
   }
   // Each example's activations at every token of its sequence: the sequences' rows through the SAE.
   std::vector<std::vector<std::pair<int64_t, int>>> by_seq(
@@ -227,11 +237,7 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
     const train::Batch one = slice(held_out, s, s + 1);
     const ActivationRows rows = capture_rows(model, one, point, skip_bos);
     const SaeOutput<float> out = run_sae(sae, config, rows.data, rows.rows());
-    std::vector<std::string> tokens;
-    for (int t = 0; t < one.T; ++t) {
-      if (!one.is_padding.empty() && one.is_padding[t]) break;
-      tokens.push_back(name(one.inputs[t]));
-    }
+    const std::vector<std::string> tokens = sequence_token_names(task, one);
     for (const auto& [j, i] : by_seq[s]) {
       findings::SaeExample& ex = (*features)[j].examples[i];
       ex.tokens = tokens;

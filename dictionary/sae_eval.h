@@ -37,6 +37,25 @@ SaeEval evaluate_sae(const nn::CausalLM<float>& model, const train::Task& task, 
 
 // Rows [b0, b1) of a batch, as a batch of their own.
 train::Batch slice(const train::Batch& batch, int b0, int b1);
+// A feature's strongest activation in one sequence, at `pos`: a candidate top example.
+struct FeatureHit {
+  float act;
+  int64_t seq;
+  int pos;
+};
+// Offers a feature's activation `hit` to its top examples `best`: one per sequence (its strongest), at
+// most `top` of them (the strongest).
+void offer_example(std::vector<FeatureHit>& best, FeatureHit hit, int top);
+// A feature's page entry from its logit effects `row` (one per token of the vocabulary, V) and its top
+// examples `best` (sorted here, strongest first, ties by sequence): `top_tokens` promoted and suppressed
+// tokens each, and one example per hit, without its tokens. Its index and density are the caller's.
+void fill_feature(findings::SaeFeature& f, const float* row, int64_t V, int top_tokens,
+                  std::vector<FeatureHit>& best, const train::Task& task);
+// The name of token `id` of the model's vocabulary, which may be larger than the task's: ids the task never
+// uses are "<id N>", as analysis::token_label names them.
+std::string vocab_token_name(const train::Task& task, int64_t id);
+// The names of a one-sequence batch's tokens, up to its first padding.
+std::vector<std::string> sequence_token_names(const train::Task& task, const train::Batch& one);
 // Log-softmax of one row of logits (V values), in double.
 std::vector<double> log_probs(const float* logits, int64_t V);
 

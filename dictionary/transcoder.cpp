@@ -38,7 +38,8 @@ std::vector<int> parse_layers(const nn::CausalLM<float>& model, const std::strin
     const nn::ModelView<float> mv = nn::view(model);
     for (int l = 0; l < n; ++l)
       if (mv.layers[l].has_mlp) layers.push_back(l);
-    if (layers.empty()) throw analysis::RequestError("layers: the model is attention-only: no MLP to replace");
+    if (layers.empty())
+      throw analysis::RequestError("layers: the model is attention-only: no MLP to replace");
     return layers;
   }
   std::stringstream in(text);
@@ -52,9 +53,10 @@ std::vector<int> parse_layers(const nn::CausalLM<float>& model, const std::strin
       used = 0;
     }
     if (used == 0 || used != word.size() || l < 0 || l >= n)
-      throw analysis::RequestError("layers: '" + word + "' is not a layer of this model (0.." + std::to_string(n - 1) +
-                         ")");
-    if (!nn::view(model).layers[l].has_mlp) throw analysis::RequestError("layers: layer " + word + " has no MLP");
+      throw analysis::RequestError("layers: '" + word + "' is not a layer of this model (0.." +
+                                   std::to_string(n - 1) + ")");
+    if (!nn::view(model).layers[l].has_mlp)
+      throw analysis::RequestError("layers: layer " + word + " has no MLP");
     if (std::find(layers.begin(), layers.end(), l) != layers.end())
       throw analysis::RequestError("layers: layer " + word + " is given twice");
     layers.push_back(l);
@@ -253,12 +255,7 @@ std::vector<std::vector<findings::SaeFeature>> transcoder_features(
     const nn::CausalLM<float>& model, const train::Task& task, const std::vector<SaeParams<float>>& t,
     const SaeConfig& config, const train::Batch& held_out, int top_tokens) {
   const int L = static_cast<int>(t.size());
-  struct Best {
-    float act;
-    int64_t seq;
-    int pos;
-  };
-  std::vector<std::vector<std::vector<Best>>> best(L);
+  std::vector<std::vector<std::vector<FeatureHit>>> best(L);
   std::vector<std::vector<int64_t>> active(L);
   for (int l = 0; l < L; ++l)
     if (t[l].W_enc.defined()) {
@@ -292,25 +289,11 @@ std::vector<std::vector<findings::SaeFeature>> transcoder_features(
           const float a = f[l].data()[static_cast<int64_t>(r) * M + j];
           if (!(a > 0)) continue;
           ++active[l][j];
-          const int64_t seq = b0 + kept[r] / chunk.T;
-          const int pos = static_cast<int>(kept[r] % chunk.T);
-          std::vector<Best>& bj = best[l][j];
-          auto same = std::find_if(bj.begin(), bj.end(), [&](const Best& b) { return b.seq == seq; });
-          if (same != bj.end()) {
-            if (a > same->act) *same = {a, seq, pos};
-          } else if (static_cast<int>(bj.size()) < config.top_examples) {
-            bj.push_back({a, seq, pos});
-          } else {
-            auto low = std::min_element(bj.begin(), bj.end(),
-                                        [](const Best& x, const Best& y) { return x.act < y.act; });
-            if (a > low->act) *low = {a, seq, pos};
-          }
+          offer_example(best[l][j], {a, b0 + kept[r] / chunk.T, static_cast<int>(kept[r] % chunk.T)},
+                        config.top_examples);
         }
     }
   }
-  auto name = [&](int64_t id) {
-    return id < task.vocab_size() ? task.token_name(static_cast<int>(id)) : "<id " + std::to_string(id) + ">";
-  };
   std::vector<std::vector<findings::SaeFeature>> out(L);
   for (int l = 0; l < L; ++l) {
     if (!t[l].W_enc.defined()) continue;
@@ -327,29 +310,12 @@ std::vector<std::vector<findings::SaeFeature>> transcoder_features(
     }
     const std::vector<float> effects = decoder_logit_effects(model, direct, out_point(l));
     const int64_t V = static_cast<int64_t>(effects.size()) / M;
-    std::vector<int64_t> order(static_cast<size_t>(V));
     out[l].assign(static_cast<size_t>(M), {});
     for (int64_t j = 0; j < M; ++j) {
       findings::SaeFeature& f = out[l][j];
       f.index = j;
       f.density = tokens > 0 ? static_cast<double>(active[l][j]) / tokens : 0;
-      const float* row = effects.data() + j * V;
-      for (int64_t v = 0; v < V; ++v) order[v] = v;
-      std::sort(order.begin(), order.end(),
-                [&](int64_t a, int64_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-      const int64_t k = std::min<int64_t>(top_tokens, V);
-      for (int64_t i = 0; i < k; ++i) f.promoted.push_back({name(order[i]), row[order[i]]});
-      for (int64_t i = 0; i < k; ++i) f.suppressed.push_back({name(order[V - 1 - i]), row[order[V - 1 - i]]});
-      std::sort(best[l][j].begin(), best[l][j].end(), [](const Best& a, const Best& b) {
-        return a.act > b.act || (a.act == b.act && a.seq < b.seq);
-      });
-      for (const Best& b : best[l][j]) {
-        findings::SaeExample ex;
-        ex.sequence = b.seq;
-        ex.position = b.pos;
-        ex.max = b.act;
-        f.examples.push_back(std::move(ex));
-      }
+      fill_feature(f, effects.data() + j * V, V, top_tokens, best[l][j], task);
     }
   }
   // Each example's activation at every token of its sequence.
@@ -362,11 +328,7 @@ std::vector<std::vector<findings::SaeFeature>> transcoder_features(
     const train::Batch one = slice(held_out, s, s + 1);
     const std::vector<int64_t> kept = kept_tokens(one, config.skip_bos);
     const std::vector<ag::Tensor<float>> f = features_on(one, kept);
-    std::vector<std::string> names;
-    for (int p = 0; p < one.T; ++p) {
-      if (!one.is_padding.empty() && one.is_padding[p]) break;
-      names.push_back(name(one.inputs[p]));
-    }
+    const std::vector<std::string> names = sequence_token_names(task, one);
     for (int l = 0; l < L; ++l) {
       if (!f[l].defined()) continue;
       const int64_t M = t[l].d_sae();
@@ -450,8 +412,8 @@ analysis::Output<TranscoderOutcome> cross_layer_transcoder(analysis::StudyRun& r
   for (int l = 0; l < L; ++l)
     if (!mv.layers[l].has_mlp)
       throw analysis::RequestError("cross_layer: layer " + std::to_string(l) +
-                         " has no MLP (a cross-layer transcoder "
-                         "replaces every layer's)");
+                                   " has no MLP (a cross-layer transcoder "
+                                   "replaces every layer's)");
   const std::string checkpoint = io::layout::transcoders_clt_checkpoint(out);
   if (request.resume && !std::filesystem::exists(checkpoint))
     throw analysis::RequestError("resume: no checkpoint " + checkpoint);

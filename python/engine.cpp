@@ -139,11 +139,10 @@ std::vector<ag::Tensor<T>> tensor_list(py::handle value, const std::string& argu
   return out;
 }
 
+// The tensor class's construction, properties, gradient methods, len and indexing.
 template <typename T>
-void bind_tensor(py::module_& m, const char* name, const char* dtype) {
+void tensor_basics(py::class_<ag::Tensor<T>>& c) {
   using Tensor = ag::Tensor<T>;
-  const std::string what = std::string("A ") + dtype + " tensor of the engine, with its gradient.";
-  py::class_<Tensor> c(m, name, what.c_str());
   c.def(py::init([](py::handle values, bool requires_grad) {
           Tensor t = tensor_from_array<T>(values, "values");
           t.set_requires_grad(requires_grad);
@@ -185,9 +184,16 @@ void bind_tensor(py::module_& m, const char* name, const char* dtype) {
              return t.size(0);
            })
       .def("__getitem__", &index<T>, py::arg("key"),
-           "NumPy indexing (ints, slices, None, ..., integer and boolean arrays), differentiable.")
-      .def(
-          "__add__", [](const Tensor& a, const Tensor& b) { return ag::add(a, b); }, py::is_operator())
+           "NumPy indexing (ints, slices, None, ..., integer and boolean arrays), differentiable.");
+}
+
+// The tensor class's arithmetic operators (each with a tensor, then a scalar), elementwise functions,
+// reductions, shape methods and repr.
+template <typename T>
+void tensor_operators(py::class_<ag::Tensor<T>>& c, const char* name) {
+  using Tensor = ag::Tensor<T>;
+  c.def(
+       "__add__", [](const Tensor& a, const Tensor& b) { return ag::add(a, b); }, py::is_operator())
       .def(
           "__add__", [](const Tensor& a, T s) { return ag::add_scalar(a, s); }, py::is_operator())
       .def(
@@ -258,7 +264,12 @@ void bind_tensor(py::module_& m, const char* name, const char* dtype) {
         return std::string("<attograd.") + name + " shape " + shape_text(t.shape()) +
                (t.requires_grad() ? " requires_grad" : "") + ">";
       });
+}
 
+// The module's functions on tensors of this dtype (overloads of the other dtype's).
+template <typename T>
+void tensor_functions(py::module_& m) {
+  using Tensor = ag::Tensor<T>;
   m.def("add", &ag::add<T>, py::arg("a"), py::arg("b"));
   m.def("sub", &ag::sub<T>, py::arg("a"), py::arg("b"));
   m.def("mul", &ag::mul<T>, py::arg("a"), py::arg("b"));
@@ -297,6 +308,15 @@ void bind_tensor(py::module_& m, const char* name, const char* dtype) {
       },
       py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -1,
       "Mean negative log-likelihood of integer targets (one per row) under softmax(logits).");
+}
+
+template <typename T>
+void bind_tensor(py::module_& m, const char* name, const char* dtype) {
+  const std::string what = std::string("A ") + dtype + " tensor of the engine, with its gradient.";
+  py::class_<ag::Tensor<T>> c(m, name, what.c_str());
+  tensor_basics<T>(c);
+  tensor_operators<T>(c, name);
+  tensor_functions<T>(m);
 }
 
 }  // namespace

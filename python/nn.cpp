@@ -289,13 +289,8 @@ struct PyTask {
   int64_t next_step = 0;
 };
 
-}  // namespace
-
-void bind_nn(py::module_& m) {
-  py::module_ nnm =
-      m.def_submodule("nn", "Modules of the engine: the layers attograd's models are built from.");
-  py::module_ optim = m.def_submodule("optim", "Optimisers: AdamW and Muon as the trainer steps them.");
-
+// attograd.nn's Module and the layers: Linear, LayerNorm, MultiHeadAttention, TransformerBlock.
+void bind_modules(py::module_& nnm) {
   py::class_<Module, std::shared_ptr<Module>> module_class(nnm, "Module",
                                                            "The base of attograd.nn's modules.");
   module_methods(module_class);
@@ -384,7 +379,10 @@ void bind_nn(py::module_& m) {
             return b.forward(t, nn::causal_mask<float>(t.size(1)));
           },
           py::arg("x"), "x (B, T, d_model) -> (B, T, d_model), causal.");
+}
 
+// attograd.nn.CausalLM: the model a config describes.
+void bind_causal_lm(py::module_& nnm) {
   py::class_<PyCausalLM> lm(
       nnm, "CausalLM",
       "The model a config describes, with the trainer's initial weights: CausalLM(config, "
@@ -473,7 +471,10 @@ void bind_nn(py::module_& m) {
             return out;
           },
           "The blocks, as TransformerBlock modules sharing the model's parameters.");
+}
 
+// attograd.Task: a config's task, its training batches and held-out set.
+void bind_task(py::module_& m) {
   py::class_<PyTask>(
       m, "Task",
       "A config's task: Task(config). batch(step) draws the trainer's batches in order; heldout(n) "
@@ -520,7 +521,10 @@ void bind_nn(py::module_& m) {
       .def_property_readonly("seq_len", [](const PyTask& s) { return s.task->seq_len(); })
       .def_property_readonly("config",
                              [](const PyTask& s) { return json_to_python(train::to_json(s.config)); });
+}
 
+// attograd.optim's classes: the Optimizer base, AdamW and Muon.
+void bind_optimizers(py::module_& optim) {
   py::class_<PyOptimizer> base(optim, "Optimizer", "The base of AdamW and Muon.");
   py::class_<PyAdamW, PyOptimizer> opt(
       optim, "AdamW",
@@ -646,7 +650,10 @@ void bind_nn(py::module_& m) {
             },
             py::arg("state_dict"), "Restores what state_dict() gave (each moment's size checked first).");
   }
+}
 
+// attograd.optim's functions: from_config and learning_rate.
+void bind_optim_functions(py::module_& optim) {
   optim.def(
       "from_config",
       [](py::handle model, py::handle config) {
@@ -673,6 +680,20 @@ void bind_nn(py::module_& m) {
       py::arg("config"), py::arg("step"),
       "The trainer's learning rate at 0-based step `step` (train.warmup, train.schedule): for AdamW's lr; "
       "Muon's is this times train.muon_lr / train.lr.");
+}
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  py::module_ nnm =
+      m.def_submodule("nn", "Modules of the engine: the layers attograd's models are built from.");
+  py::module_ optim = m.def_submodule("optim", "Optimisers: AdamW and Muon as the trainer steps them.");
+  // In this order: a class is registered before the classes and signatures that name it.
+  bind_modules(nnm);
+  bind_causal_lm(nnm);
+  bind_task(m);
+  bind_optimizers(optim);
+  bind_optim_functions(optim);
 }
 
 }  // namespace pyag

@@ -142,10 +142,10 @@ struct Child {
 
 }  // namespace
 
-analysis::Output<findings::SweepResult> sweep(const SweepRequest& request, SweepObserver* observer,
-                                              const std::atomic<int>* stop_signals) {
-  SweepObserver quiet;
-  SweepObserver& report = observer ? *observer : quiet;
+namespace {
+
+// The request's fields, checked before the sweep file is read.
+void check_sweep_request(const SweepRequest& request) {
   if (request.file.empty()) throw analysis::RequestError("file: the sweep file is required");
   if (request.jobs < 0)
     throw analysis::RequestError("jobs: expected a positive number, got " + std::to_string(request.jobs));
@@ -154,28 +154,12 @@ analysis::Output<findings::SweepResult> sweep(const SweepRequest& request, Sweep
                                  std::to_string(request.cpus_per_task));
   if (request.cpus_per_task > 0 && request.slurm.empty())
     throw analysis::RequestError("cpus_per_task: only with slurm (the Slurm script's --cpus-per-task)");
-  const train::Sweep sweep = train::load_sweep(request.file);
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  const int jobs = request.jobs > 0 ? request.jobs : std::max(1, cores / 2);
-  const int threads = std::max(1, cores / jobs);
+}
 
-  analysis::Output<findings::SweepResult> output;
-  findings::SweepResult& result = output.result;
-  result.sweep = request.file;
-  result.out = sweep.out;
-  result.mode = !request.slurm.empty() ? "slurm" : request.print_commands ? "commands" : "run";
-  result.total = static_cast<int64_t>(sweep.runs.size());
-
-  // Every run's folder is checked before anything is written or started. A run that a queued or running
-  // Slurm array task owns is left to it (squeue says which); a stale owner file goes below.
-  std::vector<findings::RunState> states;
-  for (const train::SweepRun& run : sweep.runs) states.push_back(sweep_run_state(run));
-  const std::string program = program_path(request.program);
-
-  const io::FolderLock lock(sweep.out);  // one sweep per folder; each run's train locks its own
-  io::write_text_file_atomically(io::layout::sweep_manifest(sweep.out),
-                                 train::sweep_manifest(sweep).dump(2) + "\n");
-
+// Each run's outcome so far in result.runs (owned by a Slurm task, finished before, or to do; a stale
+// owner file removed); returns the indices of the runs to do.
+std::vector<size_t> plan_runs(const train::Sweep& sweep, const std::vector<findings::RunState>& states,
+                              findings::SweepResult& result, SweepObserver& report) {
   std::vector<size_t> todo;
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const std::string& dir = sweep.runs[i].config.output.dir;
@@ -198,47 +182,50 @@ analysis::Output<findings::SweepResult> sweep(const SweepRequest& request, Sweep
     }
     result.runs.push_back(std::move(o));
   }
+  return todo;
+}
 
-  if (result.mode == "slurm") {
-    if (todo.empty())
-      throw analysis::RequestError(
-          "slurm " + request.slurm + ": no run to submit: " +
-          (result.owned
-               ? std::to_string(result.owned) + " owned by queued or running Slurm tasks, the others finished"
-               : std::string("every run of the sweep is finished")));
-    // One array, so one --cpus-per-task: the runs' train.threads (a grid never sets it), or the request's.
-    int cpus = request.cpus_per_task;
-    if (cpus == 0)
-      for (size_t i : todo) cpus = std::max(cpus, sweep.runs[i].config.train.threads);
-    const std::string job_name = new_slurm_job_name();
-    std::vector<SlurmTask> tasks;
-    for (size_t i : todo)
-      tasks.push_back({sweep.runs[i].config.output.dir,
-                       command_line(program, train_args(sweep.runs[i], sweep, states[i].state, cpus))});
-    const std::string script = slurm_script(sweep.source, sweep.out, tasks, job_name, cpus);
-    // Each run is the array's from now on, queued until its task starts (the task then writes its job id).
-    for (size_t t = 0; t < todo.size(); ++t) {
-      const std::string& dir = sweep.runs[todo[t]].config.output.dir;
-      io::mark_run_folder(dir);
-      io::write_slurm_owner(dir, io::SlurmOwner{job_name, static_cast<int64_t>(t), ""});
-    }
-    io::write_user_file(request.slurm, script);
-    result.slurm_script = request.slurm;
-    result.slurm_job_name = job_name;
-    result.cpus_per_task = cpus;
-    output.wrote.push_back(request.slurm);
-    return output;
+// The runs to do as one Slurm array: its script written to request.slurm, each run's folder marked as the
+// array's.
+void submit_slurm_array(const SweepRequest& request, const train::Sweep& sweep,
+                        const std::vector<findings::RunState>& states, const std::vector<size_t>& todo,
+                        const std::string& program, analysis::Output<findings::SweepResult>& output) {
+  findings::SweepResult& result = output.result;
+  if (todo.empty())
+    throw analysis::RequestError(
+        "slurm " + request.slurm + ": no run to submit: " +
+        (result.owned
+             ? std::to_string(result.owned) + " owned by queued or running Slurm tasks, the others finished"
+             : std::string("every run of the sweep is finished")));
+  // One array, so one --cpus-per-task: the runs' train.threads (a grid never sets it), or the request's.
+  int cpus = request.cpus_per_task;
+  if (cpus == 0)
+    for (size_t i : todo) cpus = std::max(cpus, sweep.runs[i].config.train.threads);
+  const std::string job_name = new_slurm_job_name();
+  std::vector<SlurmTask> tasks;
+  for (size_t i : todo)
+    tasks.push_back({sweep.runs[i].config.output.dir,
+                     command_line(program, train_args(sweep.runs[i], sweep, states[i].state, cpus))});
+  const std::string script = slurm_script(sweep.source, sweep.out, tasks, job_name, cpus);
+  // Each run is the array's from now on, queued until its task starts (the task then writes its job id).
+  for (size_t t = 0; t < todo.size(); ++t) {
+    const std::string& dir = sweep.runs[todo[t]].config.output.dir;
+    io::mark_run_folder(dir);
+    io::write_slurm_owner(dir, io::SlurmOwner{job_name, static_cast<int64_t>(t), ""});
   }
-  if (result.mode == "commands") {
-    for (size_t i : todo)
-      result.commands.push_back(
-          command_line(program, train_args(sweep.runs[i], sweep, states[i].state, threads)));
-    return output;
-  }
+  io::write_user_file(request.slurm, script);
+  result.slurm_script = request.slurm;
+  result.slurm_job_name = job_name;
+  result.cpus_per_task = cpus;
+  output.wrote.push_back(request.slurm);
+}
 
-  result.jobs = jobs;
-  result.threads = threads;
-  report.on_start(result);
+// The runs to do, `jobs` train processes at a time of `threads` threads each, until all have ended or a
+// stop signal ends them (the first at a checkpoint, a second at once); their outcomes in result.runs.
+void run_children(const train::Sweep& sweep, const std::vector<findings::RunState>& states,
+                  const std::vector<size_t>& todo, const std::string& program, int jobs, int threads,
+                  findings::SweepResult& result, SweepObserver& report,
+                  const std::atomic<int>* stop_signals) {
   std::map<pid_t, Child> running;
   size_t next = 0;
   SweepProgress progress;
@@ -314,6 +301,53 @@ analysis::Output<findings::SweepResult> sweep(const SweepRequest& request, Sweep
     }
   }
   result.stopped = stops() > 0;
+}
+
+}  // namespace
+
+analysis::Output<findings::SweepResult> sweep(const SweepRequest& request, SweepObserver* observer,
+                                              const std::atomic<int>* stop_signals) {
+  SweepObserver quiet;
+  SweepObserver& report = observer ? *observer : quiet;
+  check_sweep_request(request);
+  const train::Sweep sweep = train::load_sweep(request.file);
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const int jobs = request.jobs > 0 ? request.jobs : std::max(1, cores / 2);
+  const int threads = std::max(1, cores / jobs);
+
+  analysis::Output<findings::SweepResult> output;
+  findings::SweepResult& result = output.result;
+  result.sweep = request.file;
+  result.out = sweep.out;
+  result.mode = !request.slurm.empty() ? "slurm" : request.print_commands ? "commands" : "run";
+  result.total = static_cast<int64_t>(sweep.runs.size());
+
+  // Every run's folder is checked before anything is written or started. A run that a queued or running
+  // Slurm array task owns is left to it (squeue says which); a stale owner file goes below.
+  std::vector<findings::RunState> states;
+  for (const train::SweepRun& run : sweep.runs) states.push_back(sweep_run_state(run));
+  const std::string program = program_path(request.program);
+
+  const io::FolderLock lock(sweep.out);  // one sweep per folder; each run's train locks its own
+  io::write_text_file_atomically(io::layout::sweep_manifest(sweep.out),
+                                 train::sweep_manifest(sweep).dump(2) + "\n");
+
+  const std::vector<size_t> todo = plan_runs(sweep, states, result, report);
+  if (result.mode == "slurm") {
+    submit_slurm_array(request, sweep, states, todo, program, output);
+    return output;
+  }
+  if (result.mode == "commands") {
+    for (size_t i : todo)
+      result.commands.push_back(
+          command_line(program, train_args(sweep.runs[i], sweep, states[i].state, threads)));
+    return output;
+  }
+
+  result.jobs = jobs;
+  result.threads = threads;
+  report.on_start(result);
+  run_children(sweep, states, todo, program, jobs, threads, result, report, stop_signals);
 
   const findings::SweepSummary summary = collect_sweep(sweep.out);
   write_sweep_summary(sweep.out, summary);

@@ -26,6 +26,7 @@
 #include "attribution/graph.h"
 #include "autograd/gradcheck.h"
 #include "common/temp_dir.h"
+#include "common/trained_run.h"
 #include "dictionary/clt.h"
 #include "dictionary/transcoder.h"
 #include "io/run_layout.h"
@@ -141,11 +142,45 @@ void check_schema(const nlohmann::json& g) {
 
 // A short modadd run in `dir`.
 void train_modadd(const std::string& dir) {
-  const train::Config config = train::load_config(
-      std::string(ATTOGRAD_SOURCE_DIR) + "/configs/modadd.json",
+  testing::train_run(
+      dir, "modadd.json",
       {"train.steps=60", "train.warmup=5", "train.eval_every=10000", "train.eval_size=32",
        "output.attention_every=0", "output.checkpoint_every=10000", "model.d_model=32", "model.d_ff=64"});
-  train::train_model(config, {dir, false, nullptr, {}});
+}
+
+// Transcoders trained on `run` (two layers) with the `config` file two ways: stopped at once (in layer 0)
+// into `resumed_out`, then resumed there; and in one go into the run's folder (`plain`, its request kept).
+// Checks that the resumed one ran to its end and that the plain one's evaluation is finite and active.
+struct TranscoderTrainings {
+  analysis::Output<dictionary::TranscoderOutcome> resumed, plain;
+  dictionary::TranscoderRequest plain_request;
+};
+TranscoderTrainings train_transcoders(analysis::StudyRun& run, const std::string& config,
+                                      const std::string& resumed_out, bool cross_layer) {
+  dictionary::TranscoderRequest stopped;
+  stopped.cross_layer = cross_layer;
+  stopped.config = config;
+  stopped.out = resumed_out;
+  std::atomic<bool> stop{true};
+  stopped.stop = &stop;
+  BOOST_TEST(dictionary::transcoder(run, stopped).result.stopped_layer == 0);
+  dictionary::TranscoderRequest resumed;
+  resumed.cross_layer = cross_layer;
+  resumed.out = resumed_out;
+  resumed.resume = true;
+  TranscoderTrainings t;
+  t.resumed = dictionary::transcoder(run, resumed);
+  t.plain_request.cross_layer = cross_layer;
+  t.plain_request.config = config;
+  t.plain = dictionary::transcoder(run, t.plain_request);
+  BOOST_TEST(t.resumed.result.stopped_layer == -1);
+  BOOST_TEST(t.plain.result.eval.layers.size() == 2u);
+  for (const auto& l : t.plain.result.eval.layers) {
+    BOOST_TEST(std::isfinite(l.explained_variance));
+    BOOST_TEST(l.l0 > 0);
+  }
+  BOOST_TEST(std::isfinite(t.plain.result.eval.ce_replaced));
+  return t;
 }
 
 }  // namespace
@@ -181,8 +216,7 @@ std::vector<attribution::LayerTranscoder> random_transcoders(const nn::CausalLM<
 BOOST_AUTO_TEST_CASE(induction_small_graph_is_exact) {
   // The committed induction model (it has MLPs) with random transcoders.
   const train::LoadedRun run = train::load_run(kInduction);
-  const train::Batch b = run.task->eval_set(run.config.seed, 1);
-  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<int32_t> ids = testing::first_eval_ids(run);
   const std::vector<int32_t> targets = top_tokens(*run.model, ids, 3);
   const attribution::LocalReplacement rm(*run.model, ids, random_transcoders(*run.model, 32), targets,
                                          {0.5, 0.3, 0.2});
@@ -206,7 +240,7 @@ BOOST_AUTO_TEST_CASE(qkv_bias_graph_is_exact) {
       p.tensor->data()[i] += static_cast<float>(0.2 * rng.normal());
   const std::vector<int32_t> ids = {1, 5, 9, 2, 5, 9, 3, 7};
   const attribution::LocalReplacement rm(model, ids, random_transcoders(model, 24), top_tokens(model, ids, 3),
-                                   {0.5, 0.3, 0.2});
+                                         {0.5, 0.3, 0.2});
   BOOST_TEST(rm.n_features() > 10);
   check_exact(rm, 2, 4, true);
 }
@@ -215,14 +249,11 @@ BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
   // configs/induction.json's model (attention-only: no transcoder, no error node), trained briefly.
   testing::TempDir tmp;
   const std::string dir = tmp.file("induction");
-  const train::Config config =
-      train::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/induction.json",
-                         {"train.steps=150", "train.warmup=5", "train.eval_every=10000", "train.eval_size=32",
-                          "output.attention_every=0", "output.checkpoint_every=10000"});
-  train::train_model(config, {dir, false, nullptr, {}});
+  testing::train_run(dir, "induction.json",
+                     {"train.steps=150", "train.warmup=5", "train.eval_every=10000", "train.eval_size=32",
+                      "output.attention_every=0", "output.checkpoint_every=10000"});
   const train::LoadedRun run = train::load_run(dir);
-  const train::Batch b = run.task->eval_set(run.config.seed, 1);
-  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<int32_t> ids = testing::first_eval_ids(run);
   const attribution::LocalReplacement rm(*run.model, ids,
                                          std::vector<attribution::LayerTranscoder>(run.model->blocks.size()),
                                          top_tokens(*run.model, ids, 3), {0.5, 0.3, 0.2});
@@ -261,8 +292,7 @@ BOOST_AUTO_TEST_CASE(modadd_graph_is_exact_with_transcoders) {
   const std::string dir = tmp.file("modadd");
   train_modadd(dir);
   const train::LoadedRun run = train::load_run(dir);
-  const train::Batch b = run.task->eval_set(run.config.seed, 1);
-  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<int32_t> ids = testing::first_eval_ids(run);
   const std::vector<attribution::LayerTranscoder> tcs = random_transcoders(*run.model, 48);
   const std::vector<int32_t> targets = top_tokens(*run.model, ids, 4);
   const attribution::LocalReplacement rm(*run.model, ids, tcs, targets, {0.4, 0.3, 0.2, 0.1});
@@ -291,38 +321,20 @@ BOOST_AUTO_TEST_CASE(transcoder_tool_trains_resumes_and_feeds_the_graph) {
                                "checkpoint_every": 10, "skip": true})";
   analysis::StudyRun run = analysis::open_run(dir);
   // Stopped at once in layer 0, then resumed: the same transcoders as one uninterrupted training.
-  dictionary::TranscoderRequest stopped;
-  stopped.config = config;
-  stopped.out = tmp.file("resumed");
-  std::atomic<bool> stop{true};
-  stopped.stop = &stop;
-  BOOST_TEST(dictionary::transcoder(run, stopped).result.stopped_layer == 0);
-  dictionary::TranscoderRequest resumed;
-  resumed.out = stopped.out;
-  resumed.resume = true;
-  const auto a = dictionary::transcoder(run, resumed);
-  dictionary::TranscoderRequest plain;
-  plain.config = config;
-  const auto c = dictionary::transcoder(run, plain);
-  BOOST_TEST(a.result.stopped_layer == -1);
-  BOOST_TEST(c.result.eval.layers.size() == 2u);
-  const auto x = dictionary::load_transcoders(*run.model, stopped.out);
+  const std::string resumed_out = tmp.file("resumed");
+  const TranscoderTrainings t = train_transcoders(run, config, resumed_out, false);
+  const auto x = dictionary::load_transcoders(*run.model, resumed_out);
   const auto y = dictionary::load_transcoders(*run.model, io::layout::transcoders_root(dir));
   for (size_t l = 0; l < x.size(); ++l) {
     BOOST_TEST(x[l].W_skip.defined());
     BOOST_TEST(x[l].W_enc.to_vector() == y[l].W_enc.to_vector());
     BOOST_TEST(x[l].W_skip.to_vector() == y[l].W_skip.to_vector());
   }
-  for (const auto& l : c.result.eval.layers) {
-    BOOST_TEST(std::isfinite(l.explained_variance));
-    BOOST_TEST(l.l0 > 0);
-  }
-  BOOST_TEST(std::isfinite(c.result.eval.ce_replaced));
   // A graph from the saved transcoders, saved, with its schema and matrix file.
   attribution::GraphRequest g;
   g.input.tokens = "";
-  const train::Batch b = run.task->eval_set(run.config.seed, 1);
-  g.input.ids.assign(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<int32_t> ids = testing::first_eval_ids(run);
+  g.input.ids.assign(ids.begin(), ids.end());
   g.save = "first";
   const auto out = attribution::graph(run, g);
   BOOST_TEST(out.wrote.size() == 4u);  // graph.json, adjacency.npy, graph.html, report.html
@@ -477,8 +489,7 @@ BOOST_AUTO_TEST_CASE(cross_layer_graphs_are_exact) {
   // induction_small (2 layers with MLPs) with a ReLU CLT with skips, and a modadd run with a TopK one: a
   // feature of layer 0 writes to both MLP outputs, and every exactness property holds as per-layer.
   const train::LoadedRun run = train::load_run(kInduction);
-  const train::Batch b = run.task->eval_set(run.config.seed, 1);
-  const std::vector<int32_t> ids(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<int32_t> ids = testing::first_eval_ids(run);
   const std::vector<attribution::LayerTranscoder> clt = random_clt(*run.model, 32, true);
   BOOST_TEST(clt[0].params.writes == 2);
   const attribution::LocalReplacement rm(*run.model, ids, clt, top_tokens(*run.model, ids, 3),
@@ -490,8 +501,7 @@ BOOST_AUTO_TEST_CASE(cross_layer_graphs_are_exact) {
   const std::string dir = tmp.file("modadd");
   train_modadd(dir);
   const train::LoadedRun m = train::load_run(dir);
-  const train::Batch mb = m.task->eval_set(m.config.seed, 1);
-  const std::vector<int32_t> mids(mb.inputs.begin(), mb.inputs.begin() + mb.T);
+  const std::vector<int32_t> mids = testing::first_eval_ids(m);
   const attribution::LocalReplacement mr(*m.model, mids, random_clt(*m.model, 48, false),
                                          top_tokens(*m.model, mids, 4), {0.4, 0.3, 0.2, 0.1});
   check_exact(mr, 2, 1, false);
@@ -507,47 +517,26 @@ BOOST_AUTO_TEST_CASE(cross_layer_transcoder_trains_resumes_and_feeds_the_graph) 
                                "checkpoint_every": 10, "resample_every": 20})";
   analysis::StudyRun run = analysis::open_run(dir);
   // Stopped at once, then resumed: the same transcoder as one uninterrupted training.
-  dictionary::TranscoderRequest stopped;
-  stopped.cross_layer = true;
-  stopped.config = config;
-  stopped.out = tmp.file("resumed");
-  std::atomic<bool> stop{true};
-  stopped.stop = &stop;
-  BOOST_TEST(dictionary::transcoder(run, stopped).result.stopped_layer == 0);
-  dictionary::TranscoderRequest resumed;
-  resumed.cross_layer = true;
-  resumed.out = stopped.out;
-  resumed.resume = true;
-  const auto a = dictionary::transcoder(run, resumed);
-  dictionary::TranscoderRequest plain;
-  plain.cross_layer = true;
-  plain.config = config;
-  const auto c = dictionary::transcoder(run, plain);
-  BOOST_TEST(a.result.stopped_layer == -1);
-  BOOST_TEST(c.result.eval.cross_layer);
-  BOOST_TEST(c.result.eval.layers.size() == 2u);
-  const auto x = dictionary::load_transcoders(*run.model, stopped.out);
+  const std::string resumed_out = tmp.file("resumed");
+  const TranscoderTrainings t = train_transcoders(run, config, resumed_out, true);
+  BOOST_TEST(t.plain.result.eval.cross_layer);
+  const auto x = dictionary::load_transcoders(*run.model, resumed_out);
   const auto y = dictionary::load_transcoders(*run.model, io::layout::transcoders_root(dir));
   for (size_t l = 0; l < x.size(); ++l) {
     BOOST_TEST(x[l].writes == static_cast<int64_t>(x.size() - l));
     BOOST_TEST(x[l].W_dec.to_vector() == y[l].W_dec.to_vector());
     BOOST_TEST(x[l].W_enc.to_vector() == y[l].W_enc.to_vector());
   }
-  for (const auto& l : c.result.eval.layers) {
-    BOOST_TEST(std::isfinite(l.explained_variance));
-    BOOST_TEST(l.l0 > 0);
-  }
-  BOOST_TEST(std::isfinite(c.result.eval.ce_replaced));
   // The graph reads the folder; a layer-0 feature has edges into layer 1 and the logits.
   attribution::GraphRequest g;
-  const train::Batch b = run.task->eval_set(run.config.seed, 1);
-  g.input.ids.assign(b.inputs.begin(), b.inputs.begin() + b.T);
+  const std::vector<int32_t> ids = testing::first_eval_ids(run);
+  g.input.ids.assign(ids.begin(), ids.end());
   const auto out = attribution::graph(run, g);
   BOOST_TEST(out.result.n_features > 0);
   BOOST_TEST(out.result.replacement_score >= 0.0);
   BOOST_TEST(out.result.completeness_score <= 1.0);
   // layers with cross_layer is one line naming the field.
-  dictionary::TranscoderRequest bad = plain;
+  dictionary::TranscoderRequest bad = t.plain_request;
   bad.layers = "0";
   try {
     dictionary::transcoder(run, bad);

@@ -16,7 +16,7 @@
 #include "analysis/detect.h"
 #include "attribution/graph.h"
 #include "common/temp_dir.h"
-#include "train/trainer.h"
+#include "common/trained_run.h"
 
 namespace {
 
@@ -43,11 +43,9 @@ std::pair<std::string, double> largest_path(const findings::GraphLink& link) {
 BOOST_AUTO_TEST_CASE(pruned_induction_graph_runs_through_a_previous_token_and_an_induction_head) {
   testing::TempDir tmp;
   const std::string dir = tmp.file("induction");
-  const train::Config config =
-      train::load_config(std::string(ATTOGRAD_SOURCE_DIR) + "/configs/induction.json",
-                         {"train.steps=1000", "train.lr=0.005", "train.threads=1", "train.eval_every=1000",
-                          "train.eval_size=32", "output.attention_every=0", "output.checkpoint_every=10000"});
-  train::train_model(config, {dir, false, nullptr, {}});
+  testing::train_run(dir, "induction.json",
+                     {"train.steps=1000", "train.lr=0.005", "train.threads=1", "train.eval_every=1000",
+                      "train.eval_size=32", "output.attention_every=0", "output.checkpoint_every=10000"});
   analysis::StudyRun run = analysis::open_run(dir);
 
   attribution::GraphRequest r;
