@@ -557,7 +557,7 @@ analysis::Output<TranscoderOutcome> transcoder(analysis::StudyRun& run, const Tr
         io::parse_json(train::metadata_string(header, "config", found), found + " (config)"),
         found + " (config)");
   }
-  Output<TranscoderOutcome> result;
+  analysis::Output<TranscoderOutcome> result;
   std::vector<SaeParams<float>> trained(static_cast<size_t>(model.shape.n_layers));
   for (int l : layers) {
     const std::string in = transcoder_in_point(model, l), dir = io::layout::transcoder_dir(out, l);
