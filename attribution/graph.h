@@ -33,7 +33,9 @@ struct GraphRequest {
                              // DIR/L/features.json, when there, gives the feature nodes their top examples
   double node_threshold = 0.8;   // keep the nodes holding this fraction of the influence
   double edge_threshold = 0.98;  // keep the edges holding this fraction of the influence
-  std::string save;              // "" = write nothing; NAME = RUN/graphs/NAME/graph.json and adjacency.npy
+  // "" = write nothing; NAME = RUN/graphs/NAME/graph.json, adjacency.npy and graph.html. Both front ends
+  // write "graph" unless told otherwise.
+  std::string save = "graph";
   std::string qk;  // "L.H.K": also head H of layer L's QK attribution from the last position to K
 };
 

@@ -8,7 +8,9 @@
 #include "analysis/ablation.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "io/run_layout.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -30,19 +32,19 @@ Command add_ablate(CLI::App& app) {
       "the head's pattern scores, and " +
       io::layout::report_html("RUN") + " is rebuilt to show them.");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
-  add_number(sub, "--n", a->request.n, "held-out sequences (default: the config's train.eval_size)",
-             io::at_least(1));
+  // --mode stays the command's own: without it the command runs zero and mean ablation both
+  // (analysis::ablate_scores), where Python's ablate is one mode, zero unless told.
+  add_table_options(sub, study::ablate_fields(), a->request,
+                    {{"n", {"", "", io::at_least(1)}}, {"k", {"", "", io::at_least(1)}}}, {"mode"})
+      .at("per_position")
+      ->description("with --mode: also each head at each position alone");
   sub->add_option("--mode", a->request.mode,
                   "one mode alone, printed only: zero, mean, or resample (z from another held-out sequence)")
       ->check(CLI::IsMember({"zero", "mean", "resample"}))
       ->each([a](const std::string&) { a->mode_given = true; });
-  add_number(sub, "--k", a->request.k, "resample: draws to average over (default 4)", io::at_least(1));
-  add_number(sub, "--seed", a->request.seed, "resample: the draws' seed (default 1)");
   sub->add_option("--tokens", a->tokens,
                   "with --mode: a sequence of your own instead of the held-out set, token names (BOS put in "
                   "front when missing), a whole sequence of the task (T + 1 tokens); repeat for more");
-  sub->add_flag("--per-position", a->request.per_position,
-                "with --mode: also each head at each position alone");
   sub->add_flag(
       "--json", a->json,
       "with --mode: one JSON object {mode, sequences, k, baseline, heads: [{layer, head, position, acc, "

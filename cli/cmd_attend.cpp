@@ -6,6 +6,8 @@
 #include "analysis/attention.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -29,7 +31,7 @@ Command add_attend(CLI::App& app) {
   a->input.add_to(sub, "input as the task's token names, e.g. \"3 1 4\" (BOS added)",
                   "input as raw token ids, e.g. \"0 5 3 6\" (taken as given)");
   a->pick.add_to(sub, "; full-size heatmaps");
-  sub->add_option("--svg", a->request.svg, "also write the shown heads as an SVG picture to FILE");
+  add_table_options(sub, study::attend_fields(), a->request);
   sub->add_flag("--json", a->json, "print one JSON object (ids, tokens, attention of the shown heads)");
   return [a] {
     if (!a->input.given()) throw UsageError("attend: give --prompt, --tokens or --ids");

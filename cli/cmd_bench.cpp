@@ -7,23 +7,23 @@
 
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "runner/bench.h"
+#include "study/fields.h"
 
 namespace cli {
 
 Command add_bench(CLI::App& app) {
   auto a = std::make_shared<runner::BenchRequest>();
   CLI::App* sub = app.add_subcommand("bench", "time training steps (or forward passes); print one JSON line");
-  sub->add_option("CONFIG", a->config, "config JSON (bench/configs/*.json)")->required();
-  add_number(sub, "--steps", a->steps, "timed steps (default 20)", io::at_least(1));
-  add_number(sub, "--warmup", a->warmup,
-             "untimed warm-up steps (default 3; unless 0, they last at least 1 s)", io::at_least(0));
-  add_number(sub, "--threads", a->threads, "threads (default: the config's train.threads)", io::at_least(1));
-  sub->add_flag("--forward", a->forward, "time forward passes without gradients (no graph, no backward)");
-  add_number(sub, "--peak-gflops", a->peak_gflops,
-             "the machine's peak for mfu (default: measured, a float32 FMA loop on every thread)",
-             io::above(0));
-  sub->add_option("--set", a->sets, "override a config field, key.path=value (repeatable)");
+  // On the command line 0 is not a --threads or --peak-gflops value but what leaving it out means.
+  add_table_options(sub, study::bench_fields(), *a,
+                    {{"config", {"CONFIG", "config JSON (bench/configs/*.json)"}},
+                     {"sets", {"--set", "override a config field, key.path=value (repeatable)"}},
+                     {"threads", {"", "", io::at_least(1)}},
+                     {"peak_gflops", {"", "", io::above(0)}}})
+      .at("config")
+      ->required();
   sub->add_flag("--json", "print one JSON line (always: bench prints nothing else on stdout)");
   return [a] {
     // Progress for a person at a terminal, on stderr (stdout carries only the JSON line).

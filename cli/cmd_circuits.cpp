@@ -4,6 +4,8 @@
 #include "analysis/circuits.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -23,9 +25,15 @@ Command add_circuits(CLI::App& app) {
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   sub->add_flag("--json", a->json, "print one JSON object instead of the tables");
   sub->add_flag("--no-composition", a->no_composition, "skip composition (needed for one-layer models)");
-  sub->add_flag("--processed", a->request.processed,
-                "read the weights as TransformerLens processes them (LayerNorms folded in, writers and "
-                "unembedding centred); prints only, writes no file");
+  // --no-composition says the composition row the command line's way round; the command saves unless
+  // --processed (Python's circuits saves only when told).
+  add_table_options(
+      sub, study::circuits_fields(), a->request,
+      {{"processed",
+        {"",
+         "read the weights as TransformerLens processes them (LayerNorms folded in, writers and "
+         "unembedding centred); prints only, writes no file"}}},
+      {"composition", "save"});
   return [a] {
     a->request.composition = !a->no_composition;
     a->request.save = !a->request.processed;

@@ -5,6 +5,8 @@
 #include "analysis/attention.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -28,7 +30,7 @@ Command add_compare(CLI::App& app) {
   sub->add_option("--a", a->request.a.tokens, "first input, as the task's token names")->required();
   sub->add_option("--b", a->request.b.tokens, "second input, as many tokens as --a")->required();
   a->pick.add_to(sub);
-  sub->add_option("--svg", a->request.svg, "also write A, B and A - B per head as an SVG picture to FILE");
+  add_table_options(sub, study::compare_fields(), a->request);
   sub->add_flag("--json", a->json,
                 "print one JSON object (a, b: ids, tokens, attention; heads: total variation)");
   return [a] {

@@ -2,6 +2,8 @@
 #include "analysis/lesson.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -12,8 +14,8 @@ Command add_demo(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("demo", "the seed lesson's walkthrough: self-attention from scratch");
-  add_number(sub, "--section", a->request.section, "run only this section (1-7)",
-             io::at_least(1).up_to(analysis::kLessonSections));
+  add_table_options(sub, study::lesson_fields(), a->request,
+                    {{"section", {"", "", io::at_least(1).up_to(analysis::kLessonSections)}}});
   sub->add_flag("--json", a->json, "print one JSON object (section, text)");
   return [a] {
     const auto out = analysis::lesson(a->request);

@@ -5,6 +5,8 @@
 #include "analysis/detect.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -23,14 +25,11 @@ Command add_detect(CLI::App& app) {
       "A rule file holds {\"pattern\": [[...]]} (T x T), {\"offset\": k} or {\"rule\": \"induction\"}.\n"
       "Example: attograd detect runs/induction --pattern induction");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
-  sub->add_option("--pattern", a->request.pattern,
-                  "previous, duplicate, induction, first, or a rule FILE.json")
-      ->required();
-  sub->add_option("--mode", a->request.mode, "mul (default) or abs")->check(CLI::IsMember({"mul", "abs"}));
+  auto table = add_table_options(sub, study::detect_fields(), a->request, {{"n", {"", "", io::at_least(1)}}});
+  table.at("pattern")->required();
   auto* tokens = sub->add_option("--tokens", a->request.input.tokens,
                                  "one input as token names (BOS added) instead of held-out sequences");
-  auto* n = add_number(sub, "--n", a->request.n, "held-out sequences (default: the config's train.eval_size)",
-                       io::at_least(1));
+  CLI::Option* n = table.at("n");
   auto* prompt = sub->add_option("--prompt", a->request.input.text,
                                  "one input as text for the run's tokenizer (BOS added) instead of held-out "
                                  "sequences");

@@ -3,6 +3,8 @@
 #include "analysis/evaluation.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -16,12 +18,7 @@ Command add_eval(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "held-out accuracy and loss of a run's last checkpoint");
   sub->add_option("RUN_DIR", a->run, "run folder")->required();
   sub->add_flag("--json", a->json, "print one JSON object");
-  add_number(sub, "--n", a->request.n, "held-out sequences (default: the config's train.eval_size)",
-             io::at_least(1));
-  sub->add_option(
-         "--split", a->request.split,
-         "heldout, or train: a finite dataset's training sequences (what the model may have memorised)")
-      ->check(CLI::IsMember({"heldout", "train"}));
+  add_table_options(sub, study::eval_fields(), a->request, {{"n", {"", "", io::at_least(1)}}});
   return [a] {
     analysis::StudyRun run = analysis::open_run(a->run);
     const auto out = analysis::evaluate(run, a->request);

@@ -4,6 +4,8 @@
 #include "analysis/attention.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -21,6 +23,7 @@ Command add_forward(CLI::App& app) {
   a->input.add_to(sub, "input as the task's token names, e.g. \"BOS 3 1 4\"",
                   "input as raw token ids, e.g. \"0 5 3 6\"");
   sub->add_flag("--json", a->json, "print one JSON object (ids, tokens, logits, predictions, attention)");
+  add_table_options(sub, study::forward_fields(), a->request);  // no rows yet: the input only
   return [a] {
     if (!a->input.given()) throw UsageError("forward: give --prompt, --tokens or --ids");
     analysis::StudyRun run = analysis::open_run(a->run);

@@ -3,6 +3,8 @@
 #include "analysis/fourier.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -10,6 +12,7 @@ Command add_fourier(CLI::App& app) {
   struct Args {
     std::string run;
     bool json = false;
+    analysis::FourierRequest request;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -23,8 +26,10 @@ Command add_fourier(CLI::App& app) {
       "Example: attograd fourier runs/grokking --json");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
   sub->add_flag("--json", a->json, "print one JSON object instead of the summary");
+  // The command always saves (its save row is Python's, where it is opt-in).
+  add_table_options(sub, study::fourier_fields(), a->request, {}, {"save"});
   return [a] {
-    analysis::FourierRequest request;
+    analysis::FourierRequest request = a->request;
     request.save = true;
     analysis::StudyRun run = analysis::open_run(a->run);
     const auto out = analysis::fourier(run, request);

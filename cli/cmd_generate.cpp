@@ -5,6 +5,8 @@
 #include "analysis/generate.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -25,18 +27,13 @@ Command add_generate(CLI::App& app) {
   a->tokens_opt =
       sub->add_option("--tokens", a->tokens, "the prompt as the task's token names, e.g. BOS 3 1 4 SEP");
   a->prompt_opt->excludes(a->tokens_opt);
-  add_number(
-      sub, "--max-new", a->request.max_new,
-      "generate N tokens (at most 100000), the context sliding past max_len (default: stop at max_len)",
-      io::at_least(0).up_to(analysis::kMaxNewTokens));
-  add_number(sub, "--temperature", a->request.temperature,
-             "0: greedy (argmax); otherwise sample softmax(logits / X)", io::at_least(0))
-      ->capture_default_str();
-  add_number(sub, "--top-k", a->request.top_k, "sample among the K most likely tokens only (0: all)",
-             io::at_least(0))
-      ->capture_default_str();
-  add_number(sub, "--seed", a->request.seed, "seed of the sampling: the same seed, the same tokens")
-      ->capture_default_str();
+  // --prompt is the prompt row's own (it excludes --tokens, an input); on the command line -1 is not a
+  // --max-new value but what leaving it out means.
+  add_table_options(sub, study::generate_fields(), a->request,
+                    {{"max_new", {"", "", io::at_least(0).up_to(analysis::kMaxNewTokens)}},
+                     {"temperature", {"", "", io::at_least(0)}},
+                     {"top_k", {"", "", io::at_least(0)}}},
+                    {"prompt"});
   sub->add_flag("--json", a->json,
                 "print one JSON object (prompt, generated: token names; ids: prompt and generated; stopped)");
   return [a] {

@@ -7,6 +7,8 @@
 #include "analysis/gradcheck.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -17,11 +19,10 @@ Command add_gradcheck(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("gradcheck", "whole-model finite-difference gradient check in float64");
-  sub->add_option("CONFIG", a->request.config, "config file")->required();
-  sub->add_option("--set", a->request.set, "override a config field: key.path=value");
-  // A NaN tolerance passes nothing and a negative one fails everything: both are mistakes.
-  add_number(sub, "--tolerance", a->request.tolerance, "worst relative error allowed (default 1e-6)",
-             io::above(0));
+  // The tolerance's row is > 0: a NaN tolerance passes nothing and a negative one fails everything.
+  add_table_options(sub, study::gradcheck_fields(), a->request, {{"config", {"CONFIG"}}})
+      .at("config")
+      ->required();
   sub->add_flag("--json", a->json,
                 "print one JSON object {config, note, T, parameters, tensors, worst, tolerance, pass}");
   return [a] {

@@ -5,7 +5,9 @@
 #include "attribution/graph.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "io/run_layout.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -17,7 +19,6 @@ Command add_graph(CLI::App& app) {
     bool json = false;
   };
   auto a = std::make_shared<Args>();
-  a->request.save = "graph";
   CLI::App* sub = app.add_subcommand(
       "graph", "the attribution graph of one prompt: exact direct effects, in float64, pruned by influence");
   sub->footer(
@@ -32,18 +33,9 @@ Command add_graph(CLI::App& app) {
   a->input.add_to(sub, "the prompt as the task's token names (BOS added)");
   sub->add_option("--target", a->request.target.name,
                   "the one target logit (default: the most likely, up to cumulative p 0.95, at most 10)");
-  sub->add_option("--transcoders", a->request.transcoders,
-                  "the transcoders' folder (default RUN_DIR/transcoders)");
-  sub->add_option("--node-threshold", a->request.node_threshold,
-                  "keep the nodes holding this fraction of the influence (default 0.8)");
-  sub->add_option("--edge-threshold", a->request.edge_threshold,
-                  "keep the edges holding this fraction of the influence (default 0.98)");
-  sub->add_option("--qk", a->request.qk,
-                  "L.H.K: also the QK attribution of head H of layer L from the last position to key K");
+  const auto table = add_table_options(sub, study::graph_fields(), a->request);
+  check_save_name(table.at("save"));
   sub->add_flag("--json", a->json, "print graph.json's object on one line instead of the summary");
-  add_save_option(sub, a->request.save,
-                  io::layout::graph_json(io::layout::graph_dir("RUN", "NAME")) +
-                      ", adjacency.npy and graph.html (default NAME: graph)");
   return [a] {
     analysis::StudyRun run = analysis::open_run(a->run);
     a->request.input = a->input.sequence("graph", run);

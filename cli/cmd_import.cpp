@@ -2,7 +2,9 @@
 // imports::ImportRequest, calls imports::import_model and prints what it wrote (docs/import.md).
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "imports/import_model.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -21,17 +23,9 @@ Command add_import(CLI::App& app) {
       "(docs/import.md).\n"
       "Example: attograd import ~/models/gpt2 --out runs/gpt2 [--process]");
   imports::ImportRequest& r = a->request;
-  sub->add_option("SRC", r.src, "the Hugging Face model folder")->required();
-  sub->add_option("--out", r.out, "the run folder to write (new or empty)")->required();
-  sub->add_option("--family", r.family, "auto (config.json's model_type), gpt2, gpt_neo, gpt_neox or llama")
-      ->check(CLI::IsMember({"auto", "gpt2", "gpt_neo", "gpt_neox", "llama"}));
-  sub->add_flag("--process", r.process,
-                "save TransformerLens's processed weights: norms folded, writers and unembedding centred, "
-                "value biases folded (docs/import.md)");
-  sub->add_option(
-      "--text", r.text,
-      "a UTF-8 text file for the tools that draw sequences (sae, eval, circuits, detect), encoded "
-      "by SRC/tokenizer.json (docs/import.md)");
+  const auto table = add_table_options(sub, study::import_fields(), r, {{"src", {"SRC"}}});
+  table.at("src")->required();
+  table.at("out")->required();
   sub->add_flag("--json", a->json, "print the import's summary as one JSON line");
   return [a] {
     const auto out = imports::import_model(a->request);

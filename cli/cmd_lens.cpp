@@ -3,7 +3,9 @@
 #include "analysis/lens.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "io/run_layout.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -31,8 +33,7 @@ Command add_lens(CLI::App& app) {
   sub->add_option("--wrong", a->request.wrong.name,
                   "token whose logit the metric subtracts (default: the mean logit)");
   sub->add_flag("--json", a->json, "print one JSON object instead of the table");
-  add_save_option(sub, a->request.save,
-                  io::layout::lens_stem("RUN", "NAME") + ".json and .svg (and rebuild report.html)");
+  check_save_name(add_table_options(sub, study::lens_fields(), a->request).at("save"));
   return [a] {
     analysis::StudyRun run = analysis::open_run(a->run);
     a->request.input = a->input.sequence("lens", run);

@@ -5,7 +5,9 @@
 #include "analysis/patching.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "io/run_layout.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -41,12 +43,8 @@ Command add_patch(CLI::App& app) {
                   "token whose logit the metric rewards (default: top on clean)");
   sub->add_option("--wrong", a->request.wrong.name,
                   "token whose logit the metric subtracts (default: top on corrupt)");
-  sub->add_flag("--attribution", a->request.attribution,
-                "also estimate every patch from one corrupt backward (attribution patching) and print the "
-                "correlation per activation kind");
   sub->add_flag("--json", a->json, "print one JSON object instead of the tables");
-  add_save_option(sub, a->request.save,
-                  io::layout::patching_stem("RUN", "NAME") + ".json and .svg (and rebuild report.html)");
+  check_save_name(add_table_options(sub, study::patch_fields(), a->request).at("save"));
   return [a] {
     if (a->request.clean.empty() || a->request.corrupt.empty())
       throw UsageError("patch: give --clean or --clean-prompt, and --corrupt or --corrupt-prompt");

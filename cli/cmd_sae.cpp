@@ -11,7 +11,9 @@
 #include "cli/print.h"
 #include "cli/progress.h"
 #include "cli/stop_signal.h"
+#include "cli/table_options.h"
 #include "dictionary/sae_tool.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -36,11 +38,9 @@ Command add_sae(CLI::App& app) {
       "and the evaluation's definitions: docs/sae.md.\n"
       "Example: attograd sae runs/text --at blocks.1.mlp.post --config configs/sae.json");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)");
-  sub->add_option("--at", a->request.point,
-                  "hook point of shape (B, T, D), e.g. blocks.0.mlp.post or blocks.1.resid_post");
-  sub->add_option("--config", a->request.config, "SAE config (JSON; every field has a default)");
-  sub->add_option("--out", a->request.out, "output folder (default RUN_DIR/sae/POINT)");
-  sub->add_flag("--resume", a->request.resume, "continue from DIR/checkpoint.safetensors, bit-exactly");
+  add_table_options(
+      sub, study::sae_fields(), a->request,
+      {{"point", {"--at", "hook point of shape (B, T, D), e.g. blocks.0.mlp.post or blocks.1.resid_post"}}});
   sub->add_flag("--json", a->json, "print eval.json's object on one line instead of the summary");
   sub->add_flag("--progress", a->progress, "show progress on stderr when it is not a terminal too");
   auto s = std::make_shared<SyntheticArgs>();
@@ -48,15 +48,12 @@ Command add_sae(CLI::App& app) {
       "synthetic",
       "an SAE on synthetic sparse features with known directions: how well it recovers them (without\n"
       "--config: TopK, k 6, lr 0.003, 3000 steps of 1024)");
-  add_number(syn, "--features", s->request.features, "true features (default 256)",
-             io::at_least(1).up_to(1 << 14));
-  add_number(syn, "--dim", s->request.dim, "their dimension (default 32)", io::at_least(1).up_to(1 << 14));
-  add_number(syn, "--p", s->request.p, "each feature's probability of being active (default 0.02)",
-             io::at_least(1e-6).up_to(1.0));
-  add_number(syn, "--sae-features", s->request.sae_features, "the SAE's features (default 512)",
-             io::at_least(1).up_to(1 << 16));
-  add_number(syn, "--seed", s->request.seed, "seed of the source and the SAE (default 1)");
-  syn->add_option("--config", s->request.config, "SAE config (JSON); d_sae and seed come from the options");
+  // The ranges as the command line has always said them (the same numbers as the rows').
+  add_table_options(syn, study::sae_synthetic_fields(), s->request,
+                    {{"features", {"", "", io::at_least(1).up_to(1 << 14)}},
+                     {"dim", {"", "", io::at_least(1).up_to(1 << 14)}},
+                     {"p", {"", "", io::at_least(1e-6).up_to(1.0)}},
+                     {"sae_features", {"", "", io::at_least(1).up_to(1 << 16)}}});
   syn->add_flag("--json", s->json,
                 "print {\"mean_max_cos\", \"mcc\", \"l0\", \"dead\", \"seconds\"} on one line");
   syn->add_flag("--progress", s->progress, "show progress on stderr when it is not a terminal too");

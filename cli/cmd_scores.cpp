@@ -6,6 +6,8 @@
 #include "analysis/scores.h"
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -14,6 +16,7 @@ Command add_scores(CLI::App& app) {
     std::string run;
     std::vector<std::string> tokens;
     bool json = false;
+    analysis::ScoresRequest request;
   };
   auto a = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -26,9 +29,10 @@ Command add_scores(CLI::App& app) {
                   "a sequence of your own, token names (BOS put in front when missing), a whole sequence of "
                   "the task (T + 1 tokens); repeat for more; default: the held-out set");
   sub->add_flag("--json", a->json, "print one JSON object {step, heads: [...]} instead of the table");
+  add_table_options(sub, study::scores_fields(), a->request);  // no rows yet: the sequences only
   return [a] {
     analysis::StudyRun run = analysis::open_run(a->run);
-    analysis::ScoresRequest request;
+    analysis::ScoresRequest request = a->request;
     for (const std::string& t : a->tokens) request.ids.push_back(analysis::Sequence{{}, t, {}});
     const auto out = analysis::scores(run, request);
     return print_output(a->json, out, findings::head_scores_to_json(out.result),

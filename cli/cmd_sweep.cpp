@@ -12,9 +12,11 @@
 
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "io/printable.h"
 #include "io/run_layout.h"
 #include "runner/sweep.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -54,7 +56,7 @@ class CountStops {
 
 struct SweepArgs {
   runner::SweepRequest request;
-  std::string collect_dir;
+  study::SweepCollectRequest collect;
   bool json = false, collect_json = false;
 };
 
@@ -149,7 +151,7 @@ int collect(const std::string& dir, bool json) {
 }
 
 int run_sweep(const SweepArgs& a) {
-  if (!a.collect_dir.empty()) return collect(a.collect_dir, a.collect_json || a.json);
+  if (!a.collect.out.empty()) return collect(a.collect.out, a.collect_json || a.json);
   if (a.request.file.empty()) throw UsageError("sweep: SWEEP.json is required (or: sweep collect DIR)");
   SweepPrinter printer(a.json);
 
@@ -205,23 +207,25 @@ Command add_sweep(CLI::App& app) {
       "again.\n" +
       io::layout::summary_json("OUT") + ", " + io::layout::summary_csv("OUT") + " and " +
       io::layout::sweep_index_html("OUT") + " summarise the sweep (docs/sweeps.md).");
-  sub->add_option("SWEEP", args->request.file, "sweep file, e.g. sweeps/induction-seeds.json");
-  add_number(sub, "-j,--jobs", args->request.jobs, "runs at a time (default: one per two cores)",
-             io::at_least(1));
-  sub->add_flag("--print-commands", args->request.print_commands,
-                "print one `attograd train` command per unfinished run (for xargs, GNU parallel) and exit");
-  CLI::Option* slurm = sub->add_option("--slurm", args->request.slurm,
-                                       "write a Slurm job-array script for the unfinished runs to FILE");
-  add_number(sub, "--cpus-per-task", args->request.cpus_per_task,
-             "the script's --cpus-per-task and each run's train.threads (default: the runs' train.threads)",
-             io::at_least(1))
-      ->needs(slurm);
+  // --program is Python's: the command line's children run this program. On the command line 0 is not a
+  // --jobs or --cpus-per-task value but what leaving it out means.
+  const auto table = add_table_options(
+      sub, study::sweep_fields(), args->request,
+      {{"file", {"SWEEP", "sweep file, e.g. sweeps/induction-seeds.json"}},
+       {"jobs", {"-j,--jobs", "", io::at_least(1)}},
+       {"print_commands",
+        {"", "print one `attograd train` command per unfinished run (for xargs, GNU parallel) and exit"}},
+       {"cpus_per_task", {"", "the script's --cpus-per-task and each run's train.threads", io::at_least(1)}}},
+      {"program"});
+  table.at("cpus_per_task")->needs(table.at("slurm"));
   sub->add_flag("--json", args->json,
                 "print what the sweep did (each run's state and outcome) as one JSON line, without progress");
   CLI::App* collect = sub->add_subcommand(
       "collect", "build " + io::layout::summary_json("OUT") + ", " + io::layout::summary_csv("OUT") +
                      " and " + io::layout::sweep_index_html("OUT") + " from the run folders");
-  collect->add_option("DIR", args->collect_dir, "the sweep's out folder")->required();
+  add_table_options(collect, study::sweep_collect_fields(), args->collect, {{"out", {"DIR"}}})
+      .at("out")
+      ->required();
   collect->add_flag("--json", args->collect_json,
                     "print the summary (summary.json's content) as one JSON line");
   return [args] { return run_sweep(*args); };

@@ -3,7 +3,9 @@
 // prints the table or one model's JSON.
 #include "cli/commands.h"
 #include "cli/print.h"
+#include "cli/table_options.h"
 #include "dictionary/tms.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -22,14 +24,14 @@ Command add_tms(CLI::App& app) {
       "norm and superposition, and writes the figure (docs/sae.md).\n"
       "Examples: attograd tms --n 5 --m 2;  attograd tms --n 20 --m 5 --importance 0.7");
   dictionary::TmsRequest& r = a->request;
-  add_number(sub, "--n", r.n, "features (default 5)", io::at_least(2).up_to(1000));
-  add_number(sub, "--m", r.m, "hidden dimensions (default 2)", io::at_least(1).up_to(1000));
-  add_number(sub, "--sparsity", r.sparsity, "probability that a feature is 0, with --json (default 0)",
-             io::at_least(0).up_to(0.9999));
-  add_number(sub, "--importance", r.importance, "feature i's importance is R^i (default 0.9)",
-             io::at_least(0.01).up_to(1.0));
-  add_number(sub, "--steps", r.steps, "training steps (default 5000)", io::at_least(1).up_to(1000000));
-  add_number(sub, "--seed", r.seed, "seed (default 1)");
+  // The ranges as the command line has always said them (the same numbers as the rows').
+  add_table_options(
+      sub, study::tms_fields(), r,
+      {{"n", {"", "", io::at_least(2).up_to(1000)}},
+       {"m", {"", "", io::at_least(1).up_to(1000)}},
+       {"sparsity", {"", "probability that a feature is 0, with --json", io::at_least(0).up_to(0.9999)}},
+       {"importance", {"", "", io::at_least(0.01).up_to(1.0)}},
+       {"steps", {"", "", io::at_least(1).up_to(1000000)}}});
   sub->add_option("--out", r.figure, "the figure's file (default tms-nN-mM.svg)");
   sub->add_flag("--json", a->json,
                 "train at --sparsity and print {\"W\" (m x n), \"b\", \"loss\"} on one line");

@@ -8,7 +8,9 @@
 #include "cli/print.h"
 #include "cli/progress.h"
 #include "cli/stop_signal.h"
+#include "cli/table_options.h"
 #include "dictionary/transcoder.h"
+#include "study/fields.h"
 
 namespace cli {
 
@@ -30,13 +32,7 @@ Command add_transcoder(CLI::App& app) {
       "linear skip). docs/graphs.md says more.\n"
       "Example: attograd transcoder runs/modadd --config configs/sae/transcoder.json");
   sub->add_option("RUN_DIR", a->run, "run folder (from attograd train)")->required();
-  sub->add_option("--layers", a->request.layers,
-                  "layers to train, e.g. 0,1 (default: every layer with an MLP)");
-  sub->add_option("--config", a->request.config, "SAE config (JSON; every field has a default)");
-  sub->add_option("--out", a->request.out, "output folder (default RUN_DIR/transcoders)");
-  sub->add_flag("--resume", a->request.resume, "continue each layer from its checkpoint, bit-exactly");
-  sub->add_flag("--cross-layer", a->request.cross_layer,
-                "one cross-layer transcoder: layer L's features write to every MLP output from L on");
+  add_table_options(sub, study::transcoder_fields(), a->request);
   sub->add_flag("--json", a->json, "print eval.json's object on one line instead of the table");
   return [a] {
     Progress progress(stderr);

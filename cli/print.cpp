@@ -60,8 +60,8 @@ std::optional<int> LayerHeadOptions::head() const {
   return head_opt_->count() ? std::optional<int>(head_) : std::nullopt;
 }
 
-CLI::Option* add_save_option(CLI::App* sub, std::string& name, const std::string& what) {
-  return sub->add_option("--save", name, "also write " + what)->check([](const std::string& n) {
+CLI::Option* check_save_name(CLI::Option* save) {
+  return save->check([](const std::string& n) {
     const std::string problem = analysis::save_name_problem(n);
     return problem.empty() ? problem : "NAME: " + problem;
   });

@@ -82,8 +82,8 @@ class LayerHeadOptions {
   CLI::Option *layer_opt_ = nullptr, *head_opt_ = nullptr;
 };
 
-// --save NAME, checked as the tools check it (analysis::save_name_problem).
-CLI::Option* add_save_option(CLI::App* sub, std::string& name, const std::string& what);
+// A --save NAME option checked as the tools check it (analysis::save_name_problem).
+CLI::Option* check_save_name(CLI::Option* save);
 
 // "RUN (step N)": how every command names the run it read.
 std::string run_title(const analysis::StudyRun& run);

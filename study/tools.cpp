@@ -25,6 +25,7 @@
 #include "io/printable.h"
 #include "runner/bench.h"
 #include "runner/sweep.h"
+#include "study/fields.h"
 
 namespace study {
 
@@ -163,6 +164,7 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
       tool.prompt_field = input.first;
   }
   for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
+  io::add_field_infos(tool.rows, "", fields);
   for (const auto& input : inputs)
     if (std::holds_alternative<List>(input.second)) tool.fields.push_back(input.first);
   tool.reads_run = std::is_invocable_v<Run, analysis::StudyRun&, const Request&>;
@@ -182,6 +184,8 @@ template <typename Request, typename Run>
 Tool row(const char* name, const char* summary, const io::Table<Request>& fields, Run run) {
   return row<Request, Run, false>(name, summary, {}, fields, run);
 }
+
+}  // namespace
 
 // ---- One section per tool: its request's table, then its row's call.
 
@@ -281,7 +285,10 @@ const io::Table<attribution::GraphRequest>& graph_fields() {
       {"edge_threshold", &attribution::GraphRequest::edge_threshold,
        "keep the edges holding this fraction of the influence", io::at_least(0).up_to(1)},
       {"save", &attribution::GraphRequest::save,
-       "\"\" = write nothing; NAME = RUN/graphs/NAME/graph.json and adjacency.npy"},
+       "\"\" = write nothing; NAME = RUN/graphs/NAME/graph.json, adjacency.npy and graph.html",
+       io::rule("letters, digits, _, -, ., at most 100 characters")},
+      {"qk", &attribution::GraphRequest::qk,
+       "L.H.K: also the QK attribution of head H of layer L from the last position to key K; \"\" = none"},
   };
   return fields;
 }
@@ -351,11 +358,6 @@ const io::Table<analysis::GenerateRequest>& generate_fields() {
   };
   return fields;
 }
-
-// sweep_collect's request: the sweep's out folder.
-struct SweepCollectRequest {
-  std::string out;
-};
 
 const io::Table<SweepCollectRequest>& sweep_collect_fields() {
   static const io::Table<SweepCollectRequest> fields = {
@@ -448,7 +450,14 @@ const io::Table<dictionary::TmsRequest>& tms_fields() {
   return fields;
 }
 
-}  // namespace
+std::string shown_default(const io::FieldInfo& row) {
+  if (!row.default_means.empty()) return row.default_means;
+  if (row.type == "boolean" || row.default_value == "\"\"" || row.default_value == "[]" ||
+      row.default_value == "null")
+    return "";
+  if (row.type == "string") return json::parse(row.default_value).get<std::string>();
+  return row.default_value;
+}
 
 const std::vector<Tool>& tools() {
   static const std::vector<Tool> rows = {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analysis/tool.h"
+#include "io/field_info.h"
 
 namespace study {
 
@@ -23,6 +24,9 @@ struct Tool {
   // The request's fields in order: its input sequences, then its table's rows (Python binds them in this
   // order, so the first ones may be given positionally).
   std::vector<std::string> fields;
+  // The table's rows (not the inputs) with the request's defaults, in the table's order: what the command
+  // line's options are built from (cli/table_options.h) and what Python's keyword arguments default to.
+  std::vector<io::FieldInfo> rows;
   // The first input sequence, which Python's `prompt=TEXT` gives as {"prompt": TEXT}; empty when none.
   std::string prompt_field;
   // Whether the tool reads a trained run (Python: a method of Run) or stands alone (a module function).
@@ -34,6 +38,10 @@ struct Tool {
 
 // Every tool, in the order the docs list them.
 const std::vector<Tool>& tools();
+
+// A row's default as a front end shows it ("0.8", "graph", or what a placeholder stands for:
+// "train.eval_size"); "" when there is nothing to show (false, "", an empty list, null).
+std::string shown_default(const io::FieldInfo& row);
 
 // The row called `name`; RequestError "NAME: no such tool" when none is.
 const Tool& tool(const std::string& name);

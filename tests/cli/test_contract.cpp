@@ -4,8 +4,13 @@
 // --help) lists must have its section, every argument and long option that `attograd SUB --help` lists must
 // be in that section's table, and the section's table and usage may name no subcommand or option the program
 // lacks. A failure names what is missing where.
+// And the front ends against each other (issue 57): every study tool with a subcommand takes the same fields
+// on the command line (its --help), in Python (its row's `fields`, which python/tools.cpp binds as keyword
+// arguments) and in its docs section, with the same defaults, but for the front-end-only options listed
+// below with their reasons.
 #include <boost/test/unit_test.hpp>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -13,6 +18,7 @@
 #include <vector>
 
 #include "cli/run_command.h"
+#include "study/tools.h"
 
 using testing::run_attograd;
 
@@ -82,6 +88,7 @@ Help parse_help(const std::string& text) {
 // options its usage lines name.
 struct Section {
   Names positionals, options, usage_options;
+  std::map<std::string, std::string> rows;  // each name in a table's first column -> its whole row
 };
 
 // The sections of docs/cli.md, by subcommand ("train", "sweep collect"). A section starts at a heading
@@ -117,12 +124,51 @@ std::map<std::string, Section> parse_contract(const std::string& doc) {
     }
     if (names.empty()) continue;
     if (names[0] == '-') {
-      for (const std::string& o : long_options(names)) current->options.insert(o);
+      for (const std::string& o : long_options(names)) {
+        current->options.insert(o);
+        current->rows[o] = line;
+      }
     } else {
       current->positionals.insert(first_word(names));
+      current->rows[first_word(names)] = line;
     }
   }
   return sections;
+}
+
+// Each argument and long option of one --help output with its whole entry (names and description, the
+// lines of an entry joined and its runs of spaces made one).
+std::map<std::string, std::string> help_entries(const std::string& text) {
+  std::map<std::string, std::string> entries;
+  std::string heading;
+  std::vector<std::string> current;  // the names the entry being read goes to
+  for (const std::string& line : lines_of(text)) {
+    if (line.empty()) continue;
+    if (line[0] != ' ') {
+      heading = line;
+      current.clear();
+      continue;
+    }
+    if (heading != "Options:" && heading != "Positionals:") continue;
+    if (line.size() >= 3 && line[1] == ' ' && line[2] != ' ') {
+      const std::string name = first_word(line);
+      current.clear();
+      if (heading == "Positionals:") {
+        current.push_back(name);
+      } else {
+        for (const std::string& o : long_options(name))
+          if (o != "--help") current.push_back(o);
+      }
+    }
+    for (const std::string& name : current) entries[name] += " " + line;
+  }
+  for (auto& [name, entry] : entries) {
+    std::string squeezed;
+    for (char c : entry)
+      if (c != ' ' || (!squeezed.empty() && squeezed.back() != ' ')) squeezed += c;
+    entry = squeezed;
+  }
+  return entries;
 }
 
 std::string join(const Names& names) {
@@ -222,4 +268,165 @@ BOOST_AUTO_TEST_CASE(every_subcommand_and_option_of_the_program_is_in_the_contra
   for (const auto& [path, section] : contract)
     BOOST_CHECK_MESSAGE(seen.count(path), kContract + ": has a section for `attograd " + path +
                                               "`, which the program's --help does not list");
+}
+
+namespace {
+
+// The program's words for a tool: its name, "_" between a command and its subcommand.
+std::string command_of(const std::string& tool) {
+  std::string path = tool;
+  for (char& c : path)
+    if (c == '_') c = ' ';
+  return path;
+}
+
+// A field's command-line name as the tables build it (cli/table_options.h): "--" + key, "_" as "-".
+std::string option_of(const std::string& key) {
+  std::string name = "--" + key;
+  for (char& c : name)
+    if (c == '_') c = '-';
+  return name;
+}
+
+// Fields the command line spells otherwise (cli/cmd_*.cpp's Spellings, kept from before the tables drove
+// the options), and the inputs (not table rows) the command line takes as --tokens (with --prompt and
+// --ids, the InputOptions). "TOOL.field" -> its name in --help.
+const std::map<std::string, std::string> kSpelled = {
+    {"bench.config", "CONFIG"},     {"bench.sets", "--set"},
+    {"gradcheck.config", "CONFIG"}, {"import.src", "SRC"},
+    {"sae.point", "--at"},          {"sweep.file", "SWEEP"},
+    {"sweep_collect.out", "DIR"},   {"circuits.composition", "--no-composition"},
+    {"forward.input", "--tokens"},  {"attend.input", "--tokens"},
+    {"detect.input", "--tokens"},   {"lens.input", "--tokens"},
+    {"graph.input", "--tokens"},    {"scores.ids", "--tokens"},
+    {"ablate.ids", "--tokens"},
+};
+
+// Python's fields the command line has no option for, and why.
+const std::map<std::string, std::string> kPythonOnly = {
+    {"sweep.program", "the command line's children run the program itself"},
+    {"circuits.save", "the command always writes its files, unless --processed"},
+    {"fourier.save", "the command always writes its files"},
+};
+
+// The command line's options that are no field, and why. "--json" and RUN_DIR are every command's.
+const std::map<std::string, std::string> kCommandLineOnly = {
+    {"--json", "how the command prints; Python returns the object"},
+    {"RUN_DIR", "Python's tools are methods of the open Run"},
+    {"--prompt", "the input as text (InputOptions), a form of the input field"},
+    {"--ids", "the input as raw ids (InputOptions), a form of the input field"},
+    {"patch.--clean-prompt", "the clean input as text, a form of clean"},
+    {"patch.--corrupt-prompt", "the corrupt input as text, a form of corrupt"},
+    {"sae.--progress", "a progress line on stderr; Python has none"},
+    {"sae_synthetic.--progress", "a progress line on stderr; Python has none"},
+    {"tms.--out",
+     "the sweep's figure: the command sweeps the sparsities unless --json, Python's tms is one "
+     "model (--json)"},
+};
+
+// Defaults the command line shows otherwise, and why.
+const std::map<std::string, std::string> kOwnDefault = {
+    {"ablate.mode", "without --mode the command runs zero and mean ablation both"},
+    {"circuits.composition", "--no-composition: the flag says the other way round"},
+};
+
+// Whether a docs row gives `value`: as written, or a number written another way (1e-6 for 1e-06).
+bool mentions(const std::string& row, const std::string& value) {
+  if (row.find(value) != std::string::npos) return true;
+  char* end = nullptr;
+  const double number = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0') return false;
+  std::string word;
+  for (size_t i = 0; i <= row.size(); ++i) {
+    const char c = i < row.size() ? row[i] : ' ';
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' || c == '-' ||
+        c == '+') {
+      word += c;
+      continue;
+    }
+    if (!word.empty() && std::strtod(word.c_str(), &end) == number && *end == '\0') return true;
+    word.clear();
+  }
+  return false;
+}
+
+bool listed(const std::map<std::string, std::string>& list, const std::string& tool,
+            const std::string& name) {
+  return list.count(name) || list.count(tool + "." + name);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_tool_takes_the_same_fields_with_the_same_defaults_in_every_front_end) {
+  std::string doc;
+  for (const std::string& file : kContractFiles)
+    doc += testing::read_all(std::string(ATTOGRAD_SOURCE_DIR) + "/" + file) + "\n";
+  const std::map<std::string, Section> contract = parse_contract(doc);
+
+  const Help top = parse_help(run_attograd("--help").out);
+  size_t checked = 0;
+  bool saw_qk = false;
+  for (const study::Tool& tool : study::tools()) {
+    const std::string path = command_of(tool.name);
+    if (!top.subcommands.count(path.substr(0, path.find(' ')))) continue;
+    const std::string where = "`attograd " + path + "` (" + tool.name + ")";
+    const testing::CommandResult r = run_attograd(path + " --help");
+    BOOST_REQUIRE_MESSAGE(r.exit_code == 0, where + " --help: exit " + std::to_string(r.exit_code));
+    const std::map<std::string, std::string> entries = help_entries(r.out);
+    const auto section = contract.find(path);
+    BOOST_REQUIRE_MESSAGE(section != contract.end(), kContract + ": no section for " + where);
+    ++checked;
+
+    Names named;  // the --help names the fields account for
+    for (const std::string& field : tool.fields) {
+      const std::string key = tool.name + "." + field;
+      if (kPythonOnly.count(key)) {
+        BOOST_CHECK_MESSAGE(!entries.count(option_of(field)),
+                            where + ": " + option_of(field) +
+                                " is listed as Python's only, but the command "
+                                "takes it: drop it from kPythonOnly");
+        continue;
+      }
+      const std::string name = kSpelled.count(key) ? kSpelled.at(key) : option_of(field);
+      named.insert(name);
+      saw_qk = saw_qk || key == "graph.qk";
+      BOOST_CHECK_MESSAGE(entries.count(name),
+                          where + ": Python's " + field + "= has no option " + name + " on the command line");
+      BOOST_CHECK_MESSAGE(section->second.rows.count(name),
+                          kContract + ": the table of " + where + " has no row for " + name);
+    }
+    for (const auto& [name, entry] : entries)
+      BOOST_CHECK_MESSAGE(named.count(name) || listed(kCommandLineOnly, tool.name, name),
+                          where + ": the command line's " + name +
+                              " is no field of the tool (Python lacks it): give the request a table row, or "
+                              "list it in kCommandLineOnly with the reason");
+
+    // Defaults: the command line shows the request's (through its table's rows), and so do the docs.
+    for (const io::FieldInfo& row : tool.rows) {
+      const std::string key = tool.name + "." + row.path;
+      if (kPythonOnly.count(key) || kOwnDefault.count(key)) continue;
+      const std::string name = kSpelled.count(key) ? kSpelled.at(key) : option_of(row.path);
+      const auto entry = entries.find(name);
+      if (entry == entries.end()) continue;  // said above
+      const std::string shown = study::shown_default(row);
+      const std::string said = "(default: " + shown + ")";
+      if (!shown.empty()) {
+        BOOST_CHECK_MESSAGE(
+            entry->second.find(said) != std::string::npos,
+            where + ": " + name + "'s help does not say " + said + ", Python's default: " + entry->second);
+        const auto doc_row = section->second.rows.find(name);
+        if (row.default_means.empty() && doc_row != section->second.rows.end())
+          BOOST_CHECK_MESSAGE(mentions(doc_row->second, shown), kContract + ": the row of " + name + " in " +
+                                                                    where + " does not give its default " +
+                                                                    shown + ": " + doc_row->second);
+      } else {
+        BOOST_CHECK_MESSAGE(
+            entry->second.find("(default: ") == std::string::npos,
+            where + ": " + name + "'s help shows a default where Python's has none: " + entry->second);
+      }
+    }
+  }
+  // Vacuous if the tools or their subcommands were not found.
+  BOOST_TEST(checked > 10u);
+  BOOST_TEST(saw_qk, "graph's qk is no field of the graph tool");
 }
