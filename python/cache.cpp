@@ -53,12 +53,13 @@ ag::Tensor<double> stack_of(py::handle value) {
 
 void bind_cache(py::module_& m) {
   py::module_ impl = m.def_submodule("_cache_impl", "The library calls behind ActivationCache's helpers.");
-  impl.def("accumulated_resid", [](const Run& r, py::object lookup, py::object layer, py::handle incl_mid,
-                                   py::handle mlp_input) {
-    const auto run = r.get();
-    return stack_tuple(analysis::accumulated_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
-                                                flag(incl_mid, "incl_mid"), flag(mlp_input, "mlp_input")));
-  });
+  impl.def("accumulated_resid",
+           [](const Run& r, py::object lookup, py::object layer, py::handle incl_mid, py::handle mlp_input) {
+             const auto run = r.get();
+             return stack_tuple(
+                 analysis::accumulated_resid(*run->model, lookup_of(lookup), layer_of(*run->model, layer),
+                                             flag(incl_mid, "incl_mid"), flag(mlp_input, "mlp_input")));
+           });
   impl.def("decompose_resid", [](const Run& r, py::object lookup, py::object layer, py::handle mlp_input,
                                  py::handle mode, py::handle incl_embeds) {
     if (!py::isinstance<py::str>(mode))

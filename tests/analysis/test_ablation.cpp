@@ -198,8 +198,8 @@ BOOST_AUTO_TEST_CASE(single_modes_agree_with_ablate_heads_and_resample_as_define
 // Resample ablation as it was before draws were streamed: every draw made and kept first, then each
 // (layer, head, position) evaluated over the kept draws in order.
 std::vector<analysis::ModeAblation> resample_keeping_draws(const nn::CausalLM<float>& model,
-                                                        const train::Batch& batch, bool per_position, int k,
-                                                        uint64_t seed) {
+                                                           const train::Batch& batch, bool per_position,
+                                                           int k, uint64_t seed) {
   const int B = batch.B, T = batch.T;
   const size_t L = model.blocks.size();
   nn::Hooks<float> cache;
@@ -261,7 +261,8 @@ BOOST_AUTO_TEST_CASE(resample_streams_its_draws_with_the_same_bits_as_keeping_th
     for (const int k : {1, 3, 7}) {
       const analysis::ModeAblationReport r =
           analysis::ablate_heads_mode(model, batch, analysis::AblationMode::resample, per_position, k, 21);
-      const std::vector<analysis::ModeAblation> want = resample_keeping_draws(model, batch, per_position, k, 21);
+      const std::vector<analysis::ModeAblation> want =
+          resample_keeping_draws(model, batch, per_position, k, 21);
       BOOST_TEST_REQUIRE(r.heads.size() == want.size());
       for (size_t i = 0; i < want.size(); ++i) {
         BOOST_TEST(r.heads[i].position == want[i].position);
