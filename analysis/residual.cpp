@@ -261,6 +261,7 @@ template <typename T>
 ResidualStack stack_head_results(const nn::CausalLM<T>& model, const CacheLookup<T>& cache, int layer) {
   check_layer(model.shape, layer);
   const int64_t D = model.shape.d_model, H = model.shape.n_heads, dk = D / H;
+  const nn::ModelView<T> mv = nn::view(model);
   StackBuilder b(D);
   for (int l = 0; l < layer; ++l) {
     const std::string name = point(nn::Point::attn_z, l);
@@ -269,8 +270,7 @@ ResidualStack stack_head_results(const nn::CausalLM<T>& model, const CacheLookup
       throw std::invalid_argument(name + ": expected shape (B, T, " + std::to_string(H) + ", " +
                                   std::to_string(dk) + "), got " + ag::shape_str(z.shape()));
     const int64_t B = z.size(0), n = z.size(1);
-    const T* Wo =
-        nn::view(model).layers[l].attn_out.writer.weight.data();  // (D out, D in); head h: columns h*dk..
+    const T* Wo = mv.layers[l].attn_out.writer.weight.data();  // (D out, D in); head h: columns h*dk..
     for (int64_t h = 0; h < H; ++h) {
       double* out = b.add_row("L" + std::to_string(l) + "H" + std::to_string(h), B, n);
       for (int64_t r = 0; r < B * n; ++r) {

@@ -33,9 +33,9 @@ std::string out_point(int layer) {
 // The layers of "0,1" (each once, in the order given), checked against the model: every one has an MLP.
 std::vector<int> parse_layers(const nn::CausalLM<float>& model, const std::string& text) {
   const int n = static_cast<int>(model.shape.n_layers);
+  const nn::ModelView<float> mv = nn::view(model);
   std::vector<int> layers;
   if (text.empty()) {
-    const nn::ModelView<float> mv = nn::view(model);
     for (int l = 0; l < n; ++l)
       if (mv.layers[l].has_mlp) layers.push_back(l);
     if (layers.empty())
@@ -55,8 +55,7 @@ std::vector<int> parse_layers(const nn::CausalLM<float>& model, const std::strin
     if (used == 0 || used != word.size() || l < 0 || l >= n)
       throw analysis::RequestError("layers: '" + word + "' is not a layer of this model (0.." +
                                    std::to_string(n - 1) + ")");
-    if (!nn::view(model).layers[l].has_mlp)
-      throw analysis::RequestError("layers: layer " + word + " has no MLP");
+    if (!mv.layers[l].has_mlp) throw analysis::RequestError("layers: layer " + word + " has no MLP");
     if (std::find(layers.begin(), layers.end(), l) != layers.end())
       throw analysis::RequestError("layers: layer " + word + " is given twice");
     layers.push_back(l);
