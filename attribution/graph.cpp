@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "analysis/run_study.h"
+#include "autograd/ops.h"
 #include "dictionary/transcoder.h"
 #include "findings/graph_html.h"
 #include "io/atomic_file.h"
@@ -94,50 +95,12 @@ Vec to_vec(const ag::Tensor<float>& t) {
 
 }  // namespace
 
-// The local replacement model's parts (not in the anonymous namespace: LocalReplacement::Impl holds them).
-namespace graph_parts {
-
-// A norm frozen on the prompt: y = c(x) * s * w (+ b), c centring (LayerNorm) or the identity (RMSNorm), s
-// the prompt's scale per position; the identity for a model without norms.
-struct FrozenNorm {
-  bool normalises = false, centres = false;
-  Vec s, w, b;  // s (T); w, b (D) or empty
-  Mat forward(const Mat& x, bool bias) const {
-    if (!normalises) return x;
-    Mat y = x;
-    if (centres) y.colwise() -= y.rowwise().mean();
-    y = s.asDiagonal() * y;
-    if (w.size()) y = y * w.asDiagonal();
-    if (bias && b.size()) y.rowwise() += b.transpose();
-    return y;
-  }
-  // The linear part's transpose: dL/dx from dL/dy.
-  Mat adjoint(const Mat& gy) const {
-    if (!normalises) return gy;
-    Mat g = gy;
-    if (w.size()) g = g * w.asDiagonal();
-    g = s.asDiagonal() * g;
-    if (centres) g.colwise() -= g.rowwise().mean();
-    return g;
-  }
-};
-
-FrozenNorm freeze(const nn::NormView<double>& n, const nn::Hooks<double>& hooks, size_t layer) {
-  FrozenNorm f;
-  f.normalises = n.normalises;
-  if (!f.normalises) return f;
-  f.centres = n.centres;
-  f.s = to_vec(hooks.captured(nn::hook_name(n.scale_point, layer)));
-  if (n.weight.defined()) f.w = to_vec(n.weight);
-  if (n.bias.defined()) f.b = to_vec(n.bias);
-  return f;
-}
-
-}  // namespace graph_parts
-
-using graph_parts::FrozenNorm;
-
 namespace {
+
+using Tensor = ag::Tensor<double>;
+
+// Targets per backward (adjacency) and routes per backward (edge_paths): each a batch of the prompt's copies.
+constexpr size_t kTargetBatch = 32, kRouteBatch = 128;
 
 // `to`'s weights set to `from`'s, converted (the same architecture, parameter for parameter).
 void copy_weights(const nn::CausalLM<float>& from, nn::CausalLM<double>& to) {
@@ -145,25 +108,6 @@ void copy_weights(const nn::CausalLM<float>& from, nn::CausalLM<double>& to) {
   const auto dst = to.named_parameters();
   for (size_t i = 0; i < src.size(); ++i)
     for (int64_t k = 0; k < src[i].tensor->numel(); ++k) dst[i].tensor->data()[k] = src[i].tensor->data()[k];
-}
-
-// The hook points the graph reads from the float64 forward: every layer's attention pattern and scores,
-// the norms' scales, and with MLPs each transcoder's input and the MLP's output.
-void capture_graph_points(nn::Hooks<double>& hooks, const nn::CausalLM<float>& model, bool has_mlp) {
-  const int L = static_cast<int>(model.shape.n_layers);
-  const bool norms = nn::has_norm(model.shape.norm);
-  for (int l = 0; l < L; ++l) {
-    const std::string b = "blocks." + std::to_string(l);
-    hooks.capture(b + ".attn.pattern");
-    hooks.capture(b + ".attn.scores");
-    if (norms) hooks.capture(b + ".ln1.scale");
-    if (has_mlp) {
-      if (norms) hooks.capture(b + ".ln2.scale");
-      hooks.capture(dictionary::transcoder_in_point(model, l));
-      hooks.capture(b + ".mlp.out");
-    }
-  }
-  if (norms) hooks.capture("ln_f.scale");
 }
 
 // A transcoder's activations from its pre-activations (T, M): ReLU, then only the features above their
@@ -187,184 +131,248 @@ Mat transcoder_activations(const LayerTranscoder& tc, const Mat& pre) {
   return act;
 }
 
+// A constant tensor holding a matrix.
+Tensor tensor_of(const Mat& m) {
+  Tensor t = Tensor::empty({m.rows(), m.cols()});
+  Eigen::Map<Mat>(t.data(), m.rows(), m.cols()) = m;
+  return t;
+}
+
+// `one` (1, ...) repeated `rows` times along its first axis: a frozen value for a batch of rows.
+Tensor repeat_rows(const Tensor& one, int64_t rows) {
+  ag::Shape shape = one.shape();
+  shape[0] = rows;
+  Tensor out = Tensor::empty(shape);
+  const int64_t n = one.numel();
+  for (int64_t r = 0; r < rows; ++r) std::copy(one.data(), one.data() + n, out.data() + r * n);
+  return out;
+}
+
+// A (rows, 1, ..., 1) constant (`ones` trailing axes of 1) with flag[r] ? 1 : 0, or 1 - that.
+Tensor row_mask(const std::vector<char>& flag, int ones, bool inverted) {
+  ag::Shape shape(static_cast<size_t>(ones) + 1, 1);
+  shape[0] = static_cast<int64_t>(flag.size());
+  Tensor t = Tensor::empty(shape);
+  for (size_t r = 0; r < flag.size(); ++r) t.data()[r] = (flag[r] != 0) != inverted ? 1.0 : 0.0;
+  return t;
+}
+
+// v with its gradient passed only where `pass` is 1 (`block` is 1 - pass): v * pass + detach(v) * block,
+// which is v itself, element for element.
+Tensor pass_only(const Tensor& v, const Tensor& pass, const Tensor& block) {
+  return v * pass + v.detach() * block;
+}
+
 }  // namespace
+
+// A route through the layers for each row of a batch (edge_paths): at each layer, the head whose output
+// carries the gradient at the attention stage (-1: the stream itself) and whether the MLP stage carries it
+// through the transcoder's skip (else the stream itself). Each row's gradient at the stream is one path's.
+struct LocalReplacement::Routes {
+  std::vector<std::vector<int>> head;   // [layer][row]
+  std::vector<std::vector<char>> skip;  // [layer][row]
+};
 
 struct LocalReplacement::Impl {
   int L = 0, T = 0, D = 0, H = 0, dk = 0;
-  bool has_mlp = false;
+  bool has_mlp = false, learned_positions = false;
+  std::unique_ptr<nn::CausalLM<double>> model;  // the model in float64: the replacement runs its forward
+  std::vector<int32_t> ids;
+  std::vector<char> parallel;             // per layer: the MLP reads the block's input, as attention does
+  std::vector<std::vector<int>> kv_head;  // per layer, each query head's kv head
+  // Frozen on the prompt, by hook point: each layer's attention pattern and each norm's scale, (1, ...).
+  std::vector<std::pair<std::string, Tensor>> frozen;
+  std::vector<Mat> scores;  // per layer, (H * T, T): the model's attention scores on the prompt
+  // The final norm frozen at the last position (a feature's logit effects read its decoder through it).
+  bool final_normalises = false, final_centres = false;
+  double final_scale = 1;
+  Vec final_weight;
   std::vector<GraphNode> nodes;
   int64_t n_features = 0, n_errors = 0, n_logits = 0;
-  // Per layer: the frozen norms, the patterns (H of (T, T)), Wv, bv, Wo, bo.
-  std::vector<FrozenNorm> attn_norm, mlp_norm;
-  FrozenNorm final_norm;
-  std::vector<std::vector<Mat>> pattern;
-  std::vector<Mat> Wq, Wk, Wv, Wo;
-  std::vector<Vec> bq, bk, bv, bo;
-  std::vector<Mat> scores;  // per layer, (H * T, T): the model's attention scores on the prompt
   // Per MLP layer: the transcoder, and the error (T, D). W_dec[l] (M, writes[l] * D): a cross-layer
   // transcoder's layer l writes to the MLP outputs of layers l .. l + writes[l] - 1.
-  std::vector<Mat> W_enc, W_dec, W_skip, error;
+  std::vector<Mat> W_enc, W_dec, error;
+  std::vector<Vec> b_enc;
+  std::vector<Tensor> W_skip, b_dec;  // as the spliced MLPs use them; W_skip undefined: no skip
   std::vector<int> writes;
-  std::vector<Vec> b_enc, b_dec;
-  Mat tok, pos;       // (T, D): each position's token and positional embedding
   Mat unembed;        // (K, D): the targets' demeaned unembedding rows
   Mat vocab_unembed;  // (V, D): every token's demeaned unembedding row
   Vec unembed_bias;
   // Each write of a source node into the residual stream: the vector, the node, the level it writes at (0:
-  // the embedding, l + 1: after layer l's MLP), at the node's position. A node writes once, but a
-  // cross-layer transcoder's feature writes once per MLP output it reaches. level[node] is its lowest.
+  // the stream entering layer 0, l + 1: layer l's MLP output), at the node's position. A node writes once,
+  // but a cross-layer transcoder's feature writes once per MLP output it reaches. level[node] is its lowest.
   Mat contribution;  // (writes, D)
   std::vector<int64_t> write_node;
   std::vector<int> write_level;
   std::vector<std::vector<int64_t>> node_writes;  // per node, its writes
   std::vector<int> level;
+  std::vector<std::vector<int64_t>> level_writes;  // per level, its writes
+  // Per level and position, its writes and their vectors as rows (writes there, D).
+  std::vector<std::vector<std::vector<int64_t>>> position_writes;
+  std::vector<std::vector<Mat>> position_vectors;
   Vec values;
 
   // The constructor's steps, in its order (each reads what the ones before it set).
-  // The attention layers with their norms frozen on the prompt, the final norm, and the prompt's token and
-  // position embeddings (ids checked against the vocabulary).
-  void read_model(const nn::ModelView<double>& mv, const nn::Hooks<double>& hooks,
-                  const std::vector<int32_t>& ids, const nn::ModelShape& shape);
+  // The model's forward on the prompt, capturing what the replacement freezes and reads; returns the
+  // unembedding's input (1, T, D).
+  Tensor capture(nn::Hooks<double>& hooks, const nn::CausalLM<float>& model_f,
+                 const nn::ModelView<double>& mv);
   // With MLPs, each layer's transcoder and error and a node per active feature, by (layer, position,
   // feature); returns each layer's feature pre-activations (T, M) (none without MLPs).
-  std::vector<Mat> add_feature_nodes(const nn::CausalLM<float>& model,
+  std::vector<Mat> add_feature_nodes(const nn::CausalLM<float>& model_f,
                                      const std::vector<LayerTranscoder>& transcoders,
                                      const nn::Hooks<double>& hooks);
   // The error nodes (with MLPs), then the token and position embeddings' nodes.
-  void add_error_and_input_nodes(const std::vector<int32_t>& ids);
-  // The target logits' nodes, demeaned over the vocabulary (V tokens).
+  void add_error_and_input_nodes();
+  // The target logits' nodes, demeaned over the vocabulary.
   void add_logit_nodes(const nn::ModelView<double>& mv, const std::vector<int32_t>& targets,
                        const std::vector<double>& target_weights, int64_t V);
-  // Each source's contribution and level; each target's value in the model itself (its logits' last V).
-  void add_contributions(const std::vector<Mat>& pre, const ag::Tensor<double>& logits, int64_t V);
+  // Each source's writes and level (the token's write is the stream entering layer 0 less the learned
+  // position's), each level's rows, and each target's value in the model itself.
+  void add_contributions(const std::vector<Mat>& pre, const Tensor& final_in, const nn::Hooks<double>& hooks);
 
-  Mat attention(int l, const Mat& x, bool bias) const {
-    Mat v = x * Wv[l].transpose();
-    if (bias && bv[l].size()) v.rowwise() += bv[l].transpose();
-    Mat z(T, D);
-    for (int h = 0; h < H; ++h) z.middleCols(h * dk, dk) = pattern[l][h] * v.middleCols(h * dk, dk);
-    Mat out = z * Wo[l].transpose();
-    if (bias && bo[l].size()) out.rowwise() += bo[l].transpose();
-    return out;
-  }
-  // One head's part of attention_adjoint: its value and output columns only.
-  Mat head_adjoint(int l, int h, const Mat& g) const {
-    const Mat zbar = g * Wo[l].middleCols(h * dk, dk);
-    return (pattern[l][h].transpose() * zbar) * Wv[l].middleRows(h * dk, dk);
-  }
-  Mat attention_adjoint(int l, const Mat& g) const {
-    const Mat zbar = g * Wo[l];
-    Mat vbar(T, D);
-    for (int h = 0; h < H; ++h)
-      vbar.middleCols(h * dk, dk) = pattern[l][h].transpose() * zbar.middleCols(h * dk, dk);
-    return vbar * Wv[l];
-  }
+  // One batched run of the replacement: per MLP layer its input (B, T, D), which the transcoder and its
+  // features read, the unembedding's input (B, T, D), and per level with writes, when asked for, a zero
+  // probe added to the stream there (B, T, D) whose gradient is the stream's.
+  struct Pass {
+    std::vector<Tensor> mlp_in;
+    Tensor final_in;
+    std::vector<Tensor> probe;
+  };
+  // The replacement model, run by the model's own forward on B copies of the prompt with row b's sources
+  // scaled by rows(b, node) (B, nodes): the stream entering layer 0 is the level-0 writes; the patterns and
+  // norm scales are the prompt's (the patterns spliced in, or with `qk` patched in after q, k and the scores
+  // are computed); each MLP is spliced out for its transcoder's skip, b_dec and its level's writes
+  // (features' and errors'); the unembedding is not run. With `routes`, each row's gradient follows its
+  // route only (values unchanged). `hooks` may hold the caller's captures.
+  Pass run(const Mat& rows, bool probes, const Routes* routes, bool qk, nn::Hooks<double>& hooks) const;
+  // Each level's writes scaled by rows(b, node), placed in the stream: (B, T, D); undefined without writes.
+  std::vector<Tensor> writes_in_stream(const Mat& rows) const;
+  // f(b, write, d value / d write's multiplier) for every write and row, from the probes' gradients.
+  template <typename F>
+  void for_each_write_gradient(const Pass& pass, F f) const;
+  // Row b's target values (features: pre-activation; logits: demeaned, before any softcap).
+  Vec target_values(const Pass& pass, int64_t b) const;
+  // Row b's gradient seed for `target` at what it reads: a feature its layer's MLP input, a logit the
+  // unembedding's input at the last position.
+  void seed(int64_t target, int64_t b, std::vector<Tensor>& mlp_in, Tensor& final_in) const;
+  // sum(pass's reads * seeds): its gradient is each row's target's.
+  Tensor seeded(const Pass& pass, const std::vector<Tensor>& mlp_seed, const Tensor& final_seed) const;
+  // The hooks that keep each row's gradient on its route.
+  void add_route_hooks(const Routes& routes, int64_t B, nn::Hooks<double>& hooks,
+                       std::shared_ptr<std::vector<Tensor>> live) const;
+  // The transcoder's skip of layer l on x: its gradient cut for the rows whose route does not pass it.
+  Tensor skip(int l, const Tensor& x, const Routes* routes) const;
 };
 
 LocalReplacement::~LocalReplacement() = default;
 
-void LocalReplacement::Impl::read_model(const nn::ModelView<double>& mv, const nn::Hooks<double>& hooks,
-                                        const std::vector<int32_t>& ids, const nn::ModelShape& shape) {
+Tensor LocalReplacement::Impl::capture(nn::Hooks<double>& hooks, const nn::CausalLM<float>& model_f,
+                                       const nn::ModelView<double>& mv) {
+  std::vector<std::string> to_freeze;  // the patterns and the norms' scales
+  auto freeze = [&](const std::string& point) {
+    hooks.capture(point);
+    to_freeze.push_back(point);
+  };
   for (int l = 0; l < L; ++l) {
-    const std::string b = "blocks." + std::to_string(l);
     const nn::BlockView<double>& block = mv.layers[l];
-    const nn::AttentionView<double>& attn = block.attention;
-    attn_norm.push_back(graph_parts::freeze(block.attn_in.norm, hooks, l));
-    const ag::Tensor<double>& p = hooks.captured(b + ".attn.pattern");  // (1, H, T, T)
-    pattern.emplace_back();
-    for (int h = 0; h < H; ++h)
-      pattern.back().push_back(Eigen::Map<const Mat>(p.data() + static_cast<int64_t>(h) * T * T, T, T));
-    Wq.push_back(to_mat(attn.query.weight, D, D));
-    Wk.push_back(attn.per_query_head(attn.key));
-    bq.push_back(attn.query.has_bias() ? to_vec(attn.query.bias) : Vec());
-    bk.push_back(attn.per_query_head_bias(attn.key));
-    scores.push_back(Eigen::Map<const Mat>(hooks.captured(b + ".attn.scores").data(), H * T, T));
-    Wv.push_back(attn.per_query_head(attn.value));
-    Wo.push_back(to_mat(attn.output.weight, D, D));
-    bv.push_back(attn.per_query_head_bias(attn.value));
-    bo.push_back(attn.output.has_bias() ? to_vec(attn.output.bias) : Vec());
-    if (has_mlp) mlp_norm.push_back(graph_parts::freeze(block.mlp_in.norm, hooks, l));
+    const size_t ul = static_cast<size_t>(l);
+    parallel.push_back(block.parallel);
+    kv_head.emplace_back();
+    for (int h = 0; h < H; ++h) kv_head.back().push_back(static_cast<int>(block.attention.kv_head(h)));
+    freeze(nn::hook_name(nn::Point::attn_pattern, ul));
+    hooks.capture(nn::hook_name(nn::Point::attn_scores, ul));
+    if (block.attn_in.norm.normalises) freeze(nn::hook_name(block.attn_in.norm.scale_point, ul));
+    if (!has_mlp) continue;
+    if (block.mlp_in.norm.normalises) freeze(nn::hook_name(block.mlp_in.norm.scale_point, ul));
+    hooks.capture(dictionary::transcoder_in_point(model_f, l));
+    hooks.capture(nn::hook_name(nn::Point::mlp_out, ul));
   }
-  final_norm = graph_parts::freeze(mv.final_read.norm, hooks, 0);
-  for (int t = 0; t < T; ++t) {
-    if (ids[t] < 0 || ids[t] >= shape.vocab) throw std::invalid_argument("graph: token id out of range");
+  final_normalises = mv.final_read.norm.normalises;
+  final_centres = mv.final_read.norm.centres;
+  if (final_normalises) freeze(nn::hook_name(mv.final_read.norm.scale_point));
+  if (mv.final_read.norm.weight.defined()) final_weight = to_vec(mv.final_read.norm.weight);
+  hooks.capture(nn::hook_name(nn::Point::resid_pre, 0));
+  if (mv.position_embedding.defined()) hooks.capture(nn::hook_name(nn::Point::pos_embed));
+  Tensor final_in;
+  hooks.splice("logits", [&final_in](const Tensor& x) { return final_in = x; });
+  {
+    ag::NoGradScope no_grad;
+    model->forward(ids, 1, T, {}, &hooks);
   }
-  tok = Mat(T, D);
-  pos = Mat::Zero(T, D);  // rotary or no positions: none in the stream (the patterns are frozen)
-  const Mat E = to_mat(mv.token_embedding, shape.vocab, D);
-  for (int t = 0; t < T; ++t) tok.row(t) = E.row(ids[t]);
-  if (mv.position_embedding.defined()) {
-    const Mat P = to_mat(mv.position_embedding, shape.max_len, D);
-    for (int t = 0; t < T; ++t) pos.row(t) = P.row(t);
-  }
+  for (const std::string& point : to_freeze) frozen.emplace_back(point, hooks.captured(point));
+  for (int l = 0; l < L; ++l)
+    scores.push_back(Eigen::Map<const Mat>(
+        hooks.captured(nn::hook_name(nn::Point::attn_scores, static_cast<size_t>(l))).data(), H * T, T));
+  if (final_normalises)
+    final_scale = hooks.captured(nn::hook_name(mv.final_read.norm.scale_point)).data()[T - 1];
+  return final_in;
 }
 
-std::vector<Mat> LocalReplacement::Impl::add_feature_nodes(const nn::CausalLM<float>& model,
+std::vector<Mat> LocalReplacement::Impl::add_feature_nodes(const nn::CausalLM<float>& model_f,
                                                            const std::vector<LayerTranscoder>& transcoders,
                                                            const nn::Hooks<double>& hooks) {
   std::vector<Mat> pre(L);
-  if (has_mlp) {
-    W_enc.resize(L);
-    W_dec.resize(L);
-    W_skip.resize(L);
-    error.resize(L);
-    b_enc.resize(L);
-    b_dec.resize(L);
-    writes.assign(L, 1);
-    std::vector<Mat> acts(L), xs(L);
-    for (int l = 0; l < L; ++l) {
-      const LayerTranscoder& tc = transcoders.at(l);
-      if (!tc.params.W_enc.defined() || tc.params.d_in() != D || tc.params.d_out() != D)
-        throw std::invalid_argument("graph: layer " + std::to_string(l) +
-                                    " has an MLP but no transcoder reading and writing d_model");
-      const int64_t M = tc.params.d_sae();
-      writes[l] = static_cast<int>(tc.params.writes);
-      if (writes[l] < 1 || l + writes[l] > L)
-        throw std::invalid_argument("graph: layer " + std::to_string(l) +
-                                    "'s transcoder writes past the last layer");
-      W_enc[l] = to_mat(tc.params.W_enc, D, M);
-      b_enc[l] = to_vec(tc.params.b_enc);
-      W_dec[l] = to_mat(tc.params.W_dec, M, writes[l] * D);
-      b_dec[l] = to_vec(tc.params.b_dec);
-      if (tc.params.W_skip.defined()) W_skip[l] = to_mat(tc.params.W_skip, D, D);
-      const std::string b = "blocks." + std::to_string(l);
-      const Mat x = to_mat(hooks.captured(dictionary::transcoder_in_point(model, l)), T, D);
-      pre[l] = x * W_enc[l];
-      pre[l].rowwise() += b_enc[l].transpose();
-      acts[l] = transcoder_activations(tc, pre[l]);
-      xs[l] = x;
+  if (!has_mlp) return pre;
+  W_enc.resize(L);
+  W_dec.resize(L);
+  W_skip.resize(L);
+  error.resize(L);
+  b_enc.resize(L);
+  b_dec.resize(L);
+  writes.assign(L, 1);
+  std::vector<Mat> acts(L), xs(L), skips(L);
+  for (int l = 0; l < L; ++l) {
+    const LayerTranscoder& tc = transcoders.at(l);
+    if (!tc.params.W_enc.defined() || tc.params.d_in() != D || tc.params.d_out() != D)
+      throw std::invalid_argument("graph: layer " + std::to_string(l) +
+                                  " has an MLP but no transcoder reading and writing d_model");
+    const int64_t M = tc.params.d_sae();
+    writes[l] = static_cast<int>(tc.params.writes);
+    if (writes[l] < 1 || l + writes[l] > L)
+      throw std::invalid_argument("graph: layer " + std::to_string(l) +
+                                  "'s transcoder writes past the last layer");
+    W_enc[l] = to_mat(tc.params.W_enc, D, M);
+    b_enc[l] = to_vec(tc.params.b_enc);
+    W_dec[l] = to_mat(tc.params.W_dec, M, writes[l] * D);
+    const Vec bd = to_vec(tc.params.b_dec);
+    b_dec[l] = Tensor::from({D}, std::vector<double>(bd.data(), bd.data() + D));
+    if (tc.params.W_skip.defined()) {
+      skips[l] = to_mat(tc.params.W_skip, D, D);
+      W_skip[l] = tensor_of(skips[l]);
     }
-    for (int l = 0; l < L; ++l) {
-      // Layer l's MLP output as the transcoders write it: its bias, its skip, and the decoder rows of every
-      // layer at or below it that reaches it.
-      const std::string b = "blocks." + std::to_string(l);
-      Mat out = Mat::Zero(T, D);
-      out.rowwise() += b_dec[l].transpose();
-      if (W_skip[l].size()) out += xs[l] * W_skip[l];
-      for (int l0 = 0; l0 <= l; ++l0)
-        if (l0 + writes[l0] > l) out += acts[l0] * W_dec[l0].middleCols((l - l0) * D, D);
-      error[l] = to_mat(hooks.captured(b + ".mlp.out"), T, D) - out;
-    }
-    for (int l = 0; l < L; ++l) {
-      const Mat& act = acts[l];
-      const int64_t M = act.cols();
-      for (int t = 0; t < T; ++t)
-        for (int64_t j = 0; j < M; ++j)
-          if (act(t, j) > 0) {
-            GraphNode n;
-            n.kind = GraphNodeKind::feature;
-            n.layer = l;
-            n.position = t;
-            n.index = j;
-            n.activation = act(t, j);
-            nodes.push_back(n);
-          }
-    }
+    const Mat x = to_mat(hooks.captured(dictionary::transcoder_in_point(model_f, l)), T, D);
+    pre[l] = x * W_enc[l];
+    pre[l].rowwise() += b_enc[l].transpose();
+    acts[l] = transcoder_activations(tc, pre[l]);
+    xs[l] = x;
   }
+  for (int l = 0; l < L; ++l) {
+    // Layer l's MLP output as the transcoders write it: b_dec, the skip, and the decoder rows of every
+    // layer at or below it that reaches it; the error is the rest.
+    Mat out = Mat::Zero(T, D);
+    out.rowwise() += Eigen::Map<const Vec>(b_dec[l].data(), D).transpose();
+    if (skips[l].size()) out += xs[l] * skips[l];
+    for (int l0 = 0; l0 <= l; ++l0)
+      if (l0 + writes[l0] > l) out += acts[l0] * W_dec[l0].middleCols((l - l0) * D, D);
+    error[l] = to_mat(hooks.captured(nn::hook_name(nn::Point::mlp_out, static_cast<size_t>(l))), T, D) - out;
+  }
+  for (int l = 0; l < L; ++l)
+    for (int t = 0; t < T; ++t)
+      for (int64_t j = 0; j < acts[l].cols(); ++j)
+        if (acts[l](t, j) > 0) {
+          GraphNode n;
+          n.kind = GraphNodeKind::feature;
+          n.layer = l;
+          n.position = t;
+          n.index = j;
+          n.activation = acts[l](t, j);
+          nodes.push_back(n);
+        }
   return pre;
 }
 
-void LocalReplacement::Impl::add_error_and_input_nodes(const std::vector<int32_t>& ids) {
+void LocalReplacement::Impl::add_error_and_input_nodes() {
   n_features = static_cast<int64_t>(nodes.size());
   if (has_mlp)
     for (int l = 0; l < L; ++l)
@@ -399,6 +407,7 @@ void LocalReplacement::Impl::add_logit_nodes(const nn::ModelView<double>& mv,
   unembed = Mat(n_logits, D);
   unembed_bias = Vec(n_logits);
   for (size_t k = 0; k < targets.size(); ++k) {
+    if (targets[k] < 0 || targets[k] >= V) throw std::invalid_argument("graph: target id out of range");
     unembed.row(k) = W_U.row(targets[k]) - mean_row.transpose();
     unembed_bias[k] = b_U[targets[k]] - b_U.mean();
     GraphNode n;
@@ -411,15 +420,19 @@ void LocalReplacement::Impl::add_logit_nodes(const nn::ModelView<double>& mv,
   }
 }
 
-void LocalReplacement::Impl::add_contributions(const std::vector<Mat>& pre, const ag::Tensor<double>& logits,
-                                               int64_t V) {
+void LocalReplacement::Impl::add_contributions(const std::vector<Mat>& pre, const Tensor& final_in,
+                                               const nn::Hooks<double>& hooks) {
   const int64_t N = static_cast<int64_t>(nodes.size());
+  // The stream entering layer 0 is the token's embedding plus the learned position's, if any.
+  const Mat stream = to_mat(hooks.captured(nn::hook_name(nn::Point::resid_pre, 0)), T, D);
+  const Mat pos =
+      learned_positions ? to_mat(hooks.captured(nn::hook_name(nn::Point::pos_embed)), T, D) : Mat::Zero(T, D);
+  const Mat tok = stream - pos;
   int64_t n_writes = N - n_logits;
   for (int64_t i = 0; i < n_features; ++i) n_writes += writes[nodes[i].layer] - 1;
   contribution = Mat::Zero(n_writes, D);
   node_writes.assign(N, {});
   level.assign(N, -1);
-  values = Vec::Zero(N);
   auto add_write = [&](int64_t node, int at_level, const auto& row) {
     node_writes[node].push_back(static_cast<int64_t>(write_node.size()));
     contribution.row(static_cast<int64_t>(write_node.size())) = row;
@@ -427,14 +440,12 @@ void LocalReplacement::Impl::add_contributions(const std::vector<Mat>& pre, cons
     write_level.push_back(at_level);
     if (level[node] < 0) level[node] = at_level;
   };
-  const Vec final_logits = to_vec(logits).tail(V);
   for (int64_t i = 0; i < N; ++i) {
     const GraphNode& n = nodes[i];
     switch (n.kind) {
       case GraphNodeKind::feature:
         for (int w = 0; w < writes[n.layer]; ++w)
           add_write(i, n.layer + w + 1, n.activation * W_dec[n.layer].row(n.index).segment(w * D, D));
-        values[i] = pre[n.layer](n.position, n.index);
         break;
       case GraphNodeKind::error:
         add_write(i, n.layer + 1, error[n.layer].row(n.position));
@@ -446,10 +457,184 @@ void LocalReplacement::Impl::add_contributions(const std::vector<Mat>& pre, cons
         add_write(i, 0, pos.row(n.position));
         break;
       case GraphNodeKind::logit:
-        values[i] = final_logits[n.index] - final_logits.mean();
         break;
     }
   }
+  level_writes.assign(L + 1, {});
+  for (size_t w = 0; w < write_node.size(); ++w)
+    level_writes[write_level[w]].push_back(static_cast<int64_t>(w));
+  position_writes.assign(L + 1, std::vector<std::vector<int64_t>>(static_cast<size_t>(T)));
+  position_vectors.assign(L + 1, std::vector<Mat>(static_cast<size_t>(T)));
+  for (int lv = 0; lv <= L; ++lv)
+    for (int64_t w : level_writes[lv]) position_writes[lv][nodes[write_node[w]].position].push_back(w);
+  for (int lv = 0; lv <= L; ++lv)
+    for (int at = 0; at < T; ++at) {
+      const std::vector<int64_t>& ws = position_writes[lv][at];
+      position_vectors[lv][at] = Mat(static_cast<int64_t>(ws.size()), D);
+      for (size_t j = 0; j < ws.size(); ++j)
+        position_vectors[lv][at].row(static_cast<int64_t>(j)) = contribution.row(ws[j]);
+    }
+  // Each target's value in the model itself: a feature's pre-activation, a logit demeaned before any softcap.
+  values = Vec::Zero(N);
+  for (int64_t i = 0; i < n_features; ++i) values[i] = pre[nodes[i].layer](nodes[i].position, nodes[i].index);
+  const Mat xf = to_mat(final_in, T, D);
+  for (int64_t k = 0; k < n_logits; ++k)
+    values[N - n_logits + k] = xf.row(T - 1).dot(unembed.row(k)) + unembed_bias[k];
+}
+
+std::vector<Tensor> LocalReplacement::Impl::writes_in_stream(const Mat& rows) const {
+  std::vector<Tensor> out(level_writes.size());
+  const int64_t B = rows.rows();
+  // Rows all alike (every source at 1, as for the adjacency and the paths): one row, repeated.
+  const bool alike = B > 1 && (rows.rowwise() - rows.row(0)).cwiseAbs().maxCoeff() == 0;
+  const int64_t computed = alike ? 1 : B;
+  for (size_t lv = 0; lv < level_writes.size(); ++lv) {
+    if (level_writes[lv].empty()) continue;
+    Tensor t = Tensor::zeros({computed, T, D});
+    for (int64_t w : level_writes[lv]) {
+      const int64_t node = write_node[w], at = nodes[node].position;
+      for (int64_t b = 0; b < computed; ++b)
+        if (rows(b, node) != 0)
+          Eigen::Map<Vec>(t.data() + (b * T + at) * D, D) += rows(b, node) * contribution.row(w).transpose();
+    }
+    out[lv] = alike ? repeat_rows(t, B) : t;
+  }
+  return out;
+}
+
+template <typename F>
+void LocalReplacement::Impl::for_each_write_gradient(const Pass& pass, F f) const {
+  using Strided = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+  for (size_t lv = 0; lv < level_writes.size(); ++lv) {
+    if (!pass.probe[lv].defined()) continue;
+    const Tensor g = pass.probe[lv].grad_tensor();
+    const int64_t B = g.size(0);
+    // Position by position: the writes there (their vectors as rows) times the stream's gradient there.
+    for (int64_t at = 0; at < T; ++at) {
+      const std::vector<int64_t>& ws = position_writes[lv][at];
+      if (ws.empty()) continue;
+      const Mat products = position_vectors[lv][at] *
+                           Strided(g.data() + at * D, B, D, Eigen::OuterStride<>(T * D)).transpose();
+      for (size_t j = 0; j < ws.size(); ++j)
+        for (int64_t b = 0; b < B; ++b) f(b, ws[j], products(static_cast<int64_t>(j), b));
+    }
+  }
+}
+
+Tensor LocalReplacement::Impl::skip(int l, const Tensor& x, const Routes* routes) const {
+  if (!routes) return ag::matmul(x, W_skip[l]);
+  const std::vector<char>& on = routes->skip[l];
+  return ag::matmul(pass_only(x, row_mask(on, 2, false), row_mask(on, 2, true)), W_skip[l]);
+}
+
+void LocalReplacement::Impl::add_route_hooks(const Routes& routes, int64_t B, nn::Hooks<double>& hooks,
+                                             std::shared_ptr<std::vector<Tensor>> live) const {
+  live->assign(2 * static_cast<size_t>(L), Tensor());  // per layer: the stream entering it, and resid_mid
+  for (int l = 0; l < L; ++l) {
+    const size_t ul = static_cast<size_t>(l);
+    // Attention: only the route's head carries the gradient (none: -1)...
+    Tensor heads = Tensor::zeros({B, 1, H, 1});
+    std::vector<char> stream(static_cast<size_t>(B)), mlp_stream(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+      const int h = routes.head[l][b];
+      if (h >= 0) heads.data()[b * H + h] = 1;
+      stream[b] = h < 0;
+      mlp_stream[b] = !routes.skip[l][b];
+    }
+    Tensor heads_off = Tensor::empty({B, 1, H, 1});
+    for (int64_t i = 0; i < B * H; ++i) heads_off.data()[i] = 1 - heads.data()[i];
+    hooks.add(nn::hook_name(nn::Point::attn_z, ul),
+              [heads, heads_off](const Tensor& z) { return pass_only(z, heads, heads_off); });
+    hooks.add(nn::hook_name(nn::Point::resid_pre, ul), [live, l](const Tensor& v) {
+      (*live)[2 * l] = v;
+      return v;
+    });
+    // ... and the stream past attention only when the route takes no head: resid_mid is resid_pre + attn_out,
+    // and resid_pre's share is cut as (detach(resid_pre) - resid_pre) * cut, zero in value.
+    const Tensor cut = row_mask(stream, 2, true);
+    hooks.add(nn::hook_name(nn::Point::resid_mid, ul), [live, l, cut](const Tensor& v) {
+      const Tensor& p = (*live)[2 * l];
+      return (*live)[2 * l + 1] = v + (p.detach() - p) * cut;
+    });
+    if (!has_mlp) continue;
+    // The MLP stage: the stream it adds to (resid_mid) carries the gradient unless the route takes the skip,
+    // which then alone does (skip()).
+    const Tensor mlp_cut = row_mask(mlp_stream, 2, true);
+    hooks.add(nn::hook_name(nn::Point::resid_post, ul), [live, l, mlp_cut](const Tensor& v) {
+      const Tensor& m = (*live)[2 * l + 1];
+      return v + (m.detach() - m) * mlp_cut;
+    });
+  }
+}
+
+LocalReplacement::Impl::Pass LocalReplacement::Impl::run(const Mat& rows, bool probes, const Routes* routes,
+                                                         bool qk, nn::Hooks<double>& hooks) const {
+  const int64_t B = rows.rows();
+  auto pass = std::make_shared<Pass>();
+  pass->mlp_in.resize(L);
+  pass->probe.resize(level_writes.size());
+  const std::vector<Tensor> writes = writes_in_stream(rows);
+  // Level lv's writes: (B, T, D), with the probe added when asked for.
+  auto writes_at = [&](size_t lv) {
+    if (!writes[lv].defined()) return Tensor::zeros({B, T, D});
+    if (!probes) return writes[lv];
+    pass->probe[lv] = Tensor::zeros({B, T, D}, true);
+    return ag::add(writes[lv], pass->probe[lv]);
+  };
+  hooks.add(nn::hook_name(nn::Point::resid_pre, 0), [&](const Tensor&) { return writes_at(0); });
+  for (const auto& [point, value] : frozen) {
+    const Tensor repeated = repeat_rows(value, B);
+    const bool pattern = point.size() > 8 && point.compare(point.size() - 8, 8, ".pattern") == 0;
+    if (pattern && !qk)
+      hooks.splice(point, [repeated](const Tensor&) { return repeated; });
+    else
+      hooks.add(point, [repeated](const Tensor&) { return repeated; });
+  }
+  if (routes) add_route_hooks(*routes, B, hooks, std::make_shared<std::vector<Tensor>>());
+  for (int l = 0; l < L && has_mlp; ++l)
+    hooks.splice(nn::hook_name(nn::Point::mlp_out, static_cast<size_t>(l)), [&, l](const Tensor& x) {
+      pass->mlp_in[l] = x;
+      Tensor out = ag::add(writes_at(static_cast<size_t>(l) + 1), b_dec[l]);
+      if (W_skip[l].defined()) out = out + skip(l, x, routes);
+      return out;
+    });
+  hooks.splice("logits", [pass](const Tensor& x) { return pass->final_in = x; });
+  std::vector<int32_t> batch_ids;
+  for (int64_t b = 0; b < B; ++b) batch_ids.insert(batch_ids.end(), ids.begin(), ids.end());
+  model->forward(batch_ids, B, T, {}, &hooks);
+  return *pass;
+}
+
+Vec LocalReplacement::Impl::target_values(const Pass& pass, int64_t b) const {
+  const int64_t N = static_cast<int64_t>(nodes.size());
+  Vec out = Vec::Zero(N);
+  for (int64_t i = 0; i < n_features; ++i) {
+    const GraphNode& n = nodes[i];
+    const Eigen::Map<const Vec> x(pass.mlp_in[n.layer].data() + (b * T + n.position) * D, D);
+    out[i] = x.dot(W_enc[n.layer].col(n.index)) + b_enc[n.layer][n.index];
+  }
+  const Eigen::Map<const Vec> xf(pass.final_in.data() + (b * T + T - 1) * D, D);
+  for (int64_t k = 0; k < n_logits; ++k) out[N - n_logits + k] = xf.dot(unembed.row(k)) + unembed_bias[k];
+  return out;
+}
+
+void LocalReplacement::Impl::seed(int64_t target, int64_t b, std::vector<Tensor>& mlp_in,
+                                  Tensor& final_in) const {
+  const int64_t N = static_cast<int64_t>(nodes.size());
+  const GraphNode& n = nodes[target];
+  if (target < n_features) {
+    Eigen::Map<Vec>(mlp_in[n.layer].data() + (b * T + n.position) * D, D) = W_enc[n.layer].col(n.index);
+  } else {
+    Eigen::Map<Vec>(final_in.data() + (b * T + T - 1) * D, D) =
+        unembed.row(target - (N - n_logits)).transpose();
+  }
+}
+
+Tensor LocalReplacement::Impl::seeded(const Pass& pass, const std::vector<Tensor>& mlp_seed,
+                                      const Tensor& final_seed) const {
+  Tensor total = ag::sum(pass.final_in * final_seed);
+  for (int l = 0; l < L && has_mlp; ++l) total = total + ag::sum(pass.mlp_in[l] * mlp_seed[l]);
+  return total;
 }
 
 LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids,
@@ -464,23 +649,23 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
   m.H = static_cast<int>(model.shape.n_heads);
   m.dk = m.D / m.H;
   m.has_mlp = !model.shape.attention_only;
-  // The model in float64: its weights converted, run by its own reference forward with hooks.
+  for (int32_t id : ids)
+    if (id < 0 || id >= model.shape.vocab) throw std::invalid_argument("graph: token id out of range");
+  m.ids = ids;
+  // The model in float64, its weights converted; the replacement is its own forward with hooks. Its
+  // parameters never need a gradient here.
   ag::Rng rng(1);
-  nn::CausalLM<double> dm(model.shape, rng);
-  copy_weights(model, dm);
+  m.model = std::make_unique<nn::CausalLM<double>>(model.shape, rng);
+  copy_weights(model, *m.model);
+  for (const auto& p : m.model->named_parameters()) p.tensor->set_requires_grad(false);
+  const nn::ModelView<double> mv = nn::view(*m.model);
+  m.learned_positions = mv.position_embedding.defined();
   nn::Hooks<double> hooks;
-  capture_graph_points(hooks, model, m.has_mlp);
-  ag::Tensor<double> logits;
-  {
-    ag::NoGradScope no_grad;
-    logits = dm.forward(ids, 1, m.T, {}, &hooks);
-  }
-  const nn::ModelView<double> mv = nn::view(dm);
-  m.read_model(mv, hooks, ids, model.shape);
+  const Tensor final_in = m.capture(hooks, model, mv);
   const std::vector<Mat> pre = m.add_feature_nodes(model, transcoders, hooks);
-  m.add_error_and_input_nodes(ids);
+  m.add_error_and_input_nodes();
   m.add_logit_nodes(mv, targets, target_weights, model.shape.vocab);
-  m.add_contributions(pre, logits, model.shape.vocab);
+  m.add_contributions(pre, final_in, hooks);
 }
 
 const std::vector<GraphNode>& LocalReplacement::nodes() const {
@@ -510,47 +695,17 @@ Eigen::VectorXd LocalReplacement::logit_weights() const {
 }
 
 Eigen::VectorXd LocalReplacement::forward(const Eigen::VectorXd& multiplier, bool biases) const {
-  return run(multiplier, biases, impl_->L, nullptr);
-}
-
-Eigen::VectorXd LocalReplacement::run(const Eigen::VectorXd& multiplier, bool biases, int stop_layer,
-                                      Eigen::MatrixXd* resid) const {
   const Impl& m = *impl_;
-  const int64_t N = size();
-  Vec out = Vec::Zero(N);
-  // Sources by level, the level's rows of the residual they write.
-  auto write = [&](Mat& h, int level) {
-    for (size_t w = 0; w < m.write_node.size(); ++w)
-      if (m.write_level[w] == level) {
-        const int64_t i = m.write_node[w];
-        h.row(m.nodes[i].position) += multiplier[i] * m.contribution.row(static_cast<int64_t>(w));
-      }
-  };
-  Mat h = Mat::Zero(m.T, m.D);
-  write(h, 0);
-  for (int l = 0; l < m.L; ++l) {
-    if (l == stop_layer) {
-      *resid = h;
-      return out;
-    }
-    h += m.attention(l, m.attn_norm[l].forward(h, biases), biases);
-    if (!m.has_mlp) continue;
-    const Mat x2 = m.mlp_norm[l].forward(h, biases);
-    for (int64_t i = 0; i < m.n_features; ++i) {
-      const GraphNode& n = m.nodes[i];
-      if (n.layer != l) continue;
-      out[i] = x2.row(n.position).dot(m.W_enc[l].col(n.index)) + (biases ? m.b_enc[l][n.index] : 0.0);
-    }
-    Mat mlp_out = Mat::Zero(m.T, m.D);
-    if (biases) mlp_out.rowwise() += m.b_dec[l].transpose();
-    if (m.W_skip[l].size()) mlp_out += x2 * m.W_skip[l];
-    write(mlp_out, l + 1);
-    h += mlp_out;
-  }
-  const Mat xf = m.final_norm.forward(h, biases);
-  for (int64_t k = 0; k < m.n_logits; ++k)
-    out[N - m.n_logits + k] = xf.row(m.T - 1).dot(m.unembed.row(k)) + (biases ? m.unembed_bias[k] : 0.0);
-  return out;
+  if (multiplier.size() != size())
+    throw std::invalid_argument("LocalReplacement::forward: expected " + std::to_string(size()) +
+                                " multipliers");
+  // The replacement is affine in its sources: without the constant terms, the value less the value of no
+  // source at all.
+  if (!biases) return forward(multiplier, true) - forward(Vec::Zero(size()), true);
+  ag::NoGradScope no_grad;
+  nn::Hooks<double> hooks;
+  const Impl::Pass pass = m.run(multiplier.transpose(), false, nullptr, false, hooks);
+  return m.target_values(pass, 0);
 }
 
 Eigen::MatrixXd LocalReplacement::feature_logit_effects() const {
@@ -564,10 +719,10 @@ Eigen::MatrixXd LocalReplacement::feature_logit_effects() const {
       rows.row(i) += m.W_dec[n.layer].row(n.index).segment(w * m.D, m.D);
   }
   // The frozen final norm at the last position, without its bias: centre, scale, weight.
-  if (m.final_norm.normalises) {
-    if (m.final_norm.centres) rows.colwise() -= rows.rowwise().mean();
-    rows *= m.final_norm.s[m.T - 1];
-    if (m.final_norm.w.size()) rows = rows * m.final_norm.w.asDiagonal();
+  if (m.final_normalises) {
+    if (m.final_centres) rows.colwise() -= rows.rowwise().mean();
+    rows *= m.final_scale;
+    if (m.final_weight.size()) rows = rows * m.final_weight.asDiagonal();
   }
   return rows * m.vocab_unembed.transpose();
 }
@@ -576,111 +731,125 @@ Eigen::MatrixXd LocalReplacement::adjacency() const {
   const Impl& m = *impl_;
   const int64_t N = size();
   Eigen::MatrixXd A = Eigen::MatrixXd::Zero(N, N);
-  // Writes by level.
-  std::vector<std::vector<int64_t>> at_level(m.L + 1);
-  for (size_t w = 0; w < m.write_node.size(); ++w)
-    at_level[m.write_level[w]].push_back(static_cast<int64_t>(w));
-  // From the gradient G at the residual entering layer `level` (or the final residual, level L), the direct
-  // effects of that level's sources, then on down through the layers below: attention and the skips, never
-  // a feature or an error.
-  auto sweep = [&](int64_t target, Mat G, int level) {
-    for (;;) {
-      for (int64_t w : at_level[level]) {
-        const int64_t s = m.write_node[w];
-        A(target, s) += m.contribution.row(w).dot(G.row(m.nodes[s].position));
-      }
-      if (level == 0) return;
-      const int l = level - 1;
-      if (m.has_mlp && m.W_skip[l].size()) G += m.mlp_norm[l].adjoint(G * m.W_skip[l].transpose());
-      G += m.attn_norm[l].adjoint(m.attention_adjoint(l, G));
-      level = l;
-    }
-  };
-  for (int64_t i = 0; i < m.n_features; ++i) {
-    const GraphNode& n = m.nodes[i];
-    Mat gy = Mat::Zero(m.T, m.D);
-    gy.row(n.position) = m.W_enc[n.layer].col(n.index).transpose();
-    Mat G = m.mlp_norm[n.layer].adjoint(gy);  // at resid_mid of the feature's layer
-    G += m.attn_norm[n.layer].adjoint(m.attention_adjoint(n.layer, G));
-    sweep(i, G, n.layer);
-  }
-  for (int64_t k = 0; k < m.n_logits; ++k) {
-    Mat gy = Mat::Zero(m.T, m.D);
-    gy.row(m.T - 1) = m.unembed.row(k);
-    sweep(N - m.n_logits + k, m.final_norm.adjoint(gy), m.L);
+  std::vector<int64_t> targets;
+  for (int64_t i = 0; i < m.n_features; ++i) targets.push_back(i);
+  for (int64_t k = 0; k < m.n_logits; ++k) targets.push_back(N - m.n_logits + k);
+  // A target's row is the gradient of its value with respect to every write's multiplier (the replacement
+  // is affine in them, and the gradient stops at the sources: no feature's activation depends on the
+  // stream). A batch of targets is one backward, row b seeded with target b.
+  for (size_t first = 0; first < targets.size(); first += kTargetBatch) {
+    const int64_t B = static_cast<int64_t>(std::min(kTargetBatch, targets.size() - first));
+    nn::Hooks<double> hooks;
+    const Impl::Pass pass = m.run(Mat::Ones(B, N), true, nullptr, false, hooks);
+    std::vector<Tensor> mlp_seed(static_cast<size_t>(m.L));
+    for (int l = 0; l < m.L && m.has_mlp; ++l) mlp_seed[l] = Tensor::zeros({B, m.T, m.D});
+    Tensor final_seed = Tensor::zeros({B, m.T, m.D});
+    for (int64_t b = 0; b < B; ++b) m.seed(targets[first + b], b, mlp_seed, final_seed);
+    m.seeded(pass, mlp_seed, final_seed).backward();
+    m.for_each_write_gradient(
+        pass, [&](int64_t b, int64_t w, double g) { A(targets[first + b], m.write_node[w]) += g; });
   }
   return A;
 }
 
 std::vector<PathTerm> LocalReplacement::edge_paths(int64_t target, int64_t source) const {
+  return edge_paths(target, std::vector<int64_t>{source}).at(0);
+}
+
+std::vector<std::vector<PathTerm>> LocalReplacement::edge_paths(int64_t target,
+                                                                const std::vector<int64_t>& sources) const {
   const Impl& m = *impl_;
   const int64_t N = size();
-  const GraphNode& t = m.nodes.at(target);
-  if (m.level.at(source) < 0)
-    throw std::invalid_argument("edge_paths: node " + std::to_string(source) + " is not a source");
-  using Path = std::vector<std::pair<int, int>>;
-  std::map<Path, Mat> paths;
-  int level = 0;
-  if (t.kind == GraphNodeKind::feature) {
-    Mat gy = Mat::Zero(m.T, m.D);
-    gy.row(t.position) = m.W_enc[t.layer].col(t.index).transpose();
-    const Mat G = m.mlp_norm[t.layer].adjoint(gy);
-    paths[{}] = G;
-    for (int h = 0; h < m.H; ++h)
-      paths[{{t.layer, h}}] = m.attn_norm[t.layer].adjoint(m.head_adjoint(t.layer, h, G));
-    level = t.layer;
-  } else if (t.kind == GraphNodeKind::logit && target >= N - m.n_logits) {
-    Mat gy = Mat::Zero(m.T, m.D);
-    gy.row(m.T - 1) = m.unembed.row(target - (N - m.n_logits));
-    paths[{}] = m.final_norm.adjoint(gy);
-    level = m.L;
-  } else {
+  if (target < 0 || target >= N || !(target < m.n_features || target >= N - m.n_logits))
     throw std::invalid_argument("edge_paths: node " + std::to_string(target) + " is not a target");
+  const bool feature = target < m.n_features;
+  // The target reads the stream entering its layer's MLP (after that layer's attention; the block's input
+  // in a parallel block) or, for a logit, the last layer's output.
+  const int top = feature ? m.nodes[target].layer : m.L;
+  int bottom = top;
+  for (int64_t s : sources) {
+    if (s < 0 || s >= N || m.level[s] < 0)
+      throw std::invalid_argument("edge_paths: node " + std::to_string(s) + " is not a source");
+    bottom = std::min(bottom, m.level[s]);
   }
-  std::map<Path, double> found;
-  const int source_level = m.level[source];
-  // The source's writes at `at`, through every path found down to it. A cross-layer feature's write into a
-  // later layer's MLP output is the step (layer, -2) first.
-  auto collect = [&](int at) {
-    for (int64_t w : m.node_writes[source]) {
-      if (m.write_level[w] != at) continue;
-      for (const auto& [path, G] : paths) {
-        Path steps(path.rbegin(), path.rend());
-        if (at != source_level) steps.insert(steps.begin(), std::make_pair(at - 1, -2));
-        found[steps] += m.contribution.row(w).dot(G.row(m.nodes[source].position));
-      }
+  std::vector<std::vector<PathTerm>> out(sources.size());
+  // Each layer's stages from `bottom` up: (head, skip) pairs. A full layer: the stream or a head at the
+  // attention stage, then the stream or (with a skip) the skip at the MLP stage; in a parallel block the
+  // MLP reads the block's input, so a path takes the stream, one head or the skip. The target's own layer
+  // (a feature's): only the attention stage, and none in a parallel block.
+  std::vector<std::vector<std::pair<int, char>>> options(static_cast<size_t>(top + 1));
+  for (int l = bottom; l <= top; ++l) {
+    if (l == m.L) break;
+    const bool own = l == top, with_skip = !own && m.has_mlp && m.W_skip[l].defined();
+    options[l].push_back({-1, 0});
+    if (!(own && m.parallel[l]))
+      for (int h = 0; h < m.H; ++h) options[l].push_back({h, 0});
+    if (with_skip) {
+      options[l].push_back({-1, 1});
+      if (!m.parallel[l])
+        for (int h = 0; h < m.H; ++h) options[l].push_back({h, 1});
     }
-  };
-  if (level < source_level) return {};  // the source is above the target: no edge
-  collect(level);
-  while (level > source_level) {
-    const int l = level - 1;
-    std::map<Path, Mat> next;
-    for (const auto& [path, G] : paths) {
-      Path through_mlp = path;
-      next[path] = G;
-      if (m.has_mlp && m.W_skip[l].size()) {
-        through_mlp.push_back({l, -1});
-        const Mat Gs = m.mlp_norm[l].adjoint(G * m.W_skip[l].transpose());
-        next[through_mlp] = Gs;
-      }
-    }
-    paths.clear();
-    for (const auto& [path, G] : next) {
-      paths[path] = G;
-      for (int h = 0; h < m.H; ++h) {
-        Path p = path;
-        p.push_back({l, h});
-        paths[p] = m.attn_norm[l].adjoint(m.head_adjoint(l, h, G));
-      }
-    }
-    level = l;
-    collect(level);
   }
-  std::vector<PathTerm> terms;
-  for (const auto& [steps, weight] : found)
-    if (weight != 0) terms.push_back({steps, weight});  // steps from the source up
-  return terms;
+  // Every route (an odometer over the layers' options), a batch of them at a time.
+  std::vector<std::vector<int>> routes;
+  std::vector<int> digit(static_cast<size_t>(top + 1), 0);
+  for (bool more = true; more;) {
+    routes.push_back(digit);
+    more = false;
+    for (int l = bottom; l <= top && l < m.L; ++l) {
+      if (++digit[l] < static_cast<int>(options[l].size())) {
+        more = true;
+        break;
+      }
+      digit[l] = 0;
+    }
+  }
+  using Steps = std::vector<std::pair<int, int>>;
+  std::vector<std::map<Steps, double>> found(sources.size());
+  std::map<int64_t, size_t> source_index;
+  for (size_t i = 0; i < sources.size(); ++i) source_index.emplace(sources[i], i);
+  for (size_t first = 0; first < routes.size(); first += kRouteBatch) {
+    const int64_t B = static_cast<int64_t>(std::min(kRouteBatch, routes.size() - first));
+    Routes r;
+    r.head.assign(static_cast<size_t>(m.L), std::vector<int>(static_cast<size_t>(B), -1));
+    r.skip.assign(static_cast<size_t>(m.L), std::vector<char>(static_cast<size_t>(B), 0));
+    for (int64_t b = 0; b < B; ++b)
+      for (int l = bottom; l <= top && l < m.L; ++l) {
+        const auto [head, skip] = options[l][routes[first + b][l]];
+        r.head[l][b] = head;
+        r.skip[l][b] = skip;
+      }
+    nn::Hooks<double> hooks;
+    const Impl::Pass pass = m.run(Mat::Ones(B, N), true, &r, false, hooks);
+    std::vector<Tensor> mlp_seed(static_cast<size_t>(m.L));
+    for (int l = 0; l < m.L && m.has_mlp; ++l) mlp_seed[l] = Tensor::zeros({B, m.T, m.D});
+    Tensor final_seed = Tensor::zeros({B, m.T, m.D});
+    for (int64_t b = 0; b < B; ++b) m.seed(target, b, mlp_seed, final_seed);
+    m.seeded(pass, mlp_seed, final_seed).backward();
+    // A write at level lw takes its gradient from the routes that pass the stream at every layer below lw
+    // (the layers below do not change it): each such route is one path from lw up.
+    m.for_each_write_gradient(pass, [&](int64_t b, int64_t w, double g) {
+      const int64_t node = m.write_node[w];
+      const int lw = m.write_level[w];
+      const auto it = source_index.find(node);
+      if (it == source_index.end() || lw > top) return;
+      const std::vector<int>& route = routes[first + b];
+      for (int l = bottom; l < lw; ++l)
+        if (route[l] != 0) return;
+      Steps steps;
+      if (lw != m.level[node]) steps.push_back({lw - 1, -2});
+      for (int l = lw; l <= top && l < m.L; ++l) {
+        const auto [head, skip] = options[l][route[l]];
+        if (head >= 0) steps.push_back({l, head});
+        if (skip) steps.push_back({l, -1});
+      }
+      found[it->second][steps] += g;
+    });
+  }
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (const auto& [steps, weight] : found[i])
+      if (weight != 0) out[i].push_back({steps, weight});  // steps from the source up
+  return out;
 }
 
 QkAttribution LocalReplacement::qk_attribution(int layer, int head, int query, int key) const {
@@ -693,25 +862,35 @@ QkAttribution LocalReplacement::qk_attribution(int layer, int head, int query, i
   for (int64_t i = 0; i < N; ++i)
     if (m.level[i] >= 0 && m.level[i] <= layer) a.sources.push_back(i);
   const int64_t S = static_cast<int64_t>(a.sources.size());
-  const double inv = 1 / std::sqrt(static_cast<double>(m.dk));
-  const auto Wq = m.Wq[layer].middleRows(head * m.dk, m.dk), Wk = m.Wk[layer].middleRows(head * m.dk, m.dk);
-  // Each source's query and key vectors through the frozen attention norm (no bias), and the constant part's.
+  // One run: row i the source alone, row S no source (the constant terms: norm biases, attention biases,
+  // b_dec); each row's q and k at the head, read where the model computes them.
+  Mat rows = Mat::Zero(S + 1, N);
+  for (int64_t i = 0; i < S; ++i) rows(i, a.sources[i]) = 1;
+  nn::Hooks<double> hooks;
+  const std::string q_point = nn::hook_name(nn::Point::attn_q, static_cast<size_t>(layer));
+  const std::string k_point = nn::hook_name(nn::Point::attn_k, static_cast<size_t>(layer));
+  hooks.capture(q_point);
+  hooks.capture(k_point);
+  {
+    ag::NoGradScope no_grad;
+    m.run(rows, false, nullptr, true, hooks);
+  }
+  const Tensor& qt = hooks.captured(q_point);  // (S + 1, T, H, dk)
+  const Tensor& kt = hooks.captured(k_point);  // (S + 1, T, Hkv, dk)
+  const int64_t Hkv = kt.size(2), kv = m.kv_head[layer][head];
+  auto q_of = [&](int64_t r) {
+    return Eigen::Map<const Vec>(qt.data() + ((r * m.T + query) * m.H + head) * m.dk, m.dk);
+  };
+  auto k_of = [&](int64_t r) {
+    return Eigen::Map<const Vec>(kt.data() + ((r * m.T + key) * Hkv + kv) * m.dk, m.dk);
+  };
+  const Vec q0 = q_of(S), k0 = k_of(S);
   Mat q(S, m.dk), k(S, m.dk);
   for (int64_t i = 0; i < S; ++i) {
-    Vec e = Vec::Zero(N);
-    e[a.sources[i]] = 1;
-    Eigen::MatrixXd r;
-    run(e, false, layer, &r);
-    const Mat x = m.attn_norm[layer].forward(r, false);
-    q.row(i) = x.row(query) * Wq.transpose();
-    k.row(i) = x.row(key) * Wk.transpose();
+    q.row(i) = (q_of(i) - q0).transpose();
+    k.row(i) = (k_of(i) - k0).transpose();
   }
-  Eigen::MatrixXd r0;
-  run(Vec::Zero(N), true, layer, &r0);
-  const Mat x0 = m.attn_norm[layer].forward(r0, true);
-  Vec q0 = (x0.row(query) * Wq.transpose()).transpose(), k0 = (x0.row(key) * Wk.transpose()).transpose();
-  if (m.bq[layer].size()) q0 += m.bq[layer].segment(head * m.dk, m.dk);
-  if (m.bk[layer].size()) k0 += m.bk[layer].segment(head * m.dk, m.dk);
+  const double inv = 1 / std::sqrt(static_cast<double>(m.dk));
   a.terms = q * k.transpose() * inv;  // (query-side source, key-side source)
   const Vec q_sum = q.colwise().sum().transpose(), k_sum = k.colwise().sum().transpose();
   a.rest = (q0.dot(k_sum) + q_sum.dot(k0) + q0.dot(k0)) * inv;
@@ -985,24 +1164,31 @@ void add_feature_examples(findings::AttributionGraph& g, const LocalReplacement&
   }
 }
 
-// The kept edges between kept nodes, each with its split by path (through heads, skips and MLPs).
+// The kept edges between kept nodes, each with its split by path (through heads, skips and MLPs): one
+// edge_paths call per target.
 void add_links(findings::AttributionGraph& g, const LocalReplacement& rm, const Eigen::MatrixXd& A,
                const GraphScores& s) {
-  for (int64_t t = 0; t < A.rows(); ++t)
+  for (int64_t t = 0; t < A.rows(); ++t) {
+    if (!s.node_kept[t]) continue;
+    std::vector<int64_t> sources;
     for (int64_t c = 0; c < A.cols(); ++c)
-      if (s.edge_kept(t, c) && s.node_kept[t] && s.node_kept[c] && A(t, c) != 0) {
-        findings::GraphLink link{c, t, A(t, c), {}};
-        for (const PathTerm& term : rm.edge_paths(t, c)) {
-          std::string name;
-          for (const auto& [layer, head] : term.steps)
-            name += (name.empty() ? "L" : ">L") + std::to_string(layer) +
-                    (head == -1   ? std::string(".skip")
-                     : head == -2 ? std::string(".mlp")
-                                  : ".H" + std::to_string(head));
-          link.paths.push_back({name.empty() ? "resid" : name, term.weight});
-        }
-        g.links.push_back(std::move(link));
+      if (s.edge_kept(t, c) && s.node_kept[c] && A(t, c) != 0) sources.push_back(c);
+    if (sources.empty()) continue;
+    const std::vector<std::vector<PathTerm>> paths = rm.edge_paths(t, sources);
+    for (size_t i = 0; i < sources.size(); ++i) {
+      findings::GraphLink link{sources[i], t, A(t, sources[i]), {}};
+      for (const PathTerm& term : paths[i]) {
+        std::string name;
+        for (const auto& [layer, head] : term.steps)
+          name += (name.empty() ? "L" : ">L") + std::to_string(layer) +
+                  (head == -1   ? std::string(".skip")
+                   : head == -2 ? std::string(".mlp")
+                                : ".H" + std::to_string(head));
+        link.paths.push_back({name.empty() ? "resid" : name, term.weight});
       }
+      g.links.push_back(std::move(link));
+    }
+  }
 }
 
 // The QK attribution of head q.head of layer q.layer from the last of n_ids positions to q.key, with its

@@ -1,13 +1,16 @@
 // `attograd graph` as a library call: the attribution graph of one prompt (Ameisen et al. 2025, "Circuit
-// tracing"; circuit-tracer's definitions), exact, in float64. The local replacement model freezes the
-// prompt's attention patterns and norm scales and replaces each MLP by its transcoder's active features
-// plus one error node per layer and position (the MLP's output minus the transcoder's), so it reproduces
-// the model on the prompt and is affine in its source nodes. A source node's contribution is a vector
-// written into the residual stream: a feature's activation times its decoder row, an error node's error,
-// a token's embedding, a position's embedding. The adjacency matrix A (targets x sources) holds each
+// tracing"; circuit-tracer's definitions), exact, in float64. The local replacement model is the model's
+// own float64 forward (nn::CausalLM<double>) with hooks, as circuit-tracer builds it on its host model: the
+// prompt's attention patterns and norm scales frozen, each MLP spliced out for its transcoder's active
+// features plus one error node per layer and position (the MLP's output minus the transcoder's), and the
+// unembedding read before any softcap. So it reproduces the model on the prompt and is affine in its source
+// nodes, whatever the blocks are (parallel, windowed, grouped-query, gated). A source node's contribution is
+// a vector written into the residual stream: a feature's activation times its decoder row, an error node's
+// error, a token's embedding, a position's embedding. The adjacency matrix A (targets x sources) holds each
 // source's direct effect on each target (a feature's pre-activation, or a demeaned target logit) along
 // paths through frozen attention, frozen norms, the residual stream and the transcoders' skips, not through
-// other nodes. Each target's value is sum over sources of A[target, source] plus its bias (its value with
+// other nodes: the gradient of the target with respect to the source's multiplier, a batch of targets per
+// backward. Each target's value is sum over sources of A[target, source] plus its bias (its value with
 // every source at zero). Pruning, influence, and the replacement and completeness scores are
 // circuit-tracer's. docs/graphs.md gives every definition.
 #pragma once
@@ -69,7 +72,8 @@ struct QkAttribution {
 };
 
 // The local replacement model of `model` on `ids`, in float64, with `transcoders` (one per layer) and the
-// target logits `targets` (token ids at the last position, with their weights).
+// target logits `targets` (token ids at the last position, with their weights). It holds the model
+// converted to float64 and runs its forward, with hooks, for every method below.
 class LocalReplacement {
  public:
   LocalReplacement(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids,
@@ -85,21 +89,24 @@ class LocalReplacement {
   int64_t n_logits() const;
   int64_t size() const { return static_cast<int64_t>(nodes().size()); }
 
-  // The direct-effect matrix (size x size, targets x sources), computed backward (adjoint) from each
-  // target; rows of embeddings, positions and errors are zero.
+  // The direct-effect matrix (size x size, targets x sources): each target's row is the gradient of its
+  // value with respect to the sources' multipliers; rows of embeddings, positions and errors are zero.
   Eigen::MatrixXd adjacency() const;
   // The frozen affine model run forward with each source's contribution times multiplier[source] (1 for
   // every node: the prompt as the model saw it) and the constant terms (biases, b_dec) when `biases`:
-  // each node's value (features: pre-activation; logits: the demeaned logit; sources: 0).
+  // each node's value (features: pre-activation; logits: the demeaned logit before any softcap; sources: 0).
+  // Without biases it is the value less that of no source at all (the model is affine in them).
   Eigen::VectorXd forward(const Eigen::VectorXd& multiplier, bool biases = true) const;
   // Each node's value on the prompt from the float64 model itself (features' pre-activations from the
-  // MLP's input, the logits demeaned): what forward(ones) reproduces.
+  // MLP's input, the logits demeaned, before any softcap): what forward(ones) reproduces.
   const Eigen::VectorXd& model_values() const;
   // The target weights (logit probabilities), zero except on the logits.
   Eigen::VectorXd logit_weights() const;
   // The edge A(target, source) split by path: the residual stream alone (no step), through each head, each
   // skip, and each sequence of them; the terms sum to the edge. Zero terms are left out.
   std::vector<PathTerm> edge_paths(int64_t target, int64_t source) const;
+  // The same for several sources of one target, from one batched run per route batch.
+  std::vector<std::vector<PathTerm>> edge_paths(int64_t target, const std::vector<int64_t>& sources) const;
   // The QK attribution of head `head` of `layer` from `query` to `key`.
   QkAttribution qk_attribution(int layer, int head, int query, int key) const;
   // Each feature's logit effects (n_features x vocab): one unit of its decoder row read straight through
@@ -108,9 +115,7 @@ class LocalReplacement {
   Eigen::MatrixXd feature_logit_effects() const;
 
  private:
-  // forward up to the residual entering `stop_layer` (written to *resid), or to the end (stop_layer L).
-  Eigen::VectorXd run(const Eigen::VectorXd& multiplier, bool biases, int stop_layer,
-                      Eigen::MatrixXd* resid) const;
+  struct Routes;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

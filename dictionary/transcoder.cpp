@@ -92,7 +92,8 @@ ag::Tensor<float> features_of(const SaeParams<float>& p, const SaeConfig& c, con
 }  // namespace
 
 std::string transcoder_in_point(const nn::CausalLM<float>& model, int layer) {
-  return "blocks." + std::to_string(layer) + (nn::has_norm(model.shape.norm) ? ".ln2.out" : ".resid_mid");
+  const nn::ReadSite<float> site = nn::view(model).layers.at(static_cast<size_t>(layer)).mlp_in;
+  return nn::hook_name(site.norm.normalises ? site.norm.out_point : site.input, static_cast<size_t>(layer));
 }
 
 std::vector<SaeParams<float>> load_transcoders(const nn::CausalLM<float>& model, const std::string& folder) {

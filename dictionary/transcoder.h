@@ -40,7 +40,8 @@ struct TranscoderOutcome {
 
 analysis::Output<TranscoderOutcome> transcoder(analysis::StudyRun& run, const TranscoderRequest& request);
 
-// The point layer L's transcoder reads in `model` (blocks.L.ln2.out, or blocks.L.resid_mid without norms).
+// The point layer L's transcoder reads in `model`: its MLP's input (blocks.L.ln2.out, or without norms the
+// stream point the MLP reads: resid_mid, or resid_pre in a parallel block).
 std::string transcoder_in_point(const nn::CausalLM<float>& model, int layer);
 
 // A folder's transcoders (DIR/L/transcoder.safetensors), one per layer of `model`: every layer with an

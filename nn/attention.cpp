@@ -182,14 +182,20 @@ ag::Tensor<T> MultiHeadAttention<T>::forward(const ag::Tensor<T>& x, const ag::T
   // Grouped-query attention: k and v have n_kv_heads heads; query head h reads kv head h / G.
   auto split_kv_heads = [&](const ag::Tensor<T>& y) { return ag::reshape(y, {B, t, n_kv_heads, dk}); };
   auto repeat_kv = [&](const ag::Tensor<T>& y) { return repeat_kv_heads(y, n_heads); };
-  const ag::Tensor<T> q = at(Point::attn_q, positioned(normed(q_norm, split_heads(wq.forward(x)))));
-  const ag::Tensor<T> k =
-      repeat_kv(at(Point::attn_k, positioned(normed(k_norm, split_kv_heads(wk.forward(x))))));
+  // A pattern spliced in (Hooks::splice) comes from the input alone: q, k and the scores are not computed.
+  auto computed_pattern = [&] {
+    const ag::Tensor<T> q = at(Point::attn_q, positioned(normed(q_norm, split_heads(wq.forward(x)))));
+    const ag::Tensor<T> k =
+        repeat_kv(at(Point::attn_k, positioned(normed(k_norm, split_kv_heads(wk.forward(x))))));
+    const ag::Tensor<T> scores =
+        at(Point::attn_scores, attn_scale == AttnScale::none
+                                   ? ag::matmul(per_head(q), ag::transpose(per_head(k)))
+                                   : attention_scores(per_head(q), per_head(k)));
+    return attention_pattern(scores, mask);
+  };
+  const auto* splice = at.spliced(Point::attn_pattern);
+  const ag::Tensor<T> pattern = at(Point::attn_pattern, splice ? (*splice)(x) : computed_pattern());
   const ag::Tensor<T> v = repeat_kv(at(Point::attn_v, split_kv_heads(wv.forward(x))));
-  const ag::Tensor<T> scores = at(
-      Point::attn_scores, attn_scale == AttnScale::none ? ag::matmul(per_head(q), ag::transpose(per_head(k)))
-                                                        : attention_scores(per_head(q), per_head(k)));
-  const ag::Tensor<T> pattern = at(Point::attn_pattern, attention_pattern(scores, mask));
   // (B, H, T, dk) -> (B, T, H, dk)
   const ag::Tensor<T> z = at(Point::attn_z, ag::permute(ag::matmul(pattern, per_head(v)), {0, 2, 1, 3}));
   // Wo mixes the heads.

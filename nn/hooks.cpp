@@ -86,6 +86,25 @@ void Hooks<T>::capture(const std::string& point) {
 }
 
 template <typename T>
+void Hooks<T>::splice(const std::string& point, Fn fn) {
+  auto ends = [&point](const std::string& tail) {
+    return point.size() > tail.size() && point.compare(point.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const bool in_block = (ends(".mlp.out") || ends(".attn.pattern")) && find_hook_point(point) != nullptr;
+  if (!in_block && point != "logits")
+    throw std::invalid_argument(
+        "hook " + point +
+        ": splice replaces a computation: blocks.L.mlp.out, blocks.L.attn.pattern or logits");
+  splices_[point] = std::move(fn);
+}
+
+template <typename T>
+const typename Hooks<T>::Fn* Hooks<T>::spliced(const std::string& point) const {
+  auto it = splices_.find(point);
+  return it == splices_.end() ? nullptr : &it->second;
+}
+
+template <typename T>
 void Hooks<T>::grad(const std::string& point) {
   add(point, [this, point](const ag::Tensor<T>& value) {
     if (!ag::grad_enabled())
@@ -147,12 +166,15 @@ template <typename T>
 std::vector<std::string> Hooks<T>::points() const {
   std::vector<std::string> out;
   for (const auto& entry : fns_) out.push_back(entry.first);
+  for (const auto& entry : splices_)
+    if (!fns_.count(entry.first)) out.push_back(entry.first);
   return out;
 }
 
 template <typename T>
 void Hooks<T>::clear() {
   fns_.clear();
+  splices_.clear();
   captured_.clear();
   probes_.clear();
 }

@@ -48,6 +48,18 @@ class Hooks {
   void patch_head(const std::string& point, int64_t head, const std::vector<int64_t>& positions,
                   const ag::Tensor<T>& source);
 
+  // Splices `fn` in for the computation whose output is `point`: that computation is not run, fn(its input)
+  // is its output, and the hooks at `point` run after it. Three points have one to splice:
+  // "blocks.L.mlp.out" (the MLP; its input is ln2's output, or the stream it reads without norms; mlp.pre,
+  // .gate and .post are then not reached), "blocks.L.attn.pattern" (from attention's input: q, k and the
+  // scores are then not computed) and "logits" (the unembedding and the softcap; the input is the final
+  // norm's output). circuit-tracer's local replacement model splices transcoders in for the MLPs and
+  // freezes the patterns this way (attribution/graph.cpp); a second splice at one point replaces the first.
+  //   hooks.splice("blocks.0.mlp.out", [&](const ag::Tensor<double>& x) { return transcoder(x); });
+  void splice(const std::string& point, Fn fn);
+  // The function spliced in at `point`, or null.
+  const Fn* spliced(const std::string& point) const;
+
   // Keeps d(scalar) / d(value at `point`) for the backward of any scalar computed from the next forward;
   // read it with gradient(point). The value flows on as value + probe, where probe is a zero tensor of the
   // value's shape that requires grad: x + 0 is x, so no value changes, and backward leaves in the probe
@@ -64,9 +76,9 @@ class Hooks {
   // naming the point when grad(point) was not asked for or no forward ran since.
   ag::Tensor<T> gradient(const std::string& point) const;
 
-  // True when some hook is registered at `point`.
-  bool has(const std::string& point) const { return fns_.count(point) > 0; }
-  bool empty() const { return fns_.empty(); }
+  // True when some hook (or splice) is registered at `point`.
+  bool has(const std::string& point) const { return fns_.count(point) > 0 || splices_.count(point) > 0; }
+  bool empty() const { return fns_.empty() && splices_.empty(); }
   // Every point some hook is registered at.
   std::vector<std::string> points() const;
   // The value captured at `point` by the last forward; throws std::out_of_range naming the point when none.
@@ -79,6 +91,7 @@ class Hooks {
 
  private:
   std::map<std::string, std::vector<Fn>> fns_;
+  std::map<std::string, Fn> splices_;
   std::map<std::string, ag::Tensor<T>> captured_;
   std::map<std::string, ag::Tensor<T>> probes_;  // grad(point)'s zero leaves, by point
 };
@@ -98,6 +111,8 @@ class HookSite {
   // Whether some hook is registered at the point: a point computed only on request (Needs::on_request)
   // is computed when this holds.
   bool wants(Point p) const { return hooks_ && hooks_->has(name(p)); }
+  // The function spliced in for the module whose output is `p` (Hooks::splice), or null.
+  const typename Hooks<T>::Fn* spliced(Point p) const { return hooks_ ? hooks_->spliced(name(p)) : nullptr; }
 
  private:
   std::string name(Point p) const {

@@ -149,6 +149,7 @@ class MLP : public Module<T> {
   MLP(int64_t d_model, int64_t d_ff, ag::Rng& rng, Activation activation = Activation::gelu,
       bool bias = true);
   ag::Tensor<T> forward(const ag::Tensor<T>& x, const HookSite<T>& at = {}) const {
+    if (const auto* splice = at.spliced(Point::mlp_out)) return at(Point::mlp_out, (*splice)(x));
     const ag::Tensor<T> pre = at(Point::mlp_pre, fc1.forward(x));  // (B, T, F)
     const ag::Tensor<T> post =
         gate ? at(Point::mlp_post, activate(activation, at(Point::mlp_gate, gate->forward(x))) * pre)

@@ -123,6 +123,7 @@ ag::Tensor<T> CausalLM<T>::forward(const std::vector<int32_t>& ids, int64_t batc
   for (size_t l = 0; l < blocks.size(); ++l)
     h = blocks[l]->forward(h, masks[l], HookSite<T>(hooks, block_prefix(l)));
   const ag::Tensor<T> final = ln_f->forward(h, at, Point::ln_f_scale, Point::ln_f_out);
+  if (const auto* splice = at.spliced(Point::logits)) return at(Point::logits, (*splice)(final));
   return at(Point::logits, soft_cap(lm_head.forward(final), shape.logit_softcap));
 }
 

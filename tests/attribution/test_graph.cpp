@@ -75,16 +75,21 @@ double check_exact(const attribution::LocalReplacement& rm, int qk_layers, int q
   // Every edge split by path (heads, skips) sums to the edge; every head's QK score to the model's.
   double worst_paths = 0;
   int64_t multi_head = 0;
-  for (int64_t t : targets)
-    for (int64_t s = 0; s < N - K; ++s) {
-      if (rm.nodes()[s].layer >= 0 && t < F && rm.nodes()[s].layer >= rm.nodes()[t].layer) continue;
+  for (int64_t t : targets) {
+    std::vector<int64_t> sources;
+    for (int64_t s = 0; s < N - K; ++s)
+      if (!(rm.nodes()[s].layer >= 0 && t < F && rm.nodes()[s].layer >= rm.nodes()[t].layer))
+        sources.push_back(s);
+    const std::vector<std::vector<attribution::PathTerm>> paths = rm.edge_paths(t, sources);
+    for (size_t i = 0; i < sources.size(); ++i) {
       double sum = 0;
-      for (const attribution::PathTerm& term : rm.edge_paths(t, s)) {
+      for (const attribution::PathTerm& term : paths[i]) {
         sum += term.weight;
         multi_head += term.steps.size() >= 2;
       }
-      worst_paths = std::max(worst_paths, std::abs(sum - A(t, s)));
+      worst_paths = std::max(worst_paths, std::abs(sum - A(t, sources[i])));
     }
+  }
   BOOST_TEST(worst_paths < 1e-9, "paths vs edge: " << worst_paths);
   BOOST_TEST(multi_head > 0);  // paths through two heads exist and are counted
   double worst_qk = 0;
@@ -243,6 +248,33 @@ BOOST_AUTO_TEST_CASE(qkv_bias_graph_is_exact) {
                                          {0.5, 0.3, 0.2});
   BOOST_TEST(rm.n_features() > 10);
   check_exact(rm, 2, 4, true);
+}
+
+// A parallel block (attention and the MLP both read the block's input, as GPT-J and GPT-NeoX have it), a
+// final logit softcap (Gemma 2's) and a sliding window: the replacement runs the model's own forward, so it
+// follows each; the logits are taken before the softcap, where they are linear in the stream. The path split
+// of a parallel block never passes a head and the skip in one layer.
+BOOST_AUTO_TEST_CASE(parallel_softcap_graph_is_exact) {
+  nn::ModelShape s;
+  s.vocab = 19, s.max_len = 12, s.d_model = 16, s.n_heads = 4, s.n_layers = 2, s.d_ff = 32;
+  s.parallel = true, s.logit_softcap = 5.0, s.attn_window = {3, 0};
+  ag::Rng rng(5);
+  nn::CausalLM<float> model(s, rng);
+  for (const auto& p : model.named_parameters())
+    for (int64_t i = 0; i < p.tensor->numel(); ++i)
+      p.tensor->data()[i] += static_cast<float>(0.2 * rng.normal());
+  const std::vector<int32_t> ids = {1, 5, 9, 2, 5, 9, 3, 7};
+  const attribution::LocalReplacement rm(model, ids, random_transcoders(model, 24), top_tokens(model, ids, 3),
+                                         {0.5, 0.3, 0.2});
+  BOOST_TEST(rm.n_features() > 10);
+  check_exact(rm, 2, 4, true);
+  for (int64_t t = rm.size() - rm.n_logits(); t < rm.size(); ++t)
+    for (int64_t src = 0; src < rm.n_features(); ++src) {
+      if (rm.nodes()[src].layer != 0) continue;
+      for (const attribution::PathTerm& p : rm.edge_paths(t, src))
+        for (size_t i = 1; i < p.steps.size(); ++i)
+          BOOST_TEST(!(p.steps[i].first == p.steps[i - 1].first && p.steps[i].second == -1));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(attention_only_induction_graph_is_exact) {
