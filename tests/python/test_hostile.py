@@ -85,8 +85,10 @@ def test_bad_tokens_points_and_hooks(run):
     def writes(v, p):
         v[0] = 1
 
-    with pytest.raises(ValueError, match="read-only"):
-        run.forward(ids, hooks={"blocks.0.resid_pre": writes})
+    # A hook's value is a writable copy: the write flows on, and the model stays as it was.
+    plain = run.forward(ids)
+    assert not np.array_equal(run.forward(ids, hooks={"blocks.0.resid_pre": writes}), plain)
+    np.testing.assert_array_equal(run.forward(ids), plain)
     assert run.forward(ids).shape == (1, 7, 33)  # the run is still fine (32 values and BOS)
 
 
