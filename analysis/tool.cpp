@@ -20,7 +20,8 @@ StudyRun open_run(const std::string& dir) {
 std::string bos_note(const StudyRun& run) {
   if (run.config.task.kind == "pretrained")
     return "(BOS " + run.task->token_name(*run.task->bos_id()) +
-           " put in front, as the model's tokenizer and TransformerLens do; write it yourself to silence this)";
+           " put in front, as the model's tokenizer and TransformerLens do; write it yourself to silence "
+           "this)";
   return "(BOS put in front: every " + run.config.task.kind +
          " sequence starts with it; write it yourself to silence this)";
 }
@@ -131,8 +132,6 @@ int token_id(const StudyRun& run, const Token& token, const std::string& field) 
     for (int32_t id : *ids) pieces += (pieces.empty() ? "" : " ") + token_label(run, id);
     hint = " (as text it is " + std::to_string(ids->size()) + " tokens, " + pieces +
            "; give one token: its name or text, or its id)";
-  } else {
-    hint = " (give a token name, as run.vocab lists them, or an id)";
   }
   throw RequestError(field + ": unknown token '" + token.name + "'" + hint);
 }

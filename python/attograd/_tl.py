@@ -108,9 +108,7 @@ def _forward_like(method, fname):
     """forward, run_with_hooks and run_with_cache taking fwd_hooks=, names_filter= and text input."""
     def call(self, input=None, *args, prepend_bos=True, **kwargs):
         _alias(kwargs, fname, "tokens", "ids")
-        if input is None:
-            if "ids" not in kwargs:
-                raise TypeError(f"{fname}() missing the input: ids (T,) or (B, T), or text")
+        if input is None and "ids" in kwargs:
             input = kwargs.pop("ids")
         _alias(kwargs, fname, "fwd_hooks", "hooks")
         _alias(kwargs, fname, "names_filter", "names")
@@ -136,9 +134,7 @@ def _generate(method):
         shape (T,) or (1, T) (as tokens=, taken as given)."""
         _alias(kwargs, "generate", "max_new_tokens", "max_new")
         if input is not None and not args:
-            if isinstance(input, str):
-                if "prompt" in kwargs:
-                    raise TypeError("generate() got both input text and prompt")
+            if isinstance(input, str) and "prompt" not in kwargs:  # with prompt= it is tokens= (names)
                 kwargs["prompt"] = input
                 input = None
             elif not isinstance(input, (list, tuple)) or (input and isinstance(input[0], (list, tuple))):

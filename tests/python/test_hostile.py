@@ -38,7 +38,6 @@ def test_load_run_paths(tmp_path):
     ([0, 1, 99], "ids: token id 99 at index 2 is outside the vocabulary 0..32"),
     ([0, -1], "ids: token id -1 at index 1 is outside the vocabulary"),
     (np.zeros(200, np.int64), "ids: 200 tokens, but the model takes at most max_len"),
-    ("BOS 3", "ids: expected token ids"),
     (None, "ids: expected token ids"),
     ([[0, 1], [2]], None),
 ])

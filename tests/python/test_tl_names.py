@@ -96,6 +96,9 @@ def test_a_toy_run_keeps_its_own_bos(induction_dir):
         assert toy.to_str_tokens("3 1 4") == ["BOS", "3", "1", "4"]
         g = toy.generate("3 1 4", max_new=1, temperature=0)
         assert g["prompt"] == ["BOS", "3", "1", "4"]
+        assert toy.generate(tokens="BOS 3 1 4", max_new=1, temperature=0)["ids"] == g["ids"]
+        # Text to forward is to_tokens'd (TransformerLens's model("text")): the task's token names here.
+        np.testing.assert_array_equal(toy("3 1 4"), toy.forward(toy.to_tokens("3 1 4")))
 
 
 # --- 3. hooks write in place; arrays of other libraries; Tensor.__array__
