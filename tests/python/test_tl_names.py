@@ -138,6 +138,28 @@ def test_a_hook_writes_in_place_and_it_takes_effect(run):
     np.testing.assert_allclose(run.forward(ids, hooks={"blocks.0.attn.z": lambda z, h: None}), plain, atol=1e-5)
 
 
+class LikeTorch:
+    """What attograd asks of a torch tensor: detach() and cpu() before numpy's __array__, which a tensor that
+    requires grad refuses."""
+
+    def __init__(self, a, attached=True):
+        self.a, self.attached = a, attached
+
+    def detach(self):
+        return LikeTorch(self.a, False)
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.a
+
+    def __array__(self, dtype=None, copy=None):
+        if self.attached:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad")
+        return self.a
+
+
 def test_a_hook_may_return_any_array_like(run):
     ids = run.to_tokens(TEXT)
 
@@ -147,13 +169,15 @@ def test_a_hook_may_return_any_array_like(run):
         return z
 
     want = run.forward(ids, hooks={"blocks.0.attn.z": lambda z, h: zeroed(z)})
-    for make in (Wrapped, memoryview):
+    for make in (Wrapped, memoryview, LikeTorch):
         got = run.forward(ids, hooks={"blocks.0.attn.z": lambda z, h: make(zeroed(z))})
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match=r"hooks\[blocks.0.attn.z\] returned: expected a float32 array"):
         run.forward(ids, hooks={"blocks.0.attn.z": lambda z, h: Wrapped(zeroed(z).astype(np.float64))})
     # Ids of another library too.
     np.testing.assert_array_equal(run.forward(Wrapped(ids)), run.forward(ids))
+    np.testing.assert_array_equal(run.forward(LikeTorch(ids)), run.forward(ids))
+    assert run.generate(LikeTorch(ids), max_new=1, temperature=0)["ids"][:ids.shape[1]] == ids[0].tolist()
 
 
 def test_a_hook_may_return_a_torch_tensor(run):
