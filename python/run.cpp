@@ -362,17 +362,27 @@ py::dict sample(const Run& r, py::handle n_value, py::handle split_value, py::ha
   return batch_dict(batch);
 }
 
-// A token as Python shows it: the text it stands for when the run reads text through a tokenizer (" the",
-// as TransformerLens's to_str_tokens; a token that is part of a UTF-8 character shows U+FFFD for it), else
-// its name (analysis::token_label: "BOS", "3", "<id N>" past the task's vocabulary).
-py::str token_string(const analysis::StudyRun& run, int id) {
-  if (run.task->tokenizer() && id >= 0 && id < run.task->vocab_size()) {
-    const std::string bytes = run.task->decode({id});
+// The text of ids: the tokenizer's decoding when the run reads text through one (bytes that are no UTF-8
+// as U+FFFD, as Hugging Face's decode), else the token names (analysis::token_label) joined by spaces.
+py::str ids_string(const analysis::StudyRun& run, const std::vector<int32_t>& ids) {
+  const int vocab = run.task->vocab_size();
+  if (run.task->tokenizer() &&
+      std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return id >= 0 && id < vocab; })) {
+    const std::string bytes = run.task->decode(ids);
     PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
     if (!text) throw py::error_already_set();
     return py::reinterpret_steal<py::str>(text);
   }
-  return py::str(analysis::token_label(run, id));
+  std::string out;
+  for (int32_t id : ids) out += (out.empty() ? "" : " ") + analysis::token_label(run, id);
+  return py::str(out);
+}
+
+// A token as Python shows it: the text it stands for when the run reads text through a tokenizer (" the",
+// as TransformerLens's to_str_tokens; a token that is part of a UTF-8 character shows U+FFFD for it), else
+// its name (analysis::token_label: "BOS", "3", "<id N>" past the task's vocabulary).
+py::str token_string(const analysis::StudyRun& run, int id) {
+  return ids_string(run, {id});
 }
 
 // Ids to token strings (token_string): an int, shape (T,) or (B, T) (nested lists), any id of the
@@ -482,33 +492,16 @@ void bind_run(py::module_& m) {
             return token_names(r, input);
           },
           py::arg("input"), py::arg("prepend_bos") = true,
-          "The token names of text (as to_tokens splits it, BOS rule included; a list of texts gives one "
-          "list each) or of ids (as given).")
+          "The tokens of text (as to_tokens splits it, BOS rule included; a list of texts gives one "
+          "list each) or of ids (as given): their text for a run with a tokenizer, else their names.")
       .def(
-          "_decode",
-          [](const Run& r, const std::vector<int32_t>& ids) -> py::str {
-            const auto run = r.get();
-            const int vocab = run->task->vocab_size();
-            const bool known =
-                std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return id >= 0 && id < vocab; });
-            if (run->task->tokenizer() && known) {
-              const std::string bytes = run->task->decode(ids);
-              PyObject* text =
-                  PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
-              if (!text) throw py::error_already_set();
-              return py::reinterpret_steal<py::str>(text);
-            }
-            std::string out;
-            for (int32_t id : ids) out += (out.empty() ? "" : " ") + analysis::token_label(*run, id);
-            return py::str(out);
-          },
+          "_decode", [](const Run& r, const std::vector<int32_t>& ids) { return ids_string(*r.get(), ids); },
           py::arg("ids"),
           "The text of ids (T,) (to_string): the tokenizer's decoding (invalid UTF-8 as U+FFFD), or the "
           "token names joined by spaces for a task without a tokenizer.")
       .def("token_names", &token_names, py::arg("ids"),
-           "The names of token ids of the vocabulary: a str for an int, a list for shape (T,), a list of "
-           "lists "
-           "for (B, T).")
+           "The tokens of ids of the vocabulary, as to_str_tokens shows them: a str for an int, a list for "
+           "shape (T,), a list of lists for (B, T).")
       .def_property_readonly(
           "vocab",
           [](const Run& r) {
