@@ -59,13 +59,14 @@ Output<findings::GenerateResult> generate(StudyRun& run, const GenerateRequest& 
   Output<findings::GenerateResult> out;
   std::vector<int32_t> prompt;
   if (!request.prompt) {
-    prompt = input_ids(run, request.tokens, "tokens", Bos::kAdd, &out.notes);
+    prompt =
+        input_ids(run, request.tokens, "tokens", request.prepend_bos ? Bos::kAdd : Bos::kAsGiven, &out.notes);
   } else {
     prompt = prompt_ids(*run.task, *request.prompt);
     if (prompt.empty()) throw RequestError("prompt: expected at least one token");
     // As input_ids: every sequence of a task with BOS starts with it.
     const std::optional<int> bos = run.task->bos_id();
-    if (bos && prompt.front() != *bos) {
+    if (request.prepend_bos && bos && prompt.front() != *bos) {
       prompt.insert(prompt.begin(), *bos);
       out.notes.push_back(bos_note(run));
     }

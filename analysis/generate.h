@@ -19,6 +19,7 @@ struct GenerateRequest {
   double temperature = 1.0;  // 0 = greedy (argmax); otherwise sample softmax(logits / temperature)
   int64_t top_k = 0;         // sample among the K most likely tokens only; 0 = every token
   uint64_t seed = 0;         // of the sampling: the same seed, the same tokens
+  bool prepend_bos = true;   // put the task's BOS in front of text and token names that lack it
 };
 
 // Each token past the window costs a full forward: the work is bounded up front.

@@ -18,6 +18,10 @@ StudyRun open_run(const std::string& dir) {
 }
 
 std::string bos_note(const StudyRun& run) {
+  if (run.config.task.kind == "pretrained")
+    return "(BOS " + run.task->token_name(*run.task->bos_id()) +
+           " put in front, as the model's tokenizer and TransformerLens do; write it yourself to silence "
+           "this)";
   return "(BOS put in front: every " + run.config.task.kind +
          " sequence starts with it; write it yourself to silence this)";
 }
@@ -113,9 +117,23 @@ int token_id(const StudyRun& run, const Token& token, const std::string& field) 
                          " is outside the vocabulary 0.." + std::to_string(vocab - 1));
     return static_cast<int>(*token.id);
   }
-  const std::optional<int> id = run.task->token_id(token.name);
-  if (!id) throw RequestError(field + ": unknown token '" + token.name + "'");
-  return *id;
+  if (const std::optional<int> id = run.task->token_id(token.name)) return *id;
+  // Not a name: the text of one token, for a model that reads text (" the" is GPT-2's \sthe).
+  std::optional<std::vector<int32_t>> ids;
+  try {
+    ids = run.task->encode_text(token.name);
+  } catch (const std::invalid_argument&) {
+    ids.reset();
+  }
+  if (ids && ids->size() == 1) return (*ids)[0];
+  std::string hint;
+  if (ids && !ids->empty()) {
+    std::string pieces;
+    for (int32_t id : *ids) pieces += (pieces.empty() ? "" : " ") + token_label(run, id);
+    hint = " (as text it is " + std::to_string(ids->size()) + " tokens, " + pieces +
+           "; give one token: its name or text, or its id)";
+  }
+  throw RequestError(field + ": unknown token '" + token.name + "'" + hint);
 }
 
 std::string token_label(const StudyRun& run, int id) {

@@ -91,7 +91,8 @@ std::vector<int32_t> input_ids(const StudyRun& run, const Sequence& input, const
 train::Batch sequences_batch(const StudyRun& run, const std::vector<Sequence>& sequences,
                              const std::string& field, std::vector<std::string>* notes = nullptr);
 
-// The id of `token` in the run's task; RequestError "FIELD: unknown token 'NAME'" (or "FIELD: token id N is
+// The id of `token` in the run's task: its name, else (a text model) the one token its text encodes to, so
+// " the" is GPT-2's \sthe; RequestError "FIELD: unknown token 'NAME' (HINT)" (or "FIELD: token id N is
 // outside the vocabulary 0..V-1").
 int token_id(const StudyRun& run, const Token& token, const std::string& field);
 

@@ -1,5 +1,5 @@
 // attograd generate RUN_DIR (--prompt TEXT | --tokens T1 T2 ...) [--max-new N] [--temperature X]
-// [--top-k K] [--seed S] [--json]: parses the flags into a analysis::GenerateRequest, calls
+// [--top-k K] [--seed S] [--no-bos] [--json]: parses the flags into a analysis::GenerateRequest, calls
 // analysis::generate (a prompt continued a token at a time through the model's key/value cache) and prints
 // the text or JSON.
 #include "analysis/generate.h"
@@ -15,7 +15,7 @@ Command add_generate(CLI::App& app) {
     std::string run, prompt;
     std::vector<std::string> tokens;
     analysis::GenerateRequest request;
-    bool json = false;
+    bool json = false, no_bos = false;
     CLI::Option *prompt_opt = nullptr, *tokens_opt = nullptr;
   };
   auto a = std::make_shared<Args>();
@@ -33,13 +33,17 @@ Command add_generate(CLI::App& app) {
                     {{"max_new", {"", "", io::at_least(0).up_to(analysis::kMaxNewTokens)}},
                      {"temperature", {"", "", io::at_least(0)}},
                      {"top_k", {"", "", io::at_least(0)}}},
-                    {"prompt"});
+                    {"prompt", "prepend_bos"});
+  // --no-bos says the prepend_bos row the command line's way round (TransformerLens's prepend_bos=False).
+  sub->add_flag("--no-bos", a->no_bos,
+                "take the prompt as given: no BOS put in front (an imported GPT-2's is <|endoftext|>)");
   sub->add_flag("--json", a->json,
                 "print one JSON object (prompt, generated: token names; ids: prompt and generated; stopped)");
   return [a] {
     if (!a->prompt_opt->count() && !a->tokens_opt->count())
       throw UsageError("generate: give --prompt or --tokens");
     if (a->prompt_opt->count()) a->request.prompt = a->prompt;
+    a->request.prepend_bos = !a->no_bos;
     a->request.tokens.tokens = join_tokens(a->tokens);
     analysis::StudyRun run = analysis::open_run(a->run);
     const auto out = analysis::generate(run, a->request);

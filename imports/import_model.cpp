@@ -563,20 +563,21 @@ constexpr int64_t kImportedTextWindow = 256;
 
 // The task section of an imported run. A run needs a task for its token names and its input length; an
 // imported model has no data. A character-level model (chars.txt, from scripts/import_nanogpt.py) gets a
-// text task over its characters, which numbers them as nanoGPT does (sorted); with a tokenizer.json the
-// task is the "pretrained" kind over the copied tokenizer, or, given a text (`text`, absolute), a text task
-// over that file encoded by the copied tokenizer (`tokenizer`, absolute); without either, a random-token
-// task over the model's vocabulary stands in (ids in, ids out).
-json task_section(int64_t vocab, int64_t max_len, bool has_tokenizer_json, const std::string& chars,
+// text task over its characters, which numbers them as nanoGPT does (sorted); with a byte-level BPE
+// tokenizer (`bpe`: "tokenizer.json", or "." for GPT-2's vocab.json + merges.txt read from the run folder
+// itself) the task is the "pretrained" kind over the copied tokenizer, or, given a text (`text`, absolute),
+// a text task over that file encoded by the copied tokenizer (`tokenizer`, absolute); without either, a
+// random-token task over the model's vocabulary stands in (ids in, ids out).
+json task_section(int64_t vocab, int64_t max_len, const std::string& bpe, const std::string& chars,
                   const std::string& text, const std::string& tokenizer) {
   if (!chars.empty()) return {{"kind", "text"}, {"path", chars}, {"unit", "char"}, {"length", max_len}};
-  if (has_tokenizer_json && !text.empty())
+  if (!bpe.empty() && !text.empty())
     return {{"kind", "text"},
             {"path", text},
             {"unit", "bpe"},
             {"tokenizer", tokenizer},
             {"length", std::min(max_len, kImportedTextWindow)}};
-  if (has_tokenizer_json) return {{"kind", "pretrained"}, {"tokenizer", "tokenizer.json"}};
+  if (!bpe.empty()) return {{"kind", "pretrained"}, {"tokenizer", bpe}};
   return {{"kind", "random"}, {"vocab", vocab}, {"length", std::min<int64_t>(max_len, 1024)}};
 }
 
@@ -605,8 +606,14 @@ analysis::Output<findings::ImportReport> import_model(const ImportRequest& reque
   for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json",
                            "special_tokens_map.json", "chars.txt"})
     if (fs::is_regular_file(src + "/" + name)) tokenizer_files.push_back(name);
-  const bool has_tokenizer_json =
-      std::find(tokenizer_files.begin(), tokenizer_files.end(), "tokenizer.json") != tokenizer_files.end();
+  const auto has = [&](const char* name) {
+    return std::find(tokenizer_files.begin(), tokenizer_files.end(), name) != tokenizer_files.end();
+  };
+  // The byte-level BPE tokenizer: tokenizer.json, else GPT-2's pair (train::Tokenizer::load reads a folder
+  // holding vocab.json and merges.txt and no tokenizer.json as the pair).
+  const std::string bpe = has("tokenizer.json")                    ? "tokenizer.json"
+                          : has("vocab.json") && has("merges.txt") ? "."
+                                                                   : "";
 
   // The config in attograd's schema, validated and resolved as a config file is.
   train::Config config;
@@ -621,21 +628,21 @@ analysis::Output<findings::ImportReport> import_model(const ImportRequest& reque
   config.output.probes = 1;
   json document = train::to_json(config);
   for (const auto& [key, value] : plan.model_fields.items()) document["model"][key] = value;
-  const bool has_chars =
-      std::find(tokenizer_files.begin(), tokenizer_files.end(), "chars.txt") != tokenizer_files.end();
+  const bool has_chars = has("chars.txt");
   const std::string chars = has_chars ? fs::absolute(out + "/chars.txt").lexically_normal().string() : "";
   std::string text;
   if (!request.text.empty()) {
-    if (!has_tokenizer_json || has_chars)
+    if (bpe.empty() || has_chars)
       throw analysis::RequestError("text: " + request.text +
                                    ": a text needs the model's byte-level BPE tokenizer (" + src +
-                                   "/tokenizer.json), which this folder does not have");
+                                   "/tokenizer.json, or vocab.json and merges.txt), which this folder does "
+                                   "not have");
     if (!fs::is_regular_file(request.text))
       throw analysis::RequestError("text: " + request.text + ": not a file");
     text = fs::absolute(request.text).lexically_normal().string();
   }
-  document["task"] = task_section(plan.shape.vocab, plan.max_len, has_tokenizer_json, chars, text,
-                                  fs::absolute(out + "/tokenizer.json").lexically_normal().string());
+  document["task"] = task_section(plan.shape.vocab, plan.max_len, bpe, chars, text,
+                                  fs::absolute(out + "/" + bpe).lexically_normal().string());
 
   io::check_new_run_folder(out);
   const bool created = !fs::exists(out);

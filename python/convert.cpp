@@ -32,6 +32,23 @@ const char* dtype_of() {
 
 }  // namespace
 
+bool array_like(py::handle value) {
+  if (py::isinstance<py::array>(value) || py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value))
+    return false;
+  return PyObject_CheckBuffer(value.ptr()) || py::hasattr(value, "__array__") ||
+         py::hasattr(value, "__array_interface__");
+}
+
+py::array as_array(py::handle value) {
+  py::object v = py::reinterpret_borrow<py::object>(value);
+  // A torch tensor: off the autograd graph and on the CPU first (numpy refuses one that requires grad).
+  if (py::hasattr(v, "detach") && py::hasattr(v, "cpu") && py::hasattr(v, "numpy"))
+    v = v.attr("detach")().attr("cpu")();
+  return py::module_::import("numpy").attr("asarray")(v);
+}
+
+namespace {}  // namespace
+
 template <typename T>
 py::array tensor_view(const ag::Tensor<T>& t, bool writable) {
   auto* owner = new ag::Tensor<T>(t);  // shares the node: the storage lives as long as the array
@@ -55,6 +72,8 @@ ag::Tensor<T> tensor_from_array(py::handle value, const std::string& argument,
   py::array a;
   if (py::isinstance<py::array>(value)) {
     a = py::reinterpret_borrow<py::array>(value);
+  } else if (array_like(value)) {
+    a = as_array(value);
   } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     a = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(value);  // empty when it fails
     if (!a) throw std::invalid_argument(argument + ": expected " + want + ", got a list that is not one");
@@ -75,6 +94,8 @@ std::vector<int32_t> token_ids(py::handle value, const std::string& argument, in
   py::array a;
   if (py::isinstance<py::array>(value)) {
     a = py::reinterpret_borrow<py::array>(value);
+  } else if (array_like(value)) {
+    a = as_array(value);
   } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
     a = py::module_::import("numpy").attr("asarray")(value);
   } else {

@@ -26,12 +26,18 @@ std::string shape_text(const std::vector<int64_t>& shape);
 template <typename T>
 py::array tensor_view(const ag::Tensor<T>& t, bool writable);
 
-// A tensor holding a copy of `value`, which must be a numpy array of T's dtype (float32 for float) and, when
-// `expected` is given, of that shape. ValueError "ARGUMENT: expected a float32 array of shape (1, 4), got
-// float64 of shape (4,)" otherwise; a list is taken as an array of T.
+// A tensor holding a copy of `value`, which must be a numpy array (or array_like: a torch tensor) of T's
+// dtype (float32 for float) and, when `expected` is given, of that shape. ValueError "ARGUMENT: expected a
+// float32 array of shape (1, 4), got float64 of shape (4,)" otherwise; a list is taken as an array of T.
 template <typename T>
 ag::Tensor<T> tensor_from_array(py::handle value, const std::string& argument,
                                 const std::vector<int64_t>* expected = nullptr);
+
+// Whether `value` is an array of another library: an object with __array__ or __array_interface__ or the
+// buffer protocol (a torch tensor, a memoryview), not a numpy array, str or bytes.
+bool array_like(py::handle value);
+// Such an object as a numpy array (a torch tensor detached and moved to the CPU first).
+py::array as_array(py::handle value);
 
 // Token ids from a sequence or array of integers of shape (T,) or (B, T), each in [0, vocab), with at most
 // max_len positions: the ids row-major, and B (1 for shape (T,)) and T. ValueError naming `argument`.

@@ -154,6 +154,16 @@ void tensor_basics(py::class_<ag::Tensor<T>>& c) {
       .def(
           "numpy", [](const Tensor& t) { return tensor_view(t, false); },
           "The values as a read-only array sharing the tensor's memory.")
+      .def(
+          "__array__",
+          [](const Tensor& t, py::object dtype, py::object copy) -> py::object {
+            py::object a = tensor_view(t, false);
+            if (!dtype.is_none()) return a.attr("astype")(dtype);
+            if (!copy.is_none() && py::bool_(copy)) return a.attr("copy")();
+            return a;
+          },
+          py::arg("dtype") = py::none(), py::arg("copy") = py::none(),
+          "numpy's protocol: np.asarray(t) is t.numpy() (read-only, shared), np.array(t) a copy.")
       .def_property_readonly(
           "grad",
           [](const Tensor& t) -> py::object {

@@ -6,6 +6,7 @@
 #include "python/run.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -118,9 +119,10 @@ std::vector<std::pair<std::string, py::object>> hook_pairs(const nn::CausalLM<T>
   return out;
 }
 
-// Forward hooks (hook_pairs of `hooks`) added to `hooks` in order. Each fn(value, hook) gets the value
-// read-only and the point as an attograd.HookPoint (a str with .name); it returns None (read only) or an
-// array of the value's shape (and dtype).
+// Forward hooks (hook_pairs of `hooks`) added to `hooks` in order. Each fn(value, hook) gets a writable
+// copy of the value and the point as an attograd.HookPoint (a str with .name); it returns None (the copy
+// flows on, with what the hook wrote into it: `z[:, :, h] = 0`) or an array of the value's shape and dtype
+// (numpy's, or one with __array__: a torch tensor). A copy left unchanged lets the value itself flow on.
 template <typename T>
 void add_hooks(nn::Hooks<T>& hooks, const nn::CausalLM<T>& model, py::handle hooks_value) {
   const py::object hook_point = py::module_::import("attograd").attr("HookPoint");
@@ -128,9 +130,12 @@ void add_hooks(nn::Hooks<T>& hooks, const nn::CausalLM<T>& model, py::handle hoo
     const py::object name = hook_point(point);
     hooks.add(point, [f = f, name, point = point](const ag::Tensor<T>& value) -> ag::Tensor<T> {
       py::gil_scoped_acquire gil;
-      const py::object out = f(tensor_view(value, false), name);
-      if (out.is_none()) return value;
-      return tensor_from_array<T>(out, "hooks[" + point + "] returned", &value.shape());
+      const std::vector<T> before = value.to_vector();
+      const ag::Tensor<T> copy = ag::Tensor<T>::from(value.shape(), before);
+      const py::object out = f(tensor_view(copy, true), name);
+      if (!out.is_none()) return tensor_from_array<T>(out, "hooks[" + point + "] returned", &value.shape());
+      if (std::memcmp(before.data(), copy.data(), before.size() * sizeof(T)) == 0) return value;
+      return copy;
     });
   }
 }
@@ -357,7 +362,31 @@ py::dict sample(const Run& r, py::handle n_value, py::handle split_value, py::ha
   return batch_dict(batch);
 }
 
-// Ids to names: an int, shape (T,) or (B, T) (nested lists), any id of the vocabulary whatever max_len.
+// The text of ids: the tokenizer's decoding when the run reads text through one (bytes that are no UTF-8
+// as U+FFFD, as Hugging Face's decode), else the token names (analysis::token_label) joined by spaces.
+py::str ids_string(const analysis::StudyRun& run, const std::vector<int32_t>& ids) {
+  const int vocab = run.task->vocab_size();
+  if (run.task->tokenizer() &&
+      std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return id >= 0 && id < vocab; })) {
+    const std::string bytes = run.task->decode(ids);
+    PyObject* text = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace");
+    if (!text) throw py::error_already_set();
+    return py::reinterpret_steal<py::str>(text);
+  }
+  std::string out;
+  for (int32_t id : ids) out += (out.empty() ? "" : " ") + analysis::token_label(run, id);
+  return py::str(out);
+}
+
+// A token as Python shows it: the text it stands for when the run reads text through a tokenizer (" the",
+// as TransformerLens's to_str_tokens; a token that is part of a UTF-8 character shows U+FFFD for it), else
+// its name (analysis::token_label: "BOS", "3", "<id N>" past the task's vocabulary).
+py::str token_string(const analysis::StudyRun& run, int id) {
+  return ids_string(run, {id});
+}
+
+// Ids to token strings (token_string): an int, shape (T,) or (B, T) (nested lists), any id of the
+// vocabulary whatever max_len.
 py::object token_names(const Run& r, py::handle ids_value) {
   const auto run = r.get();
   const int vocab = static_cast<int>(run->model->shape.vocab);  // ids past the task's are "<id N>"
@@ -365,16 +394,18 @@ py::object token_names(const Run& r, py::handle ids_value) {
     int64_t B = 0, T = 0;
     const std::vector<int32_t> id =
         token_ids(py::make_tuple(ids_value), "ids", vocab, std::numeric_limits<int>::max(), &B, &T);
-    return py::str(analysis::token_label(*run, id[0]));
+    return token_string(*run, id[0]);
   }
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids =
       token_ids(ids_value, "ids", vocab, std::numeric_limits<int>::max(), &B, &T);
-  const bool batched = py::len(py::module_::import("numpy").attr("shape")(ids_value)) == 2;
+  const py::object shaped =
+      array_like(ids_value) ? py::object(as_array(ids_value)) : py::reinterpret_borrow<py::object>(ids_value);
+  const bool batched = py::len(py::module_::import("numpy").attr("shape")(shaped)) == 2;
   py::list out;
   for (int64_t b = 0; b < B; ++b) {
     py::list row;
-    for (int64_t t = 0; t < T; ++t) row.append(py::str(analysis::token_label(*run, ids[b * T + t])));
+    for (int64_t t = 0; t < T; ++t) row.append(token_string(*run, ids[b * T + t]));
     if (!batched) return std::move(row);
     out.append(row);
   }
@@ -461,12 +492,16 @@ void bind_run(py::module_& m) {
             return token_names(r, input);
           },
           py::arg("input"), py::arg("prepend_bos") = true,
-          "The token names of text (as to_tokens splits it, BOS rule included; a list of texts gives one "
-          "list each) or of ids (as given).")
+          "The tokens of text (as to_tokens splits it, BOS rule included; a list of texts gives one "
+          "list each) or of ids (as given): their text for a run with a tokenizer, else their names.")
+      .def(
+          "_decode", [](const Run& r, const std::vector<int32_t>& ids) { return ids_string(*r.get(), ids); },
+          py::arg("ids"),
+          "The text of ids (T,) (to_string): the tokenizer's decoding (invalid UTF-8 as U+FFFD), or the "
+          "token names joined by spaces for a task without a tokenizer.")
       .def("token_names", &token_names, py::arg("ids"),
-           "The names of token ids of the vocabulary: a str for an int, a list for shape (T,), a list of "
-           "lists "
-           "for (B, T).")
+           "The tokens of ids of the vocabulary, as to_str_tokens shows them: a str for an int, a list for "
+           "shape (T,), a list of lists for (B, T).")
       .def_property_readonly(
           "vocab",
           [](const Run& r) {

@@ -54,12 +54,11 @@ class Run {
   }
 
   // A token given by name or id.
-  int token(const train::LoadedRun& run, py::handle value, const std::string& argument) const {
-    if (py::isinstance<py::str>(value)) {
-      const std::string name = value.cast<std::string>();
-      const std::optional<int> id = run.task->token_id(name);
-      if (!id) throw std::invalid_argument(argument + ": unknown token '" + name + "'");
-      return *id;
+  int token(const analysis::StudyRun& run, py::handle value, const std::string& argument) const {
+    if (py::isinstance<py::str>(value)) {  // a name, or the text of one token (analysis::token_id)
+      analysis::Token t;
+      t.name = value.cast<std::string>();
+      return analysis::token_id(run, t, argument);
     }
     if (!py::isinstance<py::int_>(value))
       throw std::invalid_argument(argument + ": expected a token name or id");

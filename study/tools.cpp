@@ -355,6 +355,8 @@ const io::Table<analysis::GenerateRequest>& generate_fields() {
       {"top_k", &analysis::GenerateRequest::top_k, "sample among the K most likely tokens only",
        io::rule(">= 0"), io::kFixed, "0: every token"},
       {"seed", &analysis::GenerateRequest::seed, "seed of the sampling: the same seed, the same tokens"},
+      {"prepend_bos", &analysis::GenerateRequest::prepend_bos,
+       "put the task's BOS in front of a prompt that lacks it (an imported GPT-2: <|endoftext|>)"},
   };
   return fields;
 }

@@ -1,12 +1,14 @@
 // The byte-level BPE tokenizer in the task layer and the tools' text input: a pretrained run (an imported
 // model's task, its tokenizer.json in the run folder) opens from wherever the folder is, names its tokens
-// by the tokenizer, encodes a prompt with it (BOS from the tokenizer's post-processor) and refuses to draw
-// data; a text task with unit "bpe" trains on the tokenizer's ids; the config checks name the field.
+// by the tokenizer, encodes a prompt with it (BOS from the tokenizer's post-processor, else <|endoftext|>)
+// and refuses to draw data; GPT-2's vocab.json + merges.txt alone serve as its tokenizer; a text task with
+// unit "bpe" trains on the tokenizer's ids; the config checks name the field.
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "analysis/attention.h"
 #include "analysis/tool.h"
@@ -23,20 +25,25 @@ namespace {
 
 const std::string kFixtures = std::string(ATTOGRAD_SOURCE_DIR) + "/tests/fixtures/tokenizer/";
 
-// A pretrained run of a tiny random model over the Llama-3-layout fixture (which names a BOS).
-std::string make_pretrained_run(const testing::TempDir& dir, int vocab) {
-  const std::string run = dir.file("run");
+// A pretrained run of a tiny random model over the Llama-3-layout fixture (which names a BOS), or with
+// `files` copied into the run folder and task.tokenizer `tokenizer`.
+std::string make_pretrained_run(const testing::TempDir& dir, int vocab,
+                                const std::vector<std::string>& files = {"tokenizer_split.json"},
+                                const std::string& tokenizer = "tokenizer.json",
+                                const std::string& name = "run") {
+  const std::string run = dir.file(name);
   const nlohmann::json doc = {
       {"name", "imported"},
-      {"task", {{"kind", "pretrained"}, {"tokenizer", "tokenizer.json"}, {"length", 16}}},
+      {"task", {{"kind", "pretrained"}, {"tokenizer", tokenizer}, {"length", 16}}},
       {"model",
        {{"d_model", 16}, {"n_heads", 2}, {"n_layers", 1}, {"d_ff", 32}, {"vocab", vocab}, {"max_len", 32}}},
       {"train", {{"eval_size", 8}, {"batch_size", 4}}}};
   const train::Config config = train::from_json(doc, "imported.json");
-  BOOST_TEST(config.task.tokenizer == "tokenizer.json");  // kept relative to the run folder
+  BOOST_TEST(config.task.tokenizer == tokenizer);  // kept relative to the run folder
   const auto model = train::make_model<float>(config);
   train::save_model_run(run, config, *model, 0);
-  fs::copy_file(kFixtures + "tokenizer_split.json", run + "/tokenizer.json");
+  for (const std::string& file : files)
+    fs::copy_file(kFixtures + file, run + "/" + (file == "tokenizer_split.json" ? "tokenizer.json" : file));
   return run;
 }
 
@@ -156,4 +163,41 @@ BOOST_AUTO_TEST_CASE(text_with_unit_bpe_trains_on_the_tokenizers_ids) {
   const std::vector<int32_t> all = tokenizer.encode(text);
   const std::vector<int32_t> row(batch.inputs.begin(), batch.inputs.begin() + 8);
   BOOST_TEST((std::search(all.begin(), all.end(), row.begin(), row.end()) != all.end()));
+}
+
+// GPT-2's vocab.json + merges.txt alone in the run folder (task.tokenizer ".", as `attograd import` writes
+// it for such a folder) give the ids of the same vocabulary's tokenizer.json; neither names a BOS in a
+// post-processor, so the pretrained task's BOS is <|endoftext|>, as TransformerLens prepends it. An answer
+// may be the text of one token.
+BOOST_AUTO_TEST_CASE(gpt2s_pair_alone_is_a_pretrained_tokenizer_with_endoftext_as_bos) {
+  testing::TempDir dir;
+  const train::Tokenizer tokenizer = train::Tokenizer::load(kFixtures + "tokenizer.json");
+  const int vocab = tokenizer.vocab_size();
+  analysis::StudyRun pair =
+      analysis::open_run(make_pretrained_run(dir, vocab, {"vocab.json", "merges.txt"}, ".", "pair"));
+  analysis::StudyRun json =
+      analysis::open_run(make_pretrained_run(dir, vocab, {"tokenizer.json"}, "tokenizer.json", "json"));
+  const nlohmann::json texts = nlohmann::json::parse(std::ifstream(kFixtures + "encodings.json")).at("texts");
+  for (const auto& t : texts) {
+    const std::string text = t.at("text");
+    BOOST_TEST(pair.task->encode_text(text).value() == json.task->encode_text(text).value(), text);
+  }
+  const std::optional<int> eot = json.task->token_id("<|endoftext|>");
+  BOOST_TEST_REQUIRE(eot.has_value());
+  BOOST_TEST(pair.task->bos_id().value_or(-1) == *eot);
+  BOOST_TEST(json.task->bos_id().value_or(-1) == *eot);
+  analysis::Sequence input;
+  input.text = "Hello world";
+  std::vector<std::string> notes;
+  const std::vector<int32_t> ids = analysis::input_ids(pair, input, "input", analysis::Bos::kAdd, &notes);
+  BOOST_TEST(ids.front() == *eot);
+  BOOST_TEST(notes.size() == 1u);
+  BOOST_TEST(notes[0].find("<|endoftext|>") != std::string::npos, notes[0]);
+
+  analysis::Token answer;
+  answer.name = " the";
+  BOOST_TEST(analysis::token_id(pair, answer, "answer") == *pair.task->token_id("\\sthe"));
+  answer.name = " tthhee";
+  const std::string why = error_of([&] { analysis::token_id(pair, answer, "answer"); });
+  BOOST_TEST(why.rfind("answer: unknown token ' tthhee' (as text it is ", 0) == 0, why);
 }

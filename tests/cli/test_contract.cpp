@@ -299,7 +299,7 @@ const std::map<std::string, std::string> kSpelled = {
     {"forward.input", "--tokens"},  {"attend.input", "--tokens"},
     {"detect.input", "--tokens"},   {"lens.input", "--tokens"},
     {"graph.input", "--tokens"},    {"scores.ids", "--tokens"},
-    {"ablate.ids", "--tokens"},
+    {"ablate.ids", "--tokens"},     {"generate.prepend_bos", "--no-bos"},
 };
 
 // Python's fields the command line has no option for, and why.
@@ -328,6 +328,7 @@ const std::map<std::string, std::string> kCommandLineOnly = {
 const std::map<std::string, std::string> kOwnDefault = {
     {"ablate.mode", "without --mode the command runs zero and mean ablation both"},
     {"circuits.composition", "--no-composition: the flag says the other way round"},
+    {"generate.prepend_bos", "--no-bos: the flag says the other way round"},
 };
 
 // Whether a docs row gives `value`: as written, or a number written another way (1e-6 for 1e-06).

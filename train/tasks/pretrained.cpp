@@ -1,8 +1,9 @@
 // pretrained: the task of an imported model (docs/import.md), which has no data: its vocabulary and token
 // names come from the byte-level BPE tokenizer at task.tokenizer (relative to the run folder: `attograd
-// import` copies the model's tokenizer.json there), text inputs are encoded by it, and asking it for
-// training or held-out sequences is a one-line error. T = task.length (the window a tool may ask for; the
-// model's own limit is model.max_len).
+// import` copies the model's tokenizer.json there, or vocab.json and merges.txt, named "."), text inputs
+// are encoded by it and get its BOS (bos_id) put in front, and asking it for training or held-out
+// sequences is a one-line error. T = task.length (the window a tool may ask for; the model's own limit is
+// model.max_len).
 #include <memory>
 #include <string>
 
@@ -24,7 +25,13 @@ class PretrainedTask : public Task {
     return bpe_->encode(text);
   }
   std::string decode(const std::vector<int32_t>& ids) const override { return bpe_->decode(ids); }
-  std::optional<int> bos_id() const override { return bpe_->bos_id(); }
+  // The BOS its post-processor puts in front (Llama's <s>), else <|endoftext|> when the vocabulary has it:
+  // GPT-2's, GPT-Neo's and Pythia's bos_token, which TransformerLens prepends (default_prepend_bos) although
+  // their tokenizer.json adds none.
+  std::optional<int> bos_id() const override {
+    if (const std::optional<int32_t> bos = bpe_->bos_id()) return *bos;
+    return token_id("<|endoftext|>");
+  }
   const Tokenizer* tokenizer() const override { return bpe_.get(); }
   std::vector<int> scored_positions_of(const std::vector<int32_t>& sequence) const override {
     return range(0, static_cast<int>(sequence.size()) - 2);
