@@ -99,8 +99,13 @@ namespace {
 
 using Tensor = ag::Tensor<double>;
 
-// Targets per backward (adjacency) and routes per backward (edge_paths): each a batch of the prompt's copies.
-constexpr size_t kTargetBatch = 32, kRouteBatch = 128;
+// Rows per batched run (targets in adjacency, routes in edge_paths: each row a copy of the prompt): as many
+// as keep one (rows, T, D) activation near kBatchElements doubles, between kMinBatch and kMaxBatch. Fewer
+// runs of more rows spend less on each op's fixed cost.
+constexpr int64_t kBatchElements = int64_t(1) << 19, kMinBatch = 8, kMaxBatch = 256;
+size_t batch_rows(int64_t T, int64_t D) {
+  return static_cast<size_t>(std::clamp(kBatchElements / (T * D), kMinBatch, kMaxBatch));
+}
 
 // `to`'s weights set to `from`'s, converted (the same architecture, parameter for parameter).
 void copy_weights(const nn::CausalLM<float>& from, nn::CausalLM<double>& to) {
@@ -737,8 +742,9 @@ Eigen::MatrixXd LocalReplacement::adjacency() const {
   // A target's row is the gradient of its value with respect to every write's multiplier (the replacement
   // is affine in them, and the gradient stops at the sources: no feature's activation depends on the
   // stream). A batch of targets is one backward, row b seeded with target b.
-  for (size_t first = 0; first < targets.size(); first += kTargetBatch) {
-    const int64_t B = static_cast<int64_t>(std::min(kTargetBatch, targets.size() - first));
+  const size_t rows = batch_rows(m.T, m.D);
+  for (size_t first = 0; first < targets.size(); first += rows) {
+    const int64_t B = static_cast<int64_t>(std::min(rows, targets.size() - first));
     nn::Hooks<double> hooks;
     const Impl::Pass pass = m.run(Mat::Ones(B, N), true, nullptr, false, hooks);
     std::vector<Tensor> mlp_seed(static_cast<size_t>(m.L));
@@ -808,8 +814,9 @@ std::vector<std::vector<PathTerm>> LocalReplacement::edge_paths(int64_t target,
   std::vector<std::map<Steps, double>> found(sources.size());
   std::map<int64_t, size_t> source_index;
   for (size_t i = 0; i < sources.size(); ++i) source_index.emplace(sources[i], i);
-  for (size_t first = 0; first < routes.size(); first += kRouteBatch) {
-    const int64_t B = static_cast<int64_t>(std::min(kRouteBatch, routes.size() - first));
+  const size_t rows = batch_rows(m.T, m.D);
+  for (size_t first = 0; first < routes.size(); first += rows) {
+    const int64_t B = static_cast<int64_t>(std::min(rows, routes.size() - first));
     Routes r;
     r.head.assign(static_cast<size_t>(m.L), std::vector<int>(static_cast<size_t>(B), -1));
     r.skip.assign(static_cast<size_t>(m.L), std::vector<char>(static_cast<size_t>(B), 0));
