@@ -1,5 +1,6 @@
 #include "study/tools.h"
 
+#include <cstdio>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -8,6 +9,7 @@
 #include "analysis/attention.h"
 #include "analysis/circuits.h"
 #include "analysis/detect.h"
+#include "analysis/entropy.h"
 #include "analysis/evaluation.h"
 #include "analysis/fourier.h"
 #include "analysis/generate.h"
@@ -394,6 +396,41 @@ Tool scores_tool() {
   return t;
 }
 
+const io::Table<analysis::EntropyRequest>& entropy_fields() {
+  static const io::Table<analysis::EntropyRequest> fields = {
+      {"n", &analysis::EntropyRequest::n, "held-out sequences", io::at_least(0), io::kFixed,
+       "0: train.eval_size"},
+  };
+  return fields;
+}
+
+Tool entropy_tool() {
+  Tool t =
+      row("entropy", "each layer's and head's mean attention entropy, on held-out sequences or yours",
+          {{"ids", &analysis::EntropyRequest::ids,
+            "a sequence of your own, token names (BOS put in front when missing), a whole sequence of the "
+            "task (T + 1 tokens); repeat for more; default: held-out sequences"}},
+          entropy_fields(), [](analysis::StudyRun& run, const analysis::EntropyRequest& r) {
+            const auto out = analysis::entropy(run, r);
+            return answer(out, findings::entropy_to_json(out.result));
+          });
+  t.json_shape = "{step, sequences, rows, uniform, layers: [...], heads: [...]}";
+  t.footer =
+      "In nats, averaged over every query position i: 0 is a head on one key, log(i + 1) one spread evenly.\n"
+      "Example: attograd entropy runs/induction --n 16";
+  t.text = [](const analysis::StudyRun*, const json& request, const json& result) {
+    const findings::EntropyResult r = findings::entropy_from_json(result);
+    char uniform[32];
+    std::snprintf(uniform, sizeof uniform, "%.3f", r.uniform);
+    return Tool::Text{"mean attention entropy (nats) on " + std::to_string(r.sequences) +
+                          (request.contains("ids") ? " given" : " held-out") + " sequence" +
+                          (r.sequences == 1 ? ", " : "s, ") + std::to_string(r.rows) +
+                          " positions; uniform attention: " + uniform + "\n\n",
+                      findings::entropy_table(r)};
+  };
+  return t;
+}
+
 }  // namespace
 
 const io::Table<analysis::GradcheckRequest>& gradcheck_fields() {
@@ -591,6 +628,7 @@ const std::vector<Tool>& tools() {
             return findings::lens_to_json(analysis::lens(run, r).result, false);
           }),
       scores_tool(),
+      entropy_tool(),
       row("ablate",
           "head ablation: held-out accuracy and loss with each head zeroed, mean-ablated or resampled",
           {{"ids", &analysis::AblateRequest::ids}}, ablate_fields(),

@@ -299,7 +299,7 @@ const std::map<std::string, std::string> kSpelled = {
     {"forward.input", "--tokens"},  {"attend.input", "--tokens"},
     {"detect.input", "--tokens"},   {"lens.input", "--tokens"},
     {"graph.input", "--tokens"},    {"scores.ids", "--tokens"},
-    {"ablate.ids", "--tokens"},
+    {"ablate.ids", "--tokens"},     {"entropy.ids", "--tokens"},
 };
 
 // Python's fields the command line has no option for, and why.
