@@ -2,20 +2,19 @@
 // sequence and a token from a request, and the one-line error a bad request gives. Not the tools themselves
 // (study/tools.h lists them) and not their front ends (cli/, python/).
 //
-// How to add a tool X (docs/extending.md walks through one):
-//   1. findings/X_view.h/.cpp: the result, plain data, with X_to_json (and X_from_json when a file of it is
-//      read back), its terminal table and its pictures. No model there.
+// How to add a tool X (docs/extending.md walks through `entropy`, added in four source files):
+//   1. findings/X_view.h (.cpp when it grows): the result, plain data, with X_to_json, X_from_json and its
+//      terminal table. No model there.
 //   2. analysis/X.h/.cpp (or the room of its purpose): `struct XRequest` (plain fields with defaults, no
-//      flags) with its field table (x_request_fields(), io/field_table.h), and
-//      `Output<findings::XResult> x(StudyRun&, const XRequest&)` that checks the request (RequestError
-//      naming the field), computes, and, when the request saves, writes its files through one `save_x`
-//      that takes every path from io/run_layout.h under the run's lock.
-//   3. study/tools.cpp: one row (name, summary, the request's table, the call, the result's JSON). The
-//      Python module binds every row (Run.X(...) or attograd.X(...)); `attograd X --json` prints the same
-//      JSON the row returns.
-//   4. cli/cmd_X.cpp: parses flags into an XRequest, calls x, prints the table or the JSON (cli/print.h).
-//   5. A test of x in tests/analysis/, and a row in tests/python/test_tools.py comparing the Python call with
-//      `attograd X --json` on the same run.
+//      flags) and `Output<findings::XResult> x(StudyRun&, const XRequest&)` that checks the request
+//      (RequestError naming the field), computes, and, when the request saves, writes its files through one
+//      `save_x` that takes every path from io/run_layout.h under the run's lock.
+//   3. study/tools.cpp: the request's table (io/field_table.h) and one row (name, summary, inputs, the
+//      table, the call returning the result's JSON, the command's text). The Python module binds every row
+//      (Run.X(...) or attograd.X(...)), and `attograd X` is made from the row (cli/tool_command.cpp): its
+//      --json prints the same JSON the row returns.
+//   4. A test of x in tests/analysis/, a row in tests/python/test_tools.py comparing the Python call with
+//      `attograd X --json` on the same run, and the command's section in docs/cli.md.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,8 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cli {
 
@@ -23,7 +25,6 @@ Command add_forward(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_attend(CLI::App& app);
 Command add_compare(CLI::App& app);
-Command add_scores(CLI::App& app);
 Command add_ablate(CLI::App& app);
 Command add_patch(CLI::App& app);
 Command add_lens(CLI::App& app);
@@ -40,11 +41,15 @@ Command add_graph(CLI::App& app);
 Command add_tms(CLI::App& app);
 Command add_import(CLI::App& app);
 
-// Every subcommand, in the order `attograd --help` lists them: a new command is its add_ function above and
-// one entry here.
+// Every hand-written subcommand, in the order `attograd --help` lists them: a new one is its add_ function
+// above and one entry here.
 inline Command (*const kCommands[])(CLI::App&) = {
-    add_train, add_eval, add_forward,    add_generate, add_attend,  add_compare,   add_scores, add_ablate,
-    add_patch, add_lens, add_detect,     add_circuits, add_fourier, add_gradcheck, add_demo,   add_bench,
-    add_sweep, add_sae,  add_transcoder, add_graph,    add_tms,     add_import};
+    add_train, add_eval,  add_forward, add_generate,   add_attend,  add_compare,   add_ablate,
+    add_patch, add_lens,  add_detect,  add_circuits,   add_fourier, add_gradcheck, add_demo,
+    add_bench, add_sweep, add_sae,     add_transcoder, add_graph,   add_tms,       add_import};
+
+// After them, a subcommand for every study tool without one (study::tools(), in its order), made from the
+// tool's row alone (cli/tool_command.cpp): a new study tool needs no file here.
+std::vector<std::pair<CLI::App*, Command>> add_tool_commands(CLI::App& app);
 
 }  // namespace cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     commands[app.get_subcommands({}).back()] = std::move(c);
   };
   for (auto add_command : cli::kCommands) add(add_command);
+  for (auto& [sub, command] : cli::add_tool_commands(app)) commands[sub] = std::move(command);
 
   try {
     app.parse(argc, argv);

@@ -1,7 +1,8 @@
-// Every study tool's request table (io/field_table.h: key, member, meaning, what it accepts), declared for
-// the front ends: the Python module binds a tool's rows through study::tools(), the command line builds its
-// options from the same rows (cli/table_options.h), so neither restates a field. Defined in
-// study/tools.cpp, next to each tool's row.
+// The request tables (io/field_table.h: key, member, meaning, what it accepts) of the tools with a
+// hand-written command, declared for it: the command builds its typed options from the table
+// (cli/table_options.h) as the Python module binds the same rows through study::tools(), so neither restates
+// a field. Defined in study/tools.cpp, next to each tool's row. A tool without a hand-written command needs
+// no line here: its subcommand is made from its row (cli/tool_command.cpp).
 #pragma once
 
 #include <string>
@@ -17,7 +18,6 @@
 #include "analysis/lens.h"
 #include "analysis/lesson.h"
 #include "analysis/patching.h"
-#include "analysis/scores.h"
 #include "attribution/graph.h"
 #include "dictionary/sae_tool.h"
 #include "dictionary/tms.h"
@@ -44,7 +44,6 @@ const io::Table<analysis::DetectRequest>& detect_fields();
 const io::Table<analysis::EvalRequest>& eval_fields();
 const io::Table<analysis::PatchRequest>& patch_fields();
 const io::Table<analysis::LensRequest>& lens_fields();
-const io::Table<analysis::ScoresRequest>& scores_fields();
 const io::Table<analysis::AblateRequest>& ablate_fields();
 const io::Table<analysis::CircuitsRequest>& circuits_fields();
 const io::Table<analysis::FourierRequest>& fourier_fields();

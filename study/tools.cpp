@@ -1,5 +1,6 @@
 #include "study/tools.h"
 
+#include <cstdio>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -8,6 +9,7 @@
 #include "analysis/attention.h"
 #include "analysis/circuits.h"
 #include "analysis/detect.h"
+#include "analysis/entropy.h"
 #include "analysis/evaluation.h"
 #include "analysis/fourier.h"
 #include "analysis/generate.h"
@@ -37,10 +39,19 @@ using nlohmann::json;
 // ids), lists of sequences (a JSON array of them: the user's prompts), tokens (a string is a name, an integer
 // an id) and optional integers (a layer, a head: absent or null for none), in the order a caller gives them
 // (a list of sequences after the table's fields, so it never takes a positional argument's place).
+// Each with the command line's help for it (a generic command's --tokens, --NAME), "" for its name.
 template <typename Request>
-using Inputs = std::vector<std::pair<
-    const char*, std::variant<analysis::Sequence Request::*, analysis::Token Request::*,
-                              std::optional<int> Request::*, std::vector<analysis::Sequence> Request::*>>>;
+struct Input {
+  using Member = std::variant<analysis::Sequence Request::*, analysis::Token Request::*,
+                              std::optional<int> Request::*, std::vector<analysis::Sequence> Request::*>;
+  Input(const char* name_, Member member_, const char* meaning_ = "")
+      : name(name_), member(member_), meaning(meaning_) {}
+  const char* name;
+  Member member;
+  const char* meaning;
+};
+template <typename Request>
+using Inputs = std::vector<Input<Request>>;
 
 // A sequence: a string of token names, an array of ids or {"prompt": TEXT}, not empty.
 void read_sequence(const io::Section& root, const char* key, const json& value, analysis::Sequence& s) {
@@ -124,7 +135,9 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
     const io::Section root(document, "");
     std::vector<std::string> input_keys;
     if constexpr (kInputs)
-      for (const auto& [key, member] : inputs) {
+      for (const Input<Request>& input : inputs) {
+        const char* key = input.name;
+        const auto& member = input.member;
         input_keys.push_back(key);
         if (!root.has(key)) continue;
         const json& value = document.at(key);
@@ -147,8 +160,15 @@ Request read_request(const json& document, const std::string& tool, const io::Ta
   return request;
 }
 
+// A call's answer from a tool's Output and the result's JSON.
+template <typename Result>
+Tool::Answer answer(const analysis::Output<Result>& out, json result) {
+  return {std::move(result), out.wrote, out.notes};
+}
+
 // A row of the table: the request read from JSON, then `run`: json(StudyRun&, const Request&) for a
-// tool that reads a run, json(const Request&) for one that stands alone.
+// tool that reads a run, json(const Request&) for one that stands alone; either may return a Tool::Answer
+// instead (the result's JSON with the Output's files and notes, for the command line to print).
 template <typename Request, typename Run, bool kInputs = true>
 Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
          const io::Table<Request>& fields, Run run) {
@@ -157,25 +177,44 @@ Tool row(const char* name, const char* summary, const Inputs<Request>& inputs,
   tool.python_name = name;
   tool.summary = summary;
   using List = std::vector<analysis::Sequence> Request::*;
-  for (const auto& input : inputs) {
-    if (std::holds_alternative<List>(input.second)) continue;
-    tool.fields.push_back(input.first);
-    if (tool.prompt_field.empty() && std::holds_alternative<analysis::Sequence Request::*>(input.second))
-      tool.prompt_field = input.first;
+  for (const Input<Request>& input : inputs) {
+    if (std::holds_alternative<List>(input.member)) continue;
+    tool.fields.push_back(input.name);
+    if (tool.prompt_field.empty() && std::holds_alternative<analysis::Sequence Request::*>(input.member))
+      tool.prompt_field = input.name;
   }
-  for (const io::Field<Request>& field : fields) tool.fields.push_back(field.key);
+  for (const io::Field<Request>& field : fields) {
+    tool.fields.push_back(field.key);
+    const auto* named = std::get_if<io::Named<Request>>(&field.member);
+    tool.valid.push_back(named ? io::one_of(named->names) : field.valid);
+  }
   io::add_field_infos(tool.rows, "", fields);
-  for (const auto& input : inputs)
-    if (std::holds_alternative<List>(input.second)) tool.fields.push_back(input.first);
+  for (const Input<Request>& input : inputs)
+    if (std::holds_alternative<List>(input.member)) tool.fields.push_back(input.name);
+  for (const Input<Request>& input : inputs) {
+    Tool::Input::Kind kind = Tool::Input::kSequence;
+    if (std::holds_alternative<List>(input.member)) kind = Tool::Input::kSequences;
+    if (std::holds_alternative<analysis::Token Request::*>(input.member)) kind = Tool::Input::kToken;
+    if (std::holds_alternative<std::optional<int> Request::*>(input.member)) kind = Tool::Input::kOptionalInt;
+    tool.inputs.push_back({input.name, kind, input.meaning});
+  }
   tool.reads_run = std::is_invocable_v<Run, analysis::StudyRun&, const Request&>;
-  tool.call = [name = tool.name, fields, inputs, run](analysis::StudyRun* open, const json& j) -> json {
+  tool.answer = [name = tool.name, fields, inputs, run](analysis::StudyRun* open, const json& j) {
     const Request request = read_request<Request, kInputs>(j, name, fields, inputs);
-    if constexpr (std::is_invocable_v<Run, analysis::StudyRun&, const Request&>) {
-      return run(*open, request);
+    const auto called = [&] {
+      if constexpr (std::is_invocable_v<Run, analysis::StudyRun&, const Request&>) {
+        return run(*open, request);
+      } else {
+        return run(request);
+      }
+    }();
+    if constexpr (std::is_same_v<std::decay_t<decltype(called)>, Tool::Answer>) {
+      return called;
     } else {
-      return run(request);
+      return Tool::Answer{json(called), {}, {}};
     }
   };
+  tool.call = [full = tool.answer](analysis::StudyRun* open, const json& j) { return full(open, j).result; };
   return tool;
 }
 
@@ -325,10 +364,74 @@ const io::Table<analysis::FourierRequest>& fourier_fields() {
   return fields;
 }
 
+namespace {  // a tool with no hand-written command: its table needs no declaration (study/fields.h)
+
 const io::Table<analysis::ScoresRequest>& scores_fields() {
   static const io::Table<analysis::ScoresRequest> fields = {};
   return fields;
 }
+
+Tool scores_tool() {
+  Tool t =
+      row("scores", "every head's task, previous-token, first-token, induction and duplicate-token scores",
+          {{"ids", &analysis::ScoresRequest::ids,
+            "a sequence of your own, token names (BOS put in front when missing), a whole sequence of the "
+            "task (T + 1 tokens); repeat for more; default: the held-out set"}},
+          scores_fields(), [](analysis::StudyRun& run, const analysis::ScoresRequest& r) {
+            const auto out = analysis::scores(run, r);
+            return answer(out, findings::head_scores_to_json(out.result));
+          });
+  t.json_shape = "{step, heads: [...]}";
+  t.footer =
+      "Computed at the run's checkpoint on its held-out set, as training computes scores.json\n"
+      "(docs/head-scores.md); prints only.";
+  t.text = [](const analysis::StudyRun* run, const json& request, const json& result) {
+    const size_t given = request.contains("ids") ? request.at("ids").size() : 0;
+    return Tool::Text{"head scores on " +
+                          (given ? std::to_string(given) + " given"
+                                 : std::to_string(run->config.train.eval_size) + " held-out") +
+                          " sequences\n\n",
+                      findings::head_scores_table(findings::head_scores_from_json(result, "scores").heads)};
+  };
+  return t;
+}
+
+const io::Table<analysis::EntropyRequest>& entropy_fields() {
+  static const io::Table<analysis::EntropyRequest> fields = {
+      {"n", &analysis::EntropyRequest::n, "held-out sequences", io::at_least(0), io::kFixed,
+       "0: train.eval_size"},
+  };
+  return fields;
+}
+
+Tool entropy_tool() {
+  Tool t =
+      row("entropy", "each layer's and head's mean attention entropy, on held-out sequences or yours",
+          {{"ids", &analysis::EntropyRequest::ids,
+            "a sequence of your own, token names (BOS put in front when missing), a whole sequence of the "
+            "task (T + 1 tokens); repeat for more; default: held-out sequences"}},
+          entropy_fields(), [](analysis::StudyRun& run, const analysis::EntropyRequest& r) {
+            const auto out = analysis::entropy(run, r);
+            return answer(out, findings::entropy_to_json(out.result));
+          });
+  t.json_shape = "{step, sequences, rows, uniform, layers: [...], heads: [...]}";
+  t.footer =
+      "In nats, averaged over every query position i: 0 is a head on one key, log(i + 1) one spread evenly.\n"
+      "Example: attograd entropy runs/induction --n 16";
+  t.text = [](const analysis::StudyRun*, const json& request, const json& result) {
+    const findings::EntropyResult r = findings::entropy_from_json(result);
+    char uniform[32];
+    std::snprintf(uniform, sizeof uniform, "%.3f", r.uniform);
+    return Tool::Text{"mean attention entropy (nats) on " + std::to_string(r.sequences) +
+                          (request.contains("ids") ? " given" : " held-out") + " sequence" +
+                          (r.sequences == 1 ? ", " : "s, ") + std::to_string(r.rows) +
+                          " positions; uniform attention: " + uniform + "\n\n",
+                      findings::entropy_table(r)};
+  };
+  return t;
+}
+
+}  // namespace
 
 const io::Table<analysis::GradcheckRequest>& gradcheck_fields() {
   static const io::Table<analysis::GradcheckRequest> fields = {
@@ -526,11 +629,8 @@ const std::vector<Tool>& tools() {
           [](analysis::StudyRun& run, const analysis::LensRequest& r) {
             return findings::lens_to_json(analysis::lens(run, r).result, false);
           }),
-      row("scores", "every head's task, previous-token, first-token, induction and duplicate-token scores",
-          {{"ids", &analysis::ScoresRequest::ids}}, scores_fields(),
-          [](analysis::StudyRun& run, const analysis::ScoresRequest& r) {
-            return findings::head_scores_to_json(analysis::scores(run, r).result);
-          }),
+      scores_tool(),
+      entropy_tool(),
       row("ablate",
           "head ablation: held-out accuracy and loss with each head zeroed, mean-ablated or resampled",
           {{"ids", &analysis::AblateRequest::ids}}, ablate_fields(),

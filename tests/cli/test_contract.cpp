@@ -300,6 +300,7 @@ const std::map<std::string, std::string> kSpelled = {
     {"detect.input", "--tokens"},   {"lens.input", "--tokens"},
     {"graph.input", "--tokens"},    {"scores.ids", "--tokens"},
     {"ablate.ids", "--tokens"},     {"generate.prepend_bos", "--no-bos"},
+    {"entropy.ids", "--tokens"},
 };
 
 // Python's fields the command line has no option for, and why.

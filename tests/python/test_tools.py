@@ -67,6 +67,7 @@ CASES = {
     "lens": (lambda run: run.lens("BOS 5 9 3 7 12 5", answer="9"),
              ["{run}", "--tokens", "BOS 5 9 3 7 12 5", "--answer", "9"]),
     "scores": (lambda run: run.scores(), ["{run}"]),
+    "entropy": (lambda run: run.entropy(n=16), ["{run}", "--n", "16"]),
     "ablate": (lambda run: run.ablate("resample", 16, True, 3, 5),
                ["{run}", "--mode", "resample", "--n", "16", "--per-position", "--k", "3", "--seed", "5"]),
     "circuits": (lambda run: run.circuits(), ["{run}"]),
