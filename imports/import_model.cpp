@@ -491,8 +491,42 @@ Plan plan_gpt_neo(const HfConfig& c, Source& s) {
   return p;
 }
 
-// Llama (modeling_llama.py) and the models that share its layout.
-Plan plan_llama(const HfConfig& c, Source& s) {
+// The attention window of each layer of a Mistral or Qwen2 config (empty: every layer global), in
+// transformers' terms: a sliding layer's query i sees keys i - sliding_window < j <= i.
+// Mistral (configuration_mistral.py): sliding_window, null or absent for none, on every layer.
+// Qwen2 (configuration_qwen2.py): sliding_window only when use_sliding_window; layer_types when given,
+// else the layers from max_window_layers on slide.
+json windows_of(const HfConfig& c, const std::string& family, int64_t n_layers) {
+  if (family == "mistral")
+    return c.has("sliding_window") ? json::array({c.integer("sliding_window")}) : json();
+  if (family != "qwen2") return json();
+  const int64_t window =
+      c.boolean("use_sliding_window", false) && c.has("sliding_window") ? c.integer("sliding_window") : 0;
+  json windows = json::array();
+  if (c.has("layer_types")) {
+    const json& types = c.j["layer_types"];
+    if (!types.is_array() || types.size() != static_cast<size_t>(n_layers))
+      bad(c.path + ": layer_types: expected one of \"full_attention\" or \"sliding_attention\" per layer (" +
+          std::to_string(n_layers) + "), got " + types.dump());
+    for (const json& t : types) {
+      if (t != "full_attention" && t != "sliding_attention")
+        bad(c.path + ": layer_types: " + t.dump() +
+            " is not supported (\"full_attention\" or \"sliding_attention\")");
+      windows.push_back(t == "sliding_attention" ? window : 0);
+    }
+  } else {
+    const int64_t from = c.has("max_window_layers") ? c.integer("max_window_layers") : 28;
+    for (int64_t l = 0; l < n_layers; ++l) windows.push_back(window > 0 && l >= from ? window : 0);
+  }
+  for (const json& w : windows)
+    if (w != 0) return windows;
+  return json();
+}
+
+// Llama (modeling_llama.py) and the families that share its layout: Mistral (modeling_mistral.py: a
+// sliding window) and Qwen2/Qwen2.5 (modeling_qwen2.py: q, k and v biases without an output bias, sliding
+// layers).
+Plan plan_llama(const HfConfig& c, Source& s, const std::string& family) {
   Plan p = plan_with_dimensions(c, kHiddenSizeDimensions);
   nn::ModelShape& m = p.shape;
   const int64_t D = m.d_model, F = m.d_ff, V = m.vocab, H = m.n_heads;
@@ -507,6 +541,8 @@ Plan plan_llama(const HfConfig& c, Source& s) {
   if (KV != H) {
     p.model_fields["n_kv_heads"] = KV;  // query head h reads kv head h / (H / KV), as transformers' repeat_kv
   }
+  const json windows = windows_of(c, family, m.n_layers);
+  if (!windows.is_null()) p.model_fields["attn_window"] = windows;
   m.norm = nn::NormKind::rms;
   m.norm_eps = c.number("rms_norm_eps", 1e-6);
   c.expect("hidden_act", "silu", "silu");
@@ -514,22 +550,27 @@ Plan plan_llama(const HfConfig& c, Source& s) {
   m.positions = nn::PositionKind::rotary;
   const Rotary rotary = rotary_of(c, {"rope_theta"}, {10000, 1.0}, {"partial_rotary_factor"});
   if (rotary.fraction != 1.0)
-    bad(c.path + ": partial_rotary_factor: " + std::to_string(rotary.fraction) +
-        " is not supported (Llama rotates the whole head)");
+    bad(c.path + ": partial_rotary_factor: " + std::to_string(rotary.fraction) + " is not supported (" +
+        family + " rotates the whole head)");
   m.rotary_fraction = 1.0;
   m.rotary_base = rotary.base;
   if (c.boolean("attention_bias", false)) bad(c.path + ": attention_bias: true is not supported");
   if (c.boolean("mlp_bias", false)) bad(c.path + ": mlp_bias: true is not supported");
   m.bias = false;
+  m.qkv_bias = family == "qwen2";  // Qwen2's q_proj, k_proj and v_proj always have biases, o_proj none
   m.tie_embeddings = c.boolean("tie_word_embeddings", false);
 
   p.add("tok_emb.weight", {V, D}, copy_of(s, "model.embed_tokens.weight", {V, D}));
   for (int64_t l = 0; l < m.n_layers; ++l) {
     const std::string h = "model.layers." + std::to_string(l) + ".", b = "blocks." + std::to_string(l) + ".";
     p.add(b + "ln1.weight", {D}, copy_of(s, h + "input_layernorm.weight", {D}));
-    p.add(b + "attn.wq.weight", {D, D}, copy_of(s, h + "self_attn.q_proj.weight", {D, D}));
-    p.add(b + "attn.wk.weight", {KV * dk, D}, copy_of(s, h + "self_attn.k_proj.weight", {KV * dk, D}));
-    p.add(b + "attn.wv.weight", {KV * dk, D}, copy_of(s, h + "self_attn.v_proj.weight", {KV * dk, D}));
+    const std::vector<std::pair<std::string, int64_t>> qkv = {{"q", D}, {"k", KV * dk}, {"v", KV * dk}};
+    for (const auto& [n, rows] : qkv) {
+      p.add(b + "attn.w" + n + ".weight", {rows, D},
+            copy_of(s, h + "self_attn." + n + "_proj.weight", {rows, D}));
+      if (m.qkv_bias)
+        p.add(b + "attn.w" + n + ".bias", {rows}, copy_of(s, h + "self_attn." + n + "_proj.bias", {rows}));
+    }
     p.add(b + "attn.wo.weight", {D, D}, copy_of(s, h + "self_attn.o_proj.weight", {D, D}));
     p.add(b + "ln2.weight", {D}, copy_of(s, h + "post_attention_layernorm.weight", {D}));
     p.add(b + "mlp.fc1.weight", {F, D}, copy_of(s, h + "mlp.up_proj.weight", {F, D}));
@@ -552,9 +593,10 @@ std::string family_of(const HfConfig& c, const std::string& asked) {
     if (type.empty()) bad(c.path + ": model_type: missing; give --family");
     family = type;
   }
-  if (family != "gpt2" && family != "gpt_neo" && family != "gpt_neox" && family != "llama")
+  if (family != "gpt2" && family != "gpt_neo" && family != "gpt_neox" && family != "llama" &&
+      family != "mistral" && family != "qwen2")
     bad(c.path + ": model_type: \"" + family + "\" is not a family attograd imports (gpt2, gpt_neo, " +
-        "gpt_neox, llama)");
+        "gpt_neox, llama, mistral, qwen2)");
   return family;
 }
 
@@ -599,7 +641,7 @@ analysis::Output<findings::ImportReport> import_model(const ImportRequest& reque
   Plan plan = family == "gpt2"       ? plan_gpt2(hf, source)
               : family == "gpt_neo"  ? plan_gpt_neo(hf, source)
               : family == "gpt_neox" ? plan_gpt_neox(hf, source)
-                                     : plan_llama(hf, source);
+                                     : plan_llama(hf, source, family);
 
   // The tokenizer files there are, copied as they are.
   std::vector<std::string> tokenizer_files;

@@ -530,7 +530,7 @@ const io::Table<imports::ImportRequest>& import_fields() {
        io::not_empty()},
       {"out", &imports::ImportRequest::out, "the run folder to write (new or empty)", io::not_empty()},
       {"family", &imports::ImportRequest::family, "the model family; auto reads config.json's model_type",
-       io::one_of({"auto", "gpt2", "gpt_neo", "gpt_neox", "llama"})},
+       io::one_of({"auto", "gpt2", "gpt_neo", "gpt_neox", "llama", "mistral", "qwen2"})},
       {"process", &imports::ImportRequest::process,
        "save TransformerLens's processed weights (fold_ln, center_writing_weights, center_unembed, "
        "fold_value_biases)"},

@@ -112,6 +112,62 @@ BOOST_AUTO_TEST_CASE(llama_logits_equal_the_reference) {
 BOOST_AUTO_TEST_CASE(sharded_llama_logits_equal_the_reference) {
   check_logits("llama_sharded");
 }
+// Qwen2 with q/k/v biases, 2 kv heads and its second layer sliding (window 3 of the 10 ids); Qwen2.5-0.5B's
+// habits (tied embeddings, sliding fields present but off, transformers 5's rope_parameters); Mistral sliding
+// on every layer (window 4).
+BOOST_AUTO_TEST_CASE(qwen2_logits_equal_the_reference) {
+  check_logits("qwen2");
+  const nlohmann::json model =
+      nlohmann::json::parse(read_all((temp_root() / "qwen2" / "config.json").string())).at("model");
+  BOOST_TEST(model.at("qkv_bias") == true);
+  BOOST_TEST(model.at("bias") == false);
+  BOOST_TEST(model.at("attn_window") == nlohmann::json({0, 3}));
+  BOOST_TEST(model.at("n_kv_heads") == 2);
+}
+BOOST_AUTO_TEST_CASE(tied_qwen2_logits_equal_the_reference) {
+  check_logits("qwen2_tied");
+  const nlohmann::json model =
+      nlohmann::json::parse(read_all((temp_root() / "qwen2_tied" / "config.json").string())).at("model");
+  BOOST_TEST(model.at("tie_embeddings") == true);
+  BOOST_TEST((!model.contains("attn_window") || model.at("attn_window").empty()), model.dump());
+}
+BOOST_AUTO_TEST_CASE(mistral_logits_equal_the_reference) {
+  check_logits("mistral");
+  const nlohmann::json model =
+      nlohmann::json::parse(read_all((temp_root() / "mistral" / "config.json").string())).at("model");
+  BOOST_TEST(model.at("attn_window") == nlohmann::json({4}));
+  BOOST_TEST(model.at("qkv_bias") == false);
+}
+std::string altered(const std::string& name, const std::string& from,
+                    const std::function<void(nlohmann::json&)>& edit);
+
+// The sliding windows matter: the same weights with every layer global are another model.
+BOOST_AUTO_TEST_CASE(the_sliding_window_is_read_from_each_familys_fields) {
+  const auto worst_against_reference = [](const std::string& name, const std::string& src) {
+    const nlohmann::json expected = nlohmann::json::parse(read_all(fixture(name) + "/expected.json"));
+    const std::string run = import_folder(src, "run-" + fs::path(src).filename().string());
+    const CommandResult r = run_attograd("forward " + shell_quote(run) + " --ids '" +
+                                         ids_text(expected.at("ids").get<std::vector<int>>()) + "' --json");
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+    const auto got = nlohmann::json::parse(r.out).at("logits").get<std::vector<std::vector<double>>>();
+    const auto want = expected.at("logits").get<std::vector<std::vector<double>>>();
+    double worst = 0;
+    for (size_t t = 0; t < want.size(); ++t)
+      for (size_t v = 0; v < want[t].size(); ++v) worst = std::max(worst, std::fabs(got[t][v] - want[t][v]));
+    return worst;
+  };
+  BOOST_TEST(worst_against_reference("mistral", altered("mistral-global", "mistral", [](nlohmann::json& c) {
+                                       c["sliding_window"] = nullptr;
+                                     })) > 1e-3);
+  BOOST_TEST(worst_against_reference("qwen2", altered("qwen2-off", "qwen2", [](nlohmann::json& c) {
+                                       c["use_sliding_window"] = false;
+                                     })) > 1e-3);
+  // layer_types, as transformers 5 writes them, say the same as max_window_layers.
+  check_logits("qwen2", altered("qwen2-types", "qwen2", [](nlohmann::json& c) {
+                 c.erase("max_window_layers");
+                 c["layer_types"] = {"full_attention", "sliding_attention"};
+               }));
+}
 BOOST_AUTO_TEST_CASE(gpt2_with_its_bpe_tokenizer_logits_equal_the_reference) {
   check_logits("gpt2_bpe");  // the fine-tuning tests' model
 }
@@ -157,7 +213,7 @@ BOOST_AUTO_TEST_CASE(the_run_says_where_it_came_from) {
 }
 
 BOOST_AUTO_TEST_CASE(cached_generation_follows_the_full_forward) {
-  for (const std::string name : {"gpt2", "gpt_neox", "llama"}) {
+  for (const std::string name : {"gpt2", "gpt_neox", "llama", "qwen2", "qwen2_tied", "mistral"}) {
     const std::string run = import_fixture(name, std::string("generate-") + name);
     const CommandResult g = run_attograd("generate " + shell_quote(run) +
                                          " --tokens '3 17 5' --max-new 12 --temperature 0 --json");
@@ -171,6 +227,23 @@ BOOST_AUTO_TEST_CASE(cached_generation_follows_the_full_forward) {
     const auto predictions = nlohmann::json::parse(f.out).at("predictions").get<std::vector<int>>();
     for (size_t t = 2; t + 1 < ids.size(); ++t)
       BOOST_TEST(predictions[t] == ids[t + 1], name << " position " << t);
+  }
+}
+
+// patch, lens and circuits read the imported Qwen2 and Mistral models (their random-token task: ids named by
+// their numbers), sliding windows and q/k/v biases included.
+BOOST_AUTO_TEST_CASE(the_study_tools_run_on_qwen2_and_mistral) {
+  const std::string clean = "3 17 5 42 0 9 31 17 5 42", corrupt = "3 17 5 42 0 9 31 17 8 42";
+  for (const std::string name : {"qwen2", "qwen2_tied", "mistral"}) {
+    const std::string run = shell_quote(import_fixture(name, "tools-" + name));
+    for (const std::string& tool :
+         {"patch " + run + " --clean '" + clean + "' --corrupt '" + corrupt +
+              "' --answer 0 --wrong 9 --attribution --json",
+          "lens " + run + " --tokens '" + clean + "' --answer 0 --json", "circuits " + run + " --json"}) {
+      const CommandResult t = run_attograd(tool);
+      BOOST_TEST(t.exit_code == 0, tool << ": " << t.err);
+      if (t.exit_code == 0) BOOST_TEST(!nlohmann::json::parse(t.out).empty(), tool);
+    }
   }
 }
 
@@ -266,6 +339,25 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_imported_is_one_line_and_exit_2) {
       {altered("gqa", "llama", [](nlohmann::json& c) { c["num_key_value_heads"] = 2; }),
        "k_proj.weight: shape [16, 16], but config.json implies [8, 16]"},
       {altered("type", "gpt2", [](nlohmann::json& c) { c["model_type"] = "t5"; }), "model_type"},
+      {altered("qwen2-types", "qwen2",
+               [](nlohmann::json& c) {
+                 c["layer_types"] = {"full_attention", "chunked_attention"};
+               }),
+       "layer_types: \"chunked_attention\" is not supported"},
+      {altered("qwen2-types-count", "qwen2",
+               [](nlohmann::json& c) { c["layer_types"] = {"full_attention"}; }),
+       "layer_types: expected one of"},
+      {altered("qwen2-window", "qwen2", [](nlohmann::json& c) { c["sliding_window"] = 0; }),
+       "sliding_window: expected a positive integer, got 0"},
+      {altered("qwen2-yarn", "qwen2",
+               [](nlohmann::json& c) {
+                 c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+               }),
+       "rope_scaling.type: \"yarn\" is not supported"},
+      {altered("qwen2-bias", "qwen2", [](nlohmann::json& c) { c["num_key_value_heads"] = 4; }),
+       "k_proj.weight: shape [8, 16], but config.json implies [16, 16]"},
+      {altered("mistral-head", "mistral", [](nlohmann::json& c) { c["head_dim"] = 8; }),
+       "head_dim: 8 is not supported"},
       {altered("act", "gpt_neox", [](nlohmann::json& c) { c["hidden_act"] = "relu"; }), "hidden_act"},
       {altered("width", "gpt2", [](nlohmann::json& c) { c["n_embd"] = 32; }), "wte.weight"},
       // Each family's dimensions under its own names: a required one missing, an optional one invalid.
@@ -384,7 +476,8 @@ std::vector<nlohmann::json> metrics_of(const std::string& run) {
 // constant per position), the processed logits sum to 0 over the vocabulary (center_unembed) where the
 // source's do not, imported.json says what each step did, and `circuits --processed` reads the processed run.
 BOOST_AUTO_TEST_CASE(processed_imports_keep_the_log_probabilities) {
-  for (const std::string name : {"gpt2", "gpt_neox", "gpt_neo", "llama", "llama_gqa", "nanogpt"}) {
+  for (const std::string name :
+       {"gpt2", "gpt_neox", "gpt_neo", "llama", "llama_gqa", "nanogpt", "qwen2", "qwen2_tied", "mistral"}) {
     const std::vector<int> ids =
         nlohmann::json::parse(read_all(fixture(name) + "/expected.json")).at("ids").get<std::vector<int>>();
     const std::string plain = import_fixture(name, "plain-" + name);
@@ -397,10 +490,11 @@ BOOST_AUTO_TEST_CASE(processed_imports_keep_the_log_probabilities) {
     BOOST_TEST(marker.at("processed") == true);
     const nlohmann::json& steps = marker.at("processing");
     BOOST_TEST(steps.size() == 4u, steps.dump());
-    const bool rms = name.rfind("llama", 0) == 0;
+    const bool rms = name.rfind("llama", 0) == 0 || name.rfind("qwen2", 0) == 0 || name == "mistral";
     for (const char* step : {"fold_ln", "center_unembed"})
       BOOST_TEST(steps.at(step).get<std::string>().rfind("skipped", 0) != 0, name << ": " << steps.dump());
-    // RMSNorm does not centre its input: the stream's writers stay, and Llama has no value biases.
+    // RMSNorm does not centre its input: the stream's writers stay. Llama and Mistral have no value biases;
+    // Qwen2's stay, its o_proj having no bias to take them.
     BOOST_TEST((steps.at("center_writing_weights").get<std::string>().rfind("skipped", 0) == 0) == rms,
                name << ": " << steps.dump());
     BOOST_TEST((steps.at("fold_value_biases").get<std::string>().rfind("skipped", 0) == 0) == rms,
