@@ -102,7 +102,7 @@ using Tensor = ag::Tensor<double>;
 // Rows per batched run (targets in adjacency, routes in edge_paths: each row a copy of the prompt): as many
 // as keep one (rows, T, D) activation near kBatchElements doubles, between kMinBatch and kMaxBatch. Fewer
 // runs of more rows spend less on each op's fixed cost.
-constexpr int64_t kBatchElements = int64_t(1) << 19, kMinBatch = 8, kMaxBatch = 256;
+constexpr int64_t kBatchElements = int64_t(1) << 19, kMinBatch = 8, kMaxBatch = 64;
 size_t batch_rows(int64_t T, int64_t D) {
   return static_cast<size_t>(std::clamp(kBatchElements / (T * D), kMinBatch, kMaxBatch));
 }
