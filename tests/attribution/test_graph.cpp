@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <numeric>
 
 #include "attribution/graph.h"
@@ -230,6 +231,19 @@ BOOST_AUTO_TEST_CASE(induction_small_graph_is_exact) {
   check_exact(rm, 2, 2, true);
 }
 
+// A model of shape s from seed `seed`, every parameter moved by 0.2 N(0, 1): biases and norms away from
+// their initial values, so each term the graph reads is exercised.
+namespace {
+std::unique_ptr<nn::CausalLM<float>> noisy_model(const nn::ModelShape& s, uint64_t seed) {
+  ag::Rng rng(seed);
+  auto model = std::make_unique<nn::CausalLM<float>>(s, rng);
+  for (const auto& p : model->named_parameters())
+    for (int64_t i = 0; i < p.tensor->numel(); ++i)
+      p.tensor->data()[i] += static_cast<float>(0.2 * rng.normal());
+  return model;
+}
+}  // namespace
+
 // Qwen2's attention (q/k/v biases without an output bias, grouped-query heads) on RMSNorm and a gated MLP,
 // random weights: the graph reads the model through its view and stays exact. Learned positions: the QK
 // attribution the check includes is refused on rotary ones.
@@ -238,11 +252,8 @@ BOOST_AUTO_TEST_CASE(qkv_bias_graph_is_exact) {
   s.vocab = 17, s.max_len = 12, s.d_model = 16, s.n_heads = 4, s.n_layers = 2, s.d_ff = 24;
   s.norm = nn::NormKind::rms, s.activation = nn::Activation::swiglu, s.bias = false, s.qkv_bias = true;
   s.n_kv_heads = 2;
-  ag::Rng rng(3);
-  nn::CausalLM<float> model(s, rng);
-  for (const auto& p : model.named_parameters())
-    for (int64_t i = 0; i < p.tensor->numel(); ++i)
-      p.tensor->data()[i] += static_cast<float>(0.2 * rng.normal());
+  const std::unique_ptr<nn::CausalLM<float>> made = noisy_model(s, 3);
+  const nn::CausalLM<float>& model = *made;
   const std::vector<int32_t> ids = {1, 5, 9, 2, 5, 9, 3, 7};
   const attribution::LocalReplacement rm(model, ids, random_transcoders(model, 24), top_tokens(model, ids, 3),
                                          {0.5, 0.3, 0.2});
@@ -258,11 +269,8 @@ BOOST_AUTO_TEST_CASE(parallel_softcap_graph_is_exact) {
   nn::ModelShape s;
   s.vocab = 19, s.max_len = 12, s.d_model = 16, s.n_heads = 4, s.n_layers = 2, s.d_ff = 32;
   s.parallel = true, s.logit_softcap = 5.0, s.attn_window = {3, 0};
-  ag::Rng rng(5);
-  nn::CausalLM<float> model(s, rng);
-  for (const auto& p : model.named_parameters())
-    for (int64_t i = 0; i < p.tensor->numel(); ++i)
-      p.tensor->data()[i] += static_cast<float>(0.2 * rng.normal());
+  const std::unique_ptr<nn::CausalLM<float>> made = noisy_model(s, 5);
+  const nn::CausalLM<float>& model = *made;
   const std::vector<int32_t> ids = {1, 5, 9, 2, 5, 9, 3, 7};
   const attribution::LocalReplacement rm(model, ids, random_transcoders(model, 24), top_tokens(model, ids, 3),
                                          {0.5, 0.3, 0.2});
