@@ -19,6 +19,7 @@
 #include "io/run_layout.h"
 #include "io/run_ownership.h"
 #include "nn/hooks.h"
+#include "nn/model_copy.h"
 #include "nn/model_view.h"
 #include "train/safetensors.h"
 
@@ -105,14 +106,6 @@ using Tensor = ag::Tensor<double>;
 constexpr int64_t kBatchElements = int64_t(1) << 19, kMinBatch = 8, kMaxBatch = 64;
 size_t batch_rows(int64_t T, int64_t D) {
   return static_cast<size_t>(std::clamp(kBatchElements / (T * D), kMinBatch, kMaxBatch));
-}
-
-// `to`'s weights set to `from`'s, converted (the same architecture, parameter for parameter).
-void copy_weights(const nn::CausalLM<float>& from, nn::CausalLM<double>& to) {
-  const auto src = from.named_parameters();
-  const auto dst = to.named_parameters();
-  for (size_t i = 0; i < src.size(); ++i)
-    for (int64_t k = 0; k < src[i].tensor->numel(); ++k) dst[i].tensor->data()[k] = src[i].tensor->data()[k];
 }
 
 // A transcoder's activations from its pre-activations (T, M): ReLU, then only the features above their
@@ -258,11 +251,9 @@ struct LocalReplacement::Impl {
   void for_each_write_gradient(const Pass& pass, F f) const;
   // Row b's target values (features: pre-activation; logits: demeaned, before any softcap).
   Vec target_values(const Pass& pass, int64_t b) const;
-  // Row b's gradient seed for `target` at what it reads: a feature its layer's MLP input, a logit the
-  // unembedding's input at the last position.
-  void seed(int64_t target, int64_t b, std::vector<Tensor>& mlp_in, Tensor& final_in) const;
-  // sum(pass's reads * seeds): its gradient is each row's target's.
-  Tensor seeded(const Pass& pass, const std::vector<Tensor>& mlp_seed, const Tensor& final_seed) const;
+  // The backward of row b's target targets[b] (its value's gradient, seeded at what it reads: a feature its
+  // layer's MLP input, a logit the unembedding's input at the last position), for every row at once.
+  void backward_from(const Pass& pass, const std::vector<int64_t>& targets) const;
   // The hooks that keep each row's gradient on its route.
   void add_route_hooks(const Routes& routes, int64_t B, nn::Hooks<double>& hooks,
                        std::shared_ptr<std::vector<Tensor>> live) const;
@@ -623,23 +614,23 @@ Vec LocalReplacement::Impl::target_values(const Pass& pass, int64_t b) const {
   return out;
 }
 
-void LocalReplacement::Impl::seed(int64_t target, int64_t b, std::vector<Tensor>& mlp_in,
-                                  Tensor& final_in) const {
-  const int64_t N = static_cast<int64_t>(nodes.size());
-  const GraphNode& n = nodes[target];
-  if (target < n_features) {
-    Eigen::Map<Vec>(mlp_in[n.layer].data() + (b * T + n.position) * D, D) = W_enc[n.layer].col(n.index);
-  } else {
-    Eigen::Map<Vec>(final_in.data() + (b * T + T - 1) * D, D) =
-        unembed.row(target - (N - n_logits)).transpose();
+void LocalReplacement::Impl::backward_from(const Pass& pass, const std::vector<int64_t>& targets) const {
+  const int64_t N = static_cast<int64_t>(nodes.size()), B = static_cast<int64_t>(targets.size());
+  std::vector<Tensor> mlp_seed(static_cast<size_t>(L));
+  for (int l = 0; l < L && has_mlp; ++l) mlp_seed[l] = Tensor::zeros({B, T, D});
+  Tensor final_seed = Tensor::zeros({B, T, D});
+  for (int64_t b = 0; b < B; ++b) {
+    const GraphNode& n = nodes[targets[b]];
+    if (targets[b] < n_features)
+      Eigen::Map<Vec>(mlp_seed[n.layer].data() + (b * T + n.position) * D, D) = W_enc[n.layer].col(n.index);
+    else
+      Eigen::Map<Vec>(final_seed.data() + (b * T + T - 1) * D, D) =
+          unembed.row(targets[b] - (N - n_logits)).transpose();
   }
-}
-
-Tensor LocalReplacement::Impl::seeded(const Pass& pass, const std::vector<Tensor>& mlp_seed,
-                                      const Tensor& final_seed) const {
+  // sum(reads * seeds): its gradient is each row's target's.
   Tensor total = ag::sum(pass.final_in * final_seed);
   for (int l = 0; l < L && has_mlp; ++l) total = total + ag::sum(pass.mlp_in[l] * mlp_seed[l]);
-  return total;
+  total.backward();
 }
 
 LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::vector<int32_t>& ids,
@@ -659,9 +650,7 @@ LocalReplacement::LocalReplacement(const nn::CausalLM<float>& model, const std::
   m.ids = ids;
   // The model in float64, its weights converted; the replacement is its own forward with hooks. Its
   // parameters never need a gradient here.
-  ag::Rng rng(1);
-  m.model = std::make_unique<nn::CausalLM<double>>(model.shape, rng);
-  copy_weights(model, *m.model);
+  m.model = nn::float64_copy(model);
   for (const auto& p : m.model->named_parameters()) p.tensor->set_requires_grad(false);
   const nn::ModelView<double> mv = nn::view(*m.model);
   m.learned_positions = mv.position_embedding.defined();
@@ -747,11 +736,7 @@ Eigen::MatrixXd LocalReplacement::adjacency() const {
     const int64_t B = static_cast<int64_t>(std::min(rows, targets.size() - first));
     nn::Hooks<double> hooks;
     const Impl::Pass pass = m.run(Mat::Ones(B, N), true, nullptr, false, hooks);
-    std::vector<Tensor> mlp_seed(static_cast<size_t>(m.L));
-    for (int l = 0; l < m.L && m.has_mlp; ++l) mlp_seed[l] = Tensor::zeros({B, m.T, m.D});
-    Tensor final_seed = Tensor::zeros({B, m.T, m.D});
-    for (int64_t b = 0; b < B; ++b) m.seed(targets[first + b], b, mlp_seed, final_seed);
-    m.seeded(pass, mlp_seed, final_seed).backward();
+    m.backward_from(pass, std::vector<int64_t>(targets.begin() + first, targets.begin() + first + B));
     m.for_each_write_gradient(
         pass, [&](int64_t b, int64_t w, double g) { A(targets[first + b], m.write_node[w]) += g; });
   }
@@ -828,11 +813,7 @@ std::vector<std::vector<PathTerm>> LocalReplacement::edge_paths(int64_t target,
       }
     nn::Hooks<double> hooks;
     const Impl::Pass pass = m.run(Mat::Ones(B, N), true, &r, false, hooks);
-    std::vector<Tensor> mlp_seed(static_cast<size_t>(m.L));
-    for (int l = 0; l < m.L && m.has_mlp; ++l) mlp_seed[l] = Tensor::zeros({B, m.T, m.D});
-    Tensor final_seed = Tensor::zeros({B, m.T, m.D});
-    for (int64_t b = 0; b < B; ++b) m.seed(target, b, mlp_seed, final_seed);
-    m.seeded(pass, mlp_seed, final_seed).backward();
+    m.backward_from(pass, std::vector<int64_t>(static_cast<size_t>(B), target));
     // A write at level lw takes its gradient from the routes that pass the stream at every layer below lw
     // (the layers below do not change it): each such route is one path from lw up.
     m.for_each_write_gradient(pass, [&](int64_t b, int64_t w, double g) {

@@ -18,9 +18,9 @@
 #include "autograd/threads.h"
 #include "nn/hook_points.h"
 #include "nn/hooks.h"
+#include "nn/model_copy.h"
 #include "python/bindings.h"
 #include "python/convert.h"
-#include "train/model_factory.h"
 #include "train/run_folder.h"
 #include "train/token_input.h"
 #include "train/tokenizer.h"
@@ -138,19 +138,6 @@ void add_hooks(nn::Hooks<T>& hooks, const nn::CausalLM<T>& model, py::handle hoo
       return copy;
     });
   }
-}
-
-// A float64 copy of the model (its current parameters), for dtype="float64".
-std::unique_ptr<nn::CausalLM<double>> float64_model(const train::LoadedRun& run) {
-  std::unique_ptr<nn::CausalLM<double>> out = train::make_model_to_load<double>(run.config);
-  const auto from = run.model->named_parameters();
-  const auto to = out->named_parameters();
-  for (size_t i = 0; i < from.size(); ++i) {
-    const float* src = from[i].tensor->data();
-    double* dst = to[i].tensor->data();
-    for (int64_t j = 0; j < from[i].tensor->numel(); ++j) dst[j] = src[j];
-  }
-  return out;
 }
 
 // "float32" or "float64", the dtype of a forward or backward; true for float64.
@@ -276,8 +263,8 @@ py::object forward(const Run& self, py::handle ids_value, py::object hooks_value
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
   if (is_float64(dtype))
-    return forward_as(*float64_model(*run), ids, B, T, hooks_value, bwd_hooks, grad_logits, return_type,
-                      loss_per_token);
+    return forward_as(*nn::float64_copy(*run->model), ids, B, T, hooks_value, bwd_hooks, grad_logits,
+                      return_type, loss_per_token);
   return forward_as(*run->model, ids, B, T, hooks_value, bwd_hooks, grad_logits, return_type, loss_per_token);
 }
 
@@ -324,7 +311,8 @@ py::dict backward(const Run& self, py::handle ids_value, py::handle grad_logits,
   const auto run = self.get();
   int64_t B = 0, T = 0;
   const std::vector<int32_t> ids = self.ids(*run, ids_value, "ids", &B, &T);
-  if (is_float64(dtype)) return backward_as(*float64_model(*run), ids, B, T, grad_logits, points_value);
+  if (is_float64(dtype))
+    return backward_as(*nn::float64_copy(*run->model), ids, B, T, grad_logits, points_value);
   return backward_as(*run->model, ids, B, T, grad_logits, points_value);
 }
 
